@@ -1,0 +1,119 @@
+"""Importers: recorded agent sessions -> loopwatch stream events.
+
+One module per recording format, each exposing ``discover(path) -> Iterator[Path]`` (which
+files under a directory are sessions of that format), ``read(path, on_error) -> Iterator[dict]``
+(the events of one file, in order) and ``looks_like(first_json_value) -> bool``.
+
+    >>> from streams.importers import import_paths
+    >>> for event in import_paths("openclaw", ["~/.openclaw/agents"]):  # doctest: +SKIP
+    ...     print(event["type"], event.get("tool_name"))
+
+Event shapes are documented in :mod:`streams.importers.events`; how each format maps onto
+them, and which fields mean what, in each format's module docstring.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import claude_code, codex, openclaw, swe_agent
+from .events import ErrorHandler, SessionFormatError
+
+__all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format"]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A recording format: how to find its files and how to read one."""
+
+    name: str
+    discover: Callable[[Path], Iterator[Path]]
+    read: Callable[[Path, ErrorHandler | None], Iterator[dict[str, Any]]]
+    looks_like: Callable[[Any], bool]
+
+
+FORMATS: dict[str, Format] = {
+    "openclaw": Format("openclaw", openclaw.discover, openclaw.read, openclaw.looks_like),
+    "claude-code": Format("claude-code", claude_code.discover, claude_code.read, claude_code.looks_like),
+    "codex": Format("codex", codex.discover, codex.read, codex.looks_like),
+    "swe-agent": Format("swe-agent", swe_agent.discover, swe_agent.read, swe_agent.looks_like),
+}
+
+
+def _format(fmt: str) -> Format:
+    try:
+        return FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}") from None
+
+
+def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
+    """The session files of format ``fmt`` named by ``paths`` (files or directories, recursively).
+
+    Each file is yielded once, in the order given (directories in sorted order).
+
+    Raises:
+        ValueError: unknown format.
+        FileNotFoundError: a path that does not exist.
+    """
+    spec = _format(fmt)
+    seen: set[Path] = set()
+    for raw in paths:
+        root = Path(raw).expanduser()
+        if not root.exists():
+            raise FileNotFoundError(f"no such file or directory: {raw}")
+        for found in spec.discover(root):
+            key = found.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield found
+
+
+def import_paths(
+    fmt: str, paths: Iterable[str | Path], on_error: ErrorHandler | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield the events of every ``fmt`` session under ``paths``, file after file.
+
+    Args:
+        fmt: a key of :data:`FORMATS`.
+        paths: files or directories (searched recursively).
+        on_error: called with each :class:`SessionFormatError` (a malformed line, or a file
+            that cannot be read at all); the importer then skips that line or file and goes
+            on. Without it the first such error is raised.
+
+    Raises:
+        ValueError: unknown format. FileNotFoundError: a missing path.
+        SessionFormatError: malformed input, when ``on_error`` is ``None``.
+    """
+    spec = _format(fmt)
+    for path in iter_files(fmt, paths):
+        try:
+            yield from spec.read(path, on_error)
+        except UnicodeDecodeError as exc:
+            err = SessionFormatError(path, None, f"not UTF-8 text: {exc.reason}")
+            if on_error is None:
+                raise err from exc
+            on_error(err)
+
+
+def detect_format(path: str | Path) -> str | None:
+    """Guess the format of a session file from its name and first JSON value (cheap; may be ``None``)."""
+    p = Path(path)
+    if p.is_dir():
+        return None
+    if p.suffix == ".traj":
+        return "swe-agent"
+    try:
+        with p.open(encoding="utf-8") as fh:
+            first_line = next((ln for ln in fh if ln.strip()), "")
+        first = json.loads(first_line)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    for name in ("openclaw", "codex", "claude-code"):
+        if FORMATS[name].looks_like(first):
+            return name
+    return None

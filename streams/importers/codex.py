@@ -1,0 +1,166 @@
+"""Codex CLI ``codex exec --json`` output -> stream events.
+
+Input: JSON Lines events ``thread.started {thread_id}``, ``turn.started``, ``turn.completed``,
+``turn.failed``, ``item.started {item}``, ``item.completed {item}``, ``error``; ``item.id`` pairs a
+start with its completion. Reference: ``shared/realdata/codex-cli/SOURCE.md``.
+
+Mapping (``session_id`` = ``thread_id``, ``run_id`` = ``<thread_id>#turn<n>`` for the n-th
+``turn.started``, ``agent_id`` = ``"codex"``, ``tool_call_id`` = ``item.id``):
+
+* ``command_execution`` -> ``tool_name = "shell"``, ``args = {"command": item.command}``. The
+  outcome is ``result = {"content": [{"type":"text","text": aggregated_output}], "details":
+  {"status", "exitCode", "aggregated"}}`` (OpenClaw's exec field names, so the facts sit where a
+  reader expects them; the engine hashes ``shell`` by spec §4.3 rule 8, text plus details). A
+  non-zero exit code is a *returned* result, like OpenClaw's ``exec`` (Codex marks it
+  ``status:"failed"``, but the command ran). Only a command that never ran (``declined``, or
+  ``failed`` with no exit code) is a thrown error, whose message is the output text or
+  ``"command <status>"``.
+* ``file_change`` (completion only) -> ``apply_patch`` with ``args = {"changes": [...]}`` and
+  ``result = {"content": [], "details": {"status", "changes"}}``; ``status:"failed"`` -> error
+  ``"patch failed"``.
+* ``todo_list`` -> ``update_plan`` with ``args = {"items": [...]}`` from the first event of the
+  item; the completion gives ``result = {"content": [], "details": {"items": [...]}}``.
+* ``web_search`` -> ``web_search`` with ``args = {"query": ...}``; ``mcp_tool_call`` ->
+  ``tool_name = item.tool``, ``args = item.arguments``, ``result = item.result``, ``error =
+  item.error`` (neither occurs in the recorded files).
+* Ordering: a call whose completion comes before any other tool call starts is emitted as one
+  complete ``tool_call``. When calls overlap (Codex runs several at once), each is emitted at
+  its start with ``outcome_follows: true`` and its outcome as a ``tool_result`` at its
+  completion, which is how OpenClaw would see them (detect at call, record at outcome).
+* No compaction events exist in this format. ``error`` / ``turn.failed`` are run-level
+  (transport) errors, not tool results, and produce no event.
+* Codex prints no clock: ``ts`` is the 1-based line number (order only).
+
+Errors: unparsable lines and items without ``id`` are reported (path, line) and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .events import ErrorHandler, EventIds, SessionFormatError, read_jsonl, report, text_result
+
+__all__ = ["discover", "read", "looks_like", "TOOL_ITEMS"]
+
+# item.type -> tool name loopwatch reports
+TOOL_ITEMS = {
+    "command_execution": "shell",
+    "file_change": "apply_patch",
+    "todo_list": "update_plan",
+    "web_search": "web_search",
+    "mcp_tool_call": None,  # named by item.tool
+}
+
+
+def discover(root: Path) -> Iterator[Path]:
+    """``*.jsonl`` under ``root`` (recursively, sorted), or ``root`` itself."""
+    if root.is_dir():
+        yield from sorted(p for p in root.rglob("*.jsonl") if p.is_file())
+    elif root.is_file():
+        yield root
+
+
+def looks_like(first: Any) -> bool:
+    """Whether a file's first JSON line is a ``codex exec --json`` event."""
+    return isinstance(first, dict) and first.get("type") in ("thread.started", "turn.started")
+
+
+def _args(item: dict[str, Any]) -> Any:
+    kind = item.get("type")
+    if kind == "command_execution":
+        return {"command": item.get("command")}
+    if kind == "file_change":
+        return {"changes": item.get("changes")}
+    if kind == "todo_list":
+        return {"items": item.get("items")}
+    if kind == "web_search":
+        return {"query": item.get("query")}
+    return item.get("arguments")
+
+
+def _outcome(item: dict[str, Any]) -> dict[str, Any]:
+    kind, status = item.get("type"), item.get("status")
+    if kind == "command_execution":
+        output = item.get("aggregated_output") or ""
+        exit_code = item.get("exit_code")
+        if status == "declined" or (status == "failed" and exit_code is None):
+            return {"result": None, "error": output.strip() or f"command {status}"}
+        return {"result": text_result(output, {"status": status, "exitCode": exit_code, "aggregated": output}),
+                "error": None}
+    if kind == "file_change":
+        if status == "failed":
+            return {"result": None, "error": "patch failed"}
+        return {"result": {"content": [], "details": {"status": status, "changes": item.get("changes")}}, "error": None}
+    if kind == "todo_list":
+        return {"result": {"content": [], "details": {"items": item.get("items")}}, "error": None}
+    if kind == "mcp_tool_call":
+        return {"result": item.get("result"), "error": item.get("error")}
+    return {"result": {"content": [], "details": {k: v for k, v in item.items() if k not in ("id", "type")}},
+            "error": None}
+
+
+def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the stream events of one ``codex exec --json`` capture (see the module docstring)."""
+    path = Path(path)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for lineno, ev in read_jsonl(path, on_error):
+        item = ev.get("item")
+        if ev.get("type") in ("item.started", "item.completed", "item.updated"):
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                report(SessionFormatError(path, lineno, "item event without an item id"), on_error)
+                continue
+        rows.append((lineno, ev))
+
+    session_id = next((e["thread_id"] for _, e in rows if e.get("type") == "thread.started"), None) or path.stem
+    ids = EventIds(session_id)
+    # per tool item (keyed by turn and id: ids restart each turn): first-seen index, completion index
+    first_at: dict[tuple[int, str], int] = {}
+    done_at: dict[tuple[int, str], int] = {}
+    turn = 0
+    keyed: list[tuple[int, dict[str, Any], tuple[int, str] | None]] = []
+    for i, (ln, ev) in enumerate(rows):
+        if ev.get("type") == "turn.started":
+            turn += 1
+        key = None
+        item = ev.get("item")
+        if isinstance(item, dict) and item.get("type") in TOOL_ITEMS:
+            key = (turn, item["id"])
+            first_at.setdefault(key, i)
+            if ev["type"] == "item.completed":
+                done_at.setdefault(key, i)
+        keyed.append((ln, ev, key))
+    starts = sorted(first_at.values())
+
+    turn = 0
+    follows: set[tuple[int, str]] = set()
+    for i, (ln, ev, key) in enumerate(keyed):
+        if ev.get("type") == "turn.started":
+            turn += 1
+        if key is None:
+            continue
+        item, run_id = ev["item"], f"{session_id}#turn{max(turn, 1)}"
+        src = {"path": str(path), "line": ln}
+        if first_at[key] == i:
+            end = done_at.get(key)
+            # overlapping when another tool call starts before this one completes
+            overlap = end is not None and end > i and any(i < s < end for s in starts)
+            name = TOOL_ITEMS[item["type"]] or item.get("tool")
+            call: dict[str, Any] = {"type": "tool_call", "run_id": run_id, "session_id": session_id,
+                                    "agent_id": "codex", "tool_call_id": item["id"], "tool_name": name,
+                                    "args": _args(item)}
+            if overlap:
+                follows.add(key)
+                call.update(result=None, error=None, outcome_follows=True)
+            elif end is not None:
+                call.update(_outcome(keyed[end][1]["item"]))
+            else:
+                call.update(result=None, error=None)
+            call.update(event_id=ids.next(ln), ts=ln, source=src)
+            yield call
+        elif done_at.get(key) == i and key in follows:
+            res = {"type": "tool_result", "run_id": run_id, "session_id": session_id, "tool_call_id": item["id"]}
+            res.update(_outcome(item))
+            res.update(event_id=ids.next(ln), ts=ln, source=src)
+            yield res

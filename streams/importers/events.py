@@ -1,0 +1,131 @@
+"""Building blocks shared by the importers: the error type, event constructors, JSONL reading.
+
+Every importer yields plain ``dict`` events in the stream schema (spec §9, §10):
+
+* ``tool_call``: ``{type, run_id, session_id, [session_key], [agent_id], tool_call_id,
+  tool_name, [args], result, error, [outcome_follows], event_id, ts, source}``.
+  ``args`` absent means JavaScript ``undefined``; ``result: null`` means the tool returned
+  nothing; ``error`` is ``null``, a string (a thrown ``Error`` with that message) or another
+  JSON value (a thrown non-Error value).
+* ``tool_result``: ``{type, run_id, session_id, tool_call_id, result, error, event_id, ts,
+  source}``; only after a ``tool_call`` carrying ``outcome_follows: true``.
+* ``compaction_retry``: ``{type, run_id, session_id, [agent_id], event_id, ts, source}``.
+
+``ts`` is epoch milliseconds (int); ``source`` is ``{"path": str, "line": int}`` with a
+1-based physical line (for a pretty-printed ``.traj`` file, the line is 1 and the step
+index is in ``source["step"]``). ``event_id`` is ``<session_id>:<line>:<n>`` (``n`` counts
+the events made from that line), so importing a file twice gives identical output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SessionFormatError",
+    "ErrorHandler",
+    "EventIds",
+    "read_jsonl",
+    "iso_to_ms",
+    "text_result",
+    "joined_text",
+    "report",
+]
+
+
+class SessionFormatError(ValueError):
+    """A recorded session that cannot be read as the format it claims to be.
+
+    Attributes:
+        path: the file.
+        line: 1-based line number of the offending line (``None`` for whole-file problems).
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+# Called with each recoverable format error; when an importer has none it raises instead.
+ErrorHandler = Callable[[SessionFormatError], None]
+
+
+def report(error: SessionFormatError, on_error: ErrorHandler | None) -> None:
+    """Hand ``error`` to ``on_error``, or raise it when there is no handler."""
+    if on_error is None:
+        raise error
+    on_error(error)
+
+
+def read_jsonl(path: Path, on_error: ErrorHandler | None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, parsed_value)`` for each non-blank line of a JSON Lines file.
+
+    A line that is not JSON, or not a JSON object, is reported as a :class:`SessionFormatError`
+    (raised when ``on_error`` is ``None``) and skipped.
+    """
+    with path.open("r", encoding="utf-8", errors="strict") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                report(SessionFormatError(path, lineno, f"not JSON: {exc.msg}"), on_error)
+                continue
+            if not isinstance(value, dict):
+                report(SessionFormatError(path, lineno, "line is not a JSON object"), on_error)
+                continue
+            yield lineno, value
+
+
+def iso_to_ms(value: Any) -> int | None:
+    """ISO-8601 text (``2026-05-04T06:25:35.641Z``) or epoch ms number -> epoch ms, else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(round(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000))
+        except ValueError:
+            return None
+    return None
+
+
+def text_result(text: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """OpenClaw's tool result shape ``{"content": [{"type": "text", "text": ...}], "details": {...}}``."""
+    return {"content": [{"type": "text", "text": text}], "details": details if details is not None else {}}
+
+
+def joined_text(content: Any) -> str:
+    """The text of a result ``content``: a string as is, or the ``text`` of its blocks joined by ``\\n``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+class EventIds:
+    """Deterministic event ids ``<prefix>:<line>:<n>``, ``n`` counting events per line."""
+
+    __slots__ = ("_prefix", "_counts")
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._counts: dict[int, int] = {}
+
+    def next(self, line: int) -> str:
+        n = self._counts.get(line, 0)
+        self._counts[line] = n + 1
+        return f"{self._prefix}:{line}:{n}"
