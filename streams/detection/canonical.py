@@ -1,0 +1,245 @@
+"""Canonical serialisation and SHA-256 digests, byte-identical to OpenClaw's.
+
+OpenClaw fingerprints tool arguments and outcomes with a ``stableStringify``
+written in JavaScript (Spec §4.1). This module reproduces its output for the
+JSON data model as Python decodes it (``dict``/``list``/``tuple``/``str``/
+``int``/``float``/``bool``/``None``), plus three values JSON cannot carry:
+
+* :data:`UNDEFINED` -- JavaScript ``undefined`` (an absent ``args``), written as
+  the bare word ``undefined``;
+* ``bytes``/``bytearray`` (msgpack ``bin``) -- a ``Uint8Array``, written as
+  ``{"data":<base64>,"type":"Uint8Array"}``;
+* a container that is its own ancestor -- written as ``"[Circular]"``.
+
+Where Python and JavaScript differ:
+
+* object keys sort by UTF-16 code unit (JavaScript ``<``), not code point;
+* numbers use JavaScript's ``Number#toString`` (``1.0`` -> ``1``, ``-0`` -> ``0``,
+  ``1e21`` -> ``1e+21``, ``1e-7`` -> ``1e-7``, ``0.00001`` -> ``0.00001``);
+  ``NaN``/``Infinity`` become the *strings* ``"NaN"``/``"Infinity"``;
+* integers beyond 2**53 are rounded to the nearest double, as JavaScript's
+  ``JSON.parse`` does (``9007199254740993`` -> ``9007199254740992``);
+* lone surrogates in strings are escaped (``\\ud800``), as ``JSON.stringify`` does.
+
+Speed: the common case (string keys, no floats or huge integers, no astral
+characters) is serialised by the C JSON encoder, which already agrees with
+JavaScript there; anything that may differ takes the exact pure-Python path.
+The fast path is only trusted after a check that errs towards the slow path.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from typing import Any
+
+__all__ = ["UNDEFINED", "stable_stringify", "digest", "js_number", "js_string"]
+
+
+class _Undefined:
+    """JavaScript ``undefined``; a singleton, falsy, serialised as ``undefined``."""
+
+    __slots__ = ()
+    _instance: "_Undefined | None" = None
+
+    def __new__(cls) -> "_Undefined":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED = _Undefined()
+
+_MAX_SAFE_INT = 2**53
+
+# Fast-path guards. A float or a >=16-digit integer in the C encoder's output
+# follows a structural character; the same pattern inside a string only costs
+# a trip through the exact path.
+_NUMBERISH = re.compile(r"[:,\[]-?\d+(?:[.eE]|\d{15})")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_c_encode = json.JSONEncoder(
+    ensure_ascii=False,
+    separators=(",", ":"),
+    sort_keys=True,
+    allow_nan=False,
+    default=None,
+).encode
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return "\\u%04x" % ord(match.group())
+
+
+def js_string(value: str) -> str:
+    """``JSON.stringify(value)`` for a string (Spec §4.1): short escapes,
+    ``\\u00XX`` below U+0020, lone surrogates escaped, all else raw."""
+    text = json.dumps(value, ensure_ascii=False)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(_escape_surrogate, text)
+    return text
+
+
+def js_number(value: float | int) -> str:
+    """JavaScript ``Number#toString`` of a finite number (Spec §4.1).
+
+    Integers are first rounded to the nearest double, as JavaScript holds them.
+    Raises ``ValueError`` for NaN and infinities (callers quote those).
+    """
+    if isinstance(value, int):
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return str(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError("integer beyond the double range") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("not a finite number")
+    if value == 0:
+        return "0"  # also -0
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp_text = repr(abs(value)).partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    digits = int_part + frac_part
+    # value = 0.<digits> * 10**point
+    point = len(int_part) + (int(exp_text) if exp_text else 0)
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * (-point) + digits
+    exponent = point - 1
+    exp_sign = "+" if exponent >= 0 else "-"
+    head = digits[0] if k == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{head}e{exp_sign}{abs(exponent)}"
+
+
+def _number(value: float | int) -> str:
+    try:
+        return js_number(value)
+    except ValueError:
+        if isinstance(value, int):
+            return '"Infinity"' if value > 0 else '"-Infinity"'
+        if value != value:
+            return '"NaN"'
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
+    """Exact serialiser: appends the canonical text of ``value`` to ``parts``."""
+    kind = type(value)
+    if value is None:
+        parts.append("null")
+    elif value is UNDEFINED:
+        parts.append("undefined")
+    elif kind is bool:
+        parts.append("true" if value else "false")
+    elif kind is str:
+        parts.append(js_string(value))
+    elif kind is int or kind is float:
+        parts.append(_number(value))
+    elif isinstance(value, dict):
+        if id(value) in ancestors:
+            parts.append('"[Circular]"')
+            return
+        ancestors.add(id(value))
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: _utf16_key(kv[0]))
+        parts.append("{")
+        for index, (key, item) in enumerate(items):
+            if index:
+                parts.append(",")
+            parts.append(js_string(key))
+            parts.append(":")
+            _exact(item, parts, ancestors)
+        parts.append("}")
+        ancestors.discard(id(value))
+    elif isinstance(value, (list, tuple)):
+        if id(value) in ancestors:
+            parts.append('"[Circular]"')
+            return
+        ancestors.add(id(value))
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _exact(item, parts, ancestors)
+        parts.append("]")
+        ancestors.discard(id(value))
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = base64.b64encode(bytes(value)).decode("ascii")
+        parts.append('{"data":' + js_string(data) + ',"type":"Uint8Array"}')
+    elif isinstance(value, bool):
+        parts.append("true" if value else "false")
+    elif isinstance(value, str):
+        parts.append(js_string(str(value)))
+    elif isinstance(value, (int, float)):
+        parts.append(_number(value))
+    else:
+        raise TypeError(f"cannot canonicalise a value of type {kind.__name__}")
+
+
+def _exact_text(value: Any) -> str:
+    parts: list[str] = []
+    _exact(value, parts, set())
+    return "".join(parts)
+
+
+def _fast_text(value: Any) -> str | None:
+    """The C encoder's output when it provably equals the canonical text, else None."""
+    try:
+        text = _c_encode(value)
+    except (TypeError, ValueError):
+        return None  # UNDEFINED, bytes, NaN/Infinity, cycles, non-string keys
+    first = text[0]
+    if first == "-" or first.isdigit():
+        return None  # a top-level number
+    if _NUMBERISH.search(text):
+        return None
+    if not text.isascii() and (_ASTRAL.search(text) or _SURROGATE.search(text)):
+        return None
+    return text
+
+
+def stable_stringify(value: Any) -> str:
+    """OpenClaw's canonical text of ``value`` (Spec §4.1).
+
+    Arguments:
+        value: JSON data as Python decodes it, or :data:`UNDEFINED`, ``bytes``.
+    Returns:
+        The canonical text (not always valid JSON: ``undefined`` may appear).
+    Raises:
+        TypeError: for a value outside that data model (e.g. a ``set``).
+    """
+    text = _fast_text(value)
+    return text if text is not None else _exact_text(value)
+
+
+def digest(value: Any) -> str:
+    """Lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
+    text = _fast_text(value)
+    if text is None:
+        text = _exact_text(value)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

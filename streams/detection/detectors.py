@@ -1,0 +1,242 @@
+"""The five rolling detectors, their precedence, messages and warning keys (Spec §5).
+
+:func:`detect` reads the session history *before* the call it judges is
+recorded, so the n-th identical call sees n - 1 records (Spec §3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import LoopDetectionSettings
+from .state import CallRecord
+
+__all__ = [
+    "Detection",
+    "detect",
+    "GENERIC_REPEAT",
+    "KNOWN_POLL_NO_PROGRESS",
+    "PING_PONG",
+    "UNKNOWN_TOOL_REPEAT",
+    "GLOBAL_CIRCUIT_BREAKER",
+    "WARNING",
+    "CRITICAL",
+]
+
+GENERIC_REPEAT = "generic_repeat"
+KNOWN_POLL_NO_PROGRESS = "known_poll_no_progress"
+PING_PONG = "ping_pong"
+UNKNOWN_TOOL_REPEAT = "unknown_tool_repeat"
+GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
+
+WARNING = "warning"
+CRITICAL = "critical"
+
+
+class Detection:
+    """A stuck verdict of one detector (Spec §5.2).
+
+    ``evidence`` is the history records behind the detection, oldest first.
+    """
+
+    __slots__ = ("level", "detector", "count", "message", "warning_key", "paired_tool_name", "evidence")
+
+    def __init__(self, level: str, detector: str, count: int, message: str, warning_key: str,
+                 paired_tool_name: str | None, evidence: list[CallRecord]) -> None:
+        self.level = level
+        self.detector = detector
+        self.count = count
+        self.message = message
+        self.warning_key = warning_key
+        self.paired_tool_name = paired_tool_name
+        self.evidence = evidence
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``detection`` field of a verdict (Spec §10)."""
+        out = {
+            "stuck": True,
+            "level": self.level,
+            "detector": self.detector,
+            "count": self.count,
+            "message": self.message,
+            "warning_key": self.warning_key,
+        }
+        if self.paired_tool_name is not None:
+            out["paired_tool_name"] = self.paired_tool_name
+        return out
+
+
+# Messages, verbatim (Spec §5.3).
+def _unknown_tool_critical(name: str, count: int) -> str:
+    return (f"CRITICAL: attempted unavailable tool {name} {count} times. "
+            "Stop retrying that missing tool and answer without it.")
+
+
+def _global_critical(tool: str, count: int) -> str:
+    return (f"CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. "
+            "Session execution blocked by global circuit breaker to prevent runaway loops.")
+
+
+def _poll_critical(tool: str, count: int) -> str:
+    return (f"CRITICAL: Called {tool} with identical arguments and no progress {count} times. "
+            "This appears to be a stuck polling loop. Session execution blocked to prevent resource waste.")
+
+
+def _poll_warning(tool: str, count: int) -> str:
+    return (f"WARNING: You have called {tool} {count} times with identical arguments and no progress. "
+            "Stop polling and either (1) increase wait time between checks, or (2) report the task as "
+            "failed if the process is stuck.")
+
+
+def _ping_pong_critical(count: int) -> str:
+    return (f"CRITICAL: You are alternating between repeated tool-call patterns ({count} consecutive calls) "
+            "with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to "
+            "prevent resource waste.")
+
+
+def _ping_pong_warning(count: int) -> str:
+    return (f"WARNING: You are alternating between repeated tool-call patterns ({count} consecutive calls). "
+            "This looks like a ping-pong loop; stop retrying and report the task as failed.")
+
+
+def _generic_critical(tool: str, count: int) -> str:
+    return (f"CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. "
+            "Session execution blocked to prevent runaway loops.")
+
+
+def _generic_warning(tool: str, count: int) -> str:
+    return (f"WARNING: You have called {tool} {count} times with identical arguments. "
+            "If this is not making progress, stop retrying and report the task as failed.")
+
+
+def is_known_poll(tool: str, args: Any) -> bool:
+    """Spec §5.1: ``command_status``, or ``process`` with args ``action`` ``poll``/``log``."""
+    if tool == "command_status":
+        return True
+    return tool == "process" and isinstance(args, dict) and args.get("action") in ("poll", "log")
+
+
+def detect(history: list[CallRecord], run_id: str | None, tool: str, args_hash: str, known_poll: bool,
+           settings: LoopDetectionSettings) -> Detection | None:
+    """Run the detectors for one call (Spec §5).
+
+    Arguments:
+        history: the session history, newest last, without the judged call.
+        run_id: the call's trimmed run id (None when blank); only records of
+            that run are read (Spec §8.2).
+        tool, args_hash: the call's normalised tool name and args hash.
+        known_poll: :func:`is_known_poll` of the call.
+        settings: the resolved settings of the call's agent; the caller checks
+            ``settings.detectors_enabled``.
+    Returns:
+        The first matching rule of the precedence table (Spec §5.2), or None.
+    """
+    scoped = [record for record in history if record.run_id == run_id]
+    if not scoped:
+        return None
+
+    # One pass, newest first, for recentCount, the no-progress streak and the
+    # unknown-tool streak (Spec §5.1).
+    recent: list[CallRecord] = []
+    streak: list[CallRecord] = []
+    latest_result: str | None = None
+    streak_open = True
+    unknown: list[CallRecord] = []
+    unknown_name: str | None = None
+    unknown_open = True
+    for record in reversed(scoped):
+        if unknown_open:
+            if record.tool != tool or record.unknown_tool is None:
+                unknown_open = False
+            elif unknown_name is None or record.unknown_tool == unknown_name:
+                unknown_name = record.unknown_tool
+                unknown.append(record)
+            else:
+                unknown_open = False
+        if record.args_hash == args_hash and record.tool == tool:
+            recent.append(record)
+            result = record.result_hash
+            if streak_open and result is not None:
+                if latest_result is None:
+                    latest_result = result
+                if result == latest_result:
+                    streak.append(record)
+                else:
+                    streak_open = False
+
+    if unknown and len(unknown) >= settings.unknown_tool_threshold:
+        count = len(unknown)
+        return Detection(CRITICAL, UNKNOWN_TOOL_REPEAT, count, _unknown_tool_critical(unknown_name, count),
+                         f"unknown-tool:{tool}:{unknown_name or 'unknown'}", None, unknown[::-1])
+
+    no_progress = len(streak)
+    result_key = latest_result if latest_result is not None else "none"
+    if no_progress >= settings.global_circuit_breaker_threshold:
+        return Detection(CRITICAL, GLOBAL_CIRCUIT_BREAKER, no_progress, _global_critical(tool, no_progress),
+                         f"global:{tool}:{args_hash}:{result_key}", None, streak[::-1])
+
+    if known_poll and settings.known_poll_no_progress:
+        key = f"poll:{tool}:{args_hash}:{result_key}"
+        if no_progress >= settings.critical_threshold:
+            return Detection(CRITICAL, KNOWN_POLL_NO_PROGRESS, no_progress, _poll_critical(tool, no_progress),
+                             key, None, streak[::-1])
+        if no_progress >= settings.warning_threshold:
+            return Detection(WARNING, KNOWN_POLL_NO_PROGRESS, no_progress, _poll_warning(tool, no_progress),
+                             key, None, streak[::-1])
+
+    if settings.ping_pong:
+        detection = _ping_pong(scoped, args_hash, settings)
+        if detection is not None:
+            return detection
+
+    if not known_poll and settings.generic_repeat:
+        if no_progress >= settings.critical_threshold:
+            return Detection(CRITICAL, GENERIC_REPEAT, no_progress, _generic_critical(tool, no_progress),
+                             f"generic:{tool}:{args_hash}:{result_key}", None, streak[::-1])
+        if len(recent) >= settings.warning_threshold:
+            return Detection(WARNING, GENERIC_REPEAT, len(recent), _generic_warning(tool, len(recent)),
+                             f"generic:{tool}:{args_hash}", None, recent[::-1])
+    return None
+
+
+def _ping_pong(scoped: list[CallRecord], args_hash: str, settings: LoopDetectionSettings) -> Detection | None:
+    """Spec §5.1 pingPong and rules 5-6 of §5.2."""
+    last = scoped[-1]
+    last_sig = last.args_hash
+    other_sig = None
+    for record in reversed(scoped):
+        if record.args_hash != last_sig:
+            other_sig = record.args_hash
+            break
+    if other_sig is None or args_hash != other_sig:
+        return None
+    tail = 0
+    expected = last_sig
+    for record in reversed(scoped):
+        if record.args_hash != expected:
+            break
+        tail += 1
+        expected = other_sig if expected == last_sig else last_sig
+    if tail < 2:
+        return None
+    count = tail + 1
+    if count < settings.warning_threshold:
+        return None
+    tail_records = scoped[-tail:]
+    key = "pingpong:" + "|".join(sorted((args_hash, last_sig), key=_utf16))
+    if count >= settings.critical_threshold and _no_progress_evidence(tail_records, last_sig):
+        return Detection(CRITICAL, PING_PONG, count, _ping_pong_critical(count), key, last.tool, tail_records)
+    return Detection(WARNING, PING_PONG, count, _ping_pong_warning(count), key, last.tool, tail_records)
+
+
+def _no_progress_evidence(tail: list[CallRecord], last_sig: str) -> bool:
+    hashes: dict[bool, set[str]] = {True: set(), False: set()}
+    for record in tail:
+        if record.result_hash is None:
+            return False
+        hashes[record.args_hash == last_sig].add(record.result_hash)
+    return len(hashes[True]) == 1 and len(hashes[False]) == 1
+
+
+def _utf16(text: str) -> bytes:
+    return text.encode("utf-16-be", "surrogatepass")

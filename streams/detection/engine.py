@@ -1,0 +1,254 @@
+"""The engine: one event in, one verdict out, OpenClaw's tool cycle step by step.
+
+``Engine.process(event, state)`` applies one event to the state of its
+partition key and returns the verdict record. It is deterministic, does no
+I/O and changes nothing but ``state``. The Faust worker, the offline replay and
+the conformance runner all call it.
+
+Event shapes (Spec §10, the conformance vectors' schema):
+
+* ``tool_call``: ``run_id``, ``session_id``, optional ``session_key``
+  (defaults to ``session_id``; explicit null = no session key), optional
+  ``agent_id``, ``tool_call_id``, ``tool_name``, ``args`` (absent =
+  JavaScript undefined), ``result`` (null = returned nothing), ``error``
+  (string = thrown Error message; other non-null = thrown value), optional
+  ``outcome_follows``;
+* ``tool_result``: ``run_id``, ``session_id``, ``tool_call_id``, ``result``, ``error``;
+* ``compaction_retry``: ``run_id``, ``session_id``, optional ``agent_id``.
+
+Verdict records carry the fields of the vectors' ``expected`` entries plus
+``verdict`` (allow, warn, block, abort or ignore: what the runner should do)
+and ``evidence`` (the ``ref`` values of the records behind a detection).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .canonical import UNDEFINED
+from .config import LoopDetectionSettings, OpenClawConfig
+from .detectors import CRITICAL, Detection, detect, is_known_poll
+from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, outcome_profile, unknown_tool_name
+from .post_compaction_guard import abort_evidence, arm, guard_status, observe
+from .state import CallRecord, PendingCall, RunState, SessionState
+
+__all__ = ["Engine", "EventError", "EVENT_TYPES", "state_key", "BLOCKED_RESULT_IGNORED", "UNKNOWN_CALL_IGNORED"]
+
+EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
+
+BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw"
+UNKNOWN_CALL_IGNORED = "no pending tool call with this tool_call_id (never seen, already answered, or expired)"
+
+# What a result that cannot be matched to its call is reported as: OpenClaw's
+# defaults for a missing tool name and missing args.
+_NO_CALL_TOOL = "tool"
+_NO_CALL_ARGS_HASH = args_hash(_NO_CALL_TOOL, UNDEFINED)
+
+_NOT_RECORDED = {"recorded": False, "result_hash": None, "unknown_tool_name": None}
+_DEFERRED = {"deferred": True}
+_NOT_STUCK = {"stuck": False}
+
+
+class EventError(ValueError):
+    """An event that does not fit the schema; ``str()`` says which field and why."""
+
+
+def _optional_str(event: Mapping[str, Any], field: str) -> str | None:
+    value = event.get(field)
+    if value is not None and not isinstance(value, str):
+        raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def state_key(event: Mapping[str, Any]) -> str | None:
+    """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1)."""
+    key = event["session_key"] if "session_key" in event else event.get("session_id")
+    return key or event.get("session_id") or None
+
+
+class Engine:
+    """OpenClaw's ``tools.loopDetection`` and post-compaction guard as a pure function.
+
+    Arguments:
+        config: the loop-detection config (:func:`~streams.detection.config.load_config`);
+            default: OpenClaw's defaults (rolling detectors off, guard on).
+    """
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: OpenClawConfig | None = None) -> None:
+        self.config = config or OpenClawConfig({})
+
+    def process(self, event: Mapping[str, Any], state: SessionState, ref: Any = None) -> dict[str, Any]:
+        """Apply one event to ``state`` and return its verdict record.
+
+        Arguments:
+            event: a decoded event (see the module docstring).
+            state: the state of the event's partition key; changed in place.
+            ref: an opaque, msgpack-serialisable reference to this event (e.g.
+                ``[event_id, partition, offset]``) kept with the record it adds
+                and reported as evidence when that record contributes to a
+                detection.
+        Returns:
+            The verdict record (a new dict).
+        Raises:
+            EventError: the event does not fit the schema; ``state`` is unchanged.
+        """
+        if not isinstance(event, Mapping):
+            raise EventError(f"an event must be an object, got {type(event).__name__}")
+        kind = event.get("type")
+        if kind == "tool_call":
+            return self._tool_call(event, state, ref)
+        if kind == "tool_result":
+            return self._tool_result(event, state, ref)
+        if kind == "compaction_retry":
+            return self._compaction_retry(event, state)
+        raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
+
+    # ---------------------------------------------------------------- event kinds
+
+    def _settings(self, event: Mapping[str, Any]) -> LoopDetectionSettings:
+        return self.config.for_agent(_optional_str(event, "agent_id"))
+
+    @staticmethod
+    def _run(event: Mapping[str, Any], state: SessionState, settings: LoopDetectionSettings
+             ) -> tuple[str | None, str | None, RunState]:
+        raw_run = _optional_str(event, "run_id")
+        run_id = js_trim(raw_run) or None if raw_run is not None else None
+        run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
+        return raw_run, run_id, run
+
+    def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
+        call_id = _optional_str(event, "tool_call_id")
+        _optional_str(event, "session_id")
+        settings = self._settings(event)
+        tool = normalize_tool_name(event.get("tool_name"))
+        args = event.get("args", UNDEFINED)
+        call_hash = args_hash(tool, args)
+        has_session_key = bool(event["session_key"] if "session_key" in event else event.get("session_id"))
+        raw_run, run_id, run = self._run(event, state, settings)
+
+        detection: Detection | None = None
+        if has_session_key and settings.detectors_enabled:
+            detection = detect(state.history, run_id, tool, call_hash, is_known_poll(tool, args), settings)
+
+        verdict: dict[str, Any] = {"type": "tool_call", "tool_name": tool, "args_hash": call_hash}
+        follows = event.get("outcome_follows") is True
+        if detection is not None and detection.level == CRITICAL:
+            # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
+            verdict.update(
+                decision="block", detection=detection.as_dict(), warning=None, blocked=True,
+                block_reason=detection.message, recorded_call=False, outcome=_NOT_RECORDED,
+                guard=guard_status(run), run_aborted=run.aborted,
+            )
+            if follows and call_id:
+                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
+            verdict["verdict"] = "block"
+            verdict["evidence"] = _evidence(detection.evidence)
+            return verdict
+
+        warning = None
+        decision = "allow"
+        if detection is not None:
+            warning = self._dedupe(state, raw_run, detection)
+            if warning["emitted"]:
+                decision = "warn"
+        recorded_call = has_session_key and settings.records_calls
+        if recorded_call:
+            state.history.append(CallRecord(tool, call_hash, call_id, run_id, ref=ref))
+            state.trim(settings.history_size)
+        verdict.update(
+            decision=decision,
+            detection=detection.as_dict() if detection is not None else _NOT_STUCK,
+            warning=warning, blocked=False, recorded_call=recorded_call,
+        )
+        profile = outcome_profile(tool, args, self.config.channel_send_tools)
+        if follows:
+            if call_id:
+                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=False))
+            verdict.update(outcome=_DEFERRED, guard=guard_status(run), run_aborted=run.aborted)
+            verdict["verdict"] = decision
+        else:
+            can_record = has_session_key or bool(event.get("session_id"))
+            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, profile,
+                                 event.get("result"), event.get("error"), can_record, ref)
+            verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
+        verdict.setdefault("evidence", _evidence(detection.evidence) if detection is not None else [])
+        return verdict
+
+    def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
+        call_id = _optional_str(event, "tool_call_id")
+        if not call_id:
+            raise EventError("a tool_result needs the tool_call_id of its tool_call")
+        _optional_str(event, "session_id")
+        settings = self._settings(event)
+        _, _, run = self._run(event, state, settings)
+        call = state.calls.pop(call_id, None)
+        if call is None or call.blocked:
+            return {
+                "type": "tool_result", "tool_name": _NO_CALL_TOOL, "args_hash": _NO_CALL_ARGS_HASH,
+                "ignored": BLOCKED_RESULT_IGNORED if call is not None else UNKNOWN_CALL_IGNORED,
+                "run_aborted": run.aborted, "verdict": "ignore", "evidence": [],
+            }
+        verdict: dict[str, Any] = {"type": "tool_result", "tool_name": call.tool, "args_hash": call.args_hash}
+        can_record = bool(state_key(event))
+        self._record_outcome(verdict, state, settings, run, call.tool, call.args_hash, call_id, call.run_id,
+                             call.profile, event.get("result"), event.get("error"), can_record, ref)
+        verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
+        verdict.setdefault("evidence", [])
+        return verdict
+
+    def _compaction_retry(self, event: Mapping[str, Any], state: SessionState) -> dict[str, Any]:
+        settings = self._settings(event)
+        _, _, run = self._run(event, state, settings)
+        arm(run)
+        return {
+            "type": "compaction_retry",
+            "guard": {"enabled": run.guard_enabled, "window_size": run.window_size,
+                      "armed": run.remaining > 0, "remaining": run.remaining},
+            "verdict": "allow", "evidence": [],
+        }
+
+    # ------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _dedupe(state: SessionState, raw_run: str | None, detection: Detection) -> dict[str, Any]:
+        """Spec §6: emit a warning only when its bucket (count // 10) rises."""
+        key = f"{raw_run}:{detection.warning_key}" if raw_run else detection.warning_key
+        bucket = detection.count // 10
+        emitted = bucket > state.warning_buckets.get(key, 0)
+        if emitted:
+            state.store_warning_bucket(key, bucket)
+        return {"emitted": emitted, "key": key, "bucket": bucket}
+
+    @staticmethod
+    def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
+                        run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
+                        profile: int, result: Any, error: Any, can_record: bool, ref: Any) -> None:
+        """Spec §3 steps 6-7: hash the outcome, attach or append it, feed the guard."""
+        result_hash = outcome_hash(profile, result, error) if can_record else None
+        if result_hash is None:
+            verdict.update(outcome=_NOT_RECORDED, guard=guard_status(run), run_aborted=run.aborted)
+            return
+        unknown = unknown_tool_name(error) if error is not None else None
+        for record in reversed(state.history):
+            if (record.result_hash is None and record.run_id == run_id and record.tool == tool
+                    and record.args_hash == call_hash and (not call_id or record.call_id == call_id)):
+                record.result_hash = result_hash
+                record.unknown_tool = unknown
+                record.call_id = None  # only pending records are matched by call id
+                if ref is not None and record.ref is None:
+                    record.ref = ref
+                break
+        else:
+            state.history.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref))
+        state.trim(settings.history_size)
+        verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
+        verdict["guard"] = observe(run, tool, call_hash, result_hash, ref)
+        verdict["run_aborted"] = run.aborted
+        if verdict["guard"]["abort"]:
+            verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
+
+
+def _evidence(records: list[CallRecord]) -> list[Any]:
+    return [record.ref for record in records if record.ref is not None]

@@ -1,0 +1,261 @@
+"""Tool-name normalisation, args hashes, outcome hashes and unknown-tool names.
+
+These are the fingerprints every detector compares (Spec §3 step 1, §4.2-§4.4).
+All functions are pure and take decoded JSON values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .canonical import UNDEFINED, digest, js_number, stable_stringify
+
+__all__ = [
+    "normalize_tool_name",
+    "js_trim",
+    "args_hash",
+    "OutcomeProfile",
+    "outcome_profile",
+    "outcome_hash",
+    "error_text",
+    "unknown_tool_name",
+]
+
+# JavaScript String#trim removes WhiteSpace and LineTerminator code points.
+_JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+_TOOL_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
+
+
+def js_trim(text: str) -> str:
+    """JavaScript ``String#trim`` (Python's ``strip`` trims a different set)."""
+    return text.strip(_JS_WHITESPACE)
+
+
+def normalize_tool_name(name: Any) -> str:
+    """Spec §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases.
+
+    An absent or empty name is ``tool`` (before trimming, so a blank name
+    normalises to the empty string).
+    """
+    if name is None or name is UNDEFINED or name == "":
+        name = "tool"
+    elif not isinstance(name, str):
+        name = stable_stringify(name)
+    normalized = js_trim(name).lower()
+    return _TOOL_ALIASES.get(normalized, normalized)
+
+
+def args_hash(tool: str, args: Any) -> str:
+    """Spec §4.2: ``<normalised tool>:<digest of the canonical args>``."""
+    return tool + ":" + digest(args)
+
+
+# ----------------------------------------------------------------- outcome rules
+
+_MESSAGE_SEND_ACTIONS = frozenset(
+    {"send", "broadcast", "reply", "thread-reply", "sendWithEffect", "sendAttachment",
+     "upload-file", "sticker", "poll"}
+)
+_VOLATILE_SEND_KEYS = frozenset(
+    {"messageId", "message_id", "messageIds", "platformMessageId", "platformMessageIds",
+     "fileId", "file_id", "fileKey", "pollId", "poll_id", "receipt", "runId",
+     "idempotencyKey", "ts", "timestamp", "sentAt", "deliveredAt", "createdAt"}
+)
+
+# How a call's outcome is hashed depends on the call (tool and args), not only on
+# the result; these constants are computed when the call is seen so a deferred
+# result (``tool_result``) can be hashed without keeping the args.
+PROFILE_PLAIN = 0
+PROFILE_EXEC = 1
+PROFILE_PROCESS_POLL = 2
+PROFILE_PROCESS_LOG = 3
+PROFILE_SEND = 4
+
+OutcomeProfile = int
+
+
+def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str]) -> OutcomeProfile:
+    """Which outcome rule of Spec §4.3 (rules 5-8) applies to a call of ``tool`` with ``args``."""
+    if tool == "exec":
+        return PROFILE_EXEC
+    is_object = isinstance(args, dict)
+    if tool == "process" and is_object:
+        action = args.get("action")
+        if action == "poll":
+            return PROFILE_PROCESS_POLL
+        if action == "log":
+            return PROFILE_PROCESS_LOG
+    if tool == "sessions_send":
+        return PROFILE_SEND
+    if tool == "message" and is_object and args.get("action") in _MESSAGE_SEND_ACTIONS:
+        return PROFILE_SEND
+    if tool in channel_send_tools and is_object:
+        action, to = args.get("action"), args.get("to")
+        if isinstance(action, str) and js_trim(action) == "sendMessage" and isinstance(to, str) and to:
+            return PROFILE_SEND
+    return PROFILE_PLAIN
+
+
+def error_text(error: Any) -> str:
+    """The text that stands for a thrown value (Spec §4.3 rule 1).
+
+    In the event schema a string is a thrown ``Error`` with that message (an
+    empty message falls back to the name ``Error``); any other value is a thrown
+    non-Error value: numbers and booleans as their decimal text, the rest as
+    their canonical serialisation.
+    """
+    if isinstance(error, str):
+        return error if error else "Error"
+    if isinstance(error, bool):
+        return "true" if error else "false"
+    if isinstance(error, (int, float)):
+        try:
+            return js_number(error)
+        except ValueError:
+            return stable_stringify(error).strip('"')
+    return stable_stringify(error)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _content_text(result: dict) -> str:
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    texts = [
+        block["text"]
+        for block in content
+        if isinstance(block, dict) and isinstance(block.get("type"), str) and isinstance(block.get("text"), str)
+    ]
+    return js_trim("\n".join(texts))
+
+
+def _strip_volatile(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_strip_volatile(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    drop_id = (
+        isinstance(value.get("id"), str)
+        and isinstance(value.get("text"), str)
+        and (
+            isinstance(value.get("direction"), str)
+            or isinstance(value.get("senderId"), str)
+            or isinstance(value.get("accountId"), str)
+            or isinstance(value.get("conversation"), dict)
+        )
+    )
+    return {
+        key: _strip_volatile(item)
+        for key, item in value.items()
+        if key not in _VOLATILE_SEND_KEYS and not (drop_id and key == "id")
+    }
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _exec_fingerprint(details: dict, text: str) -> Any:
+    status = details.get("status")
+    if status == "running":
+        tail = details.get("tail")
+        return {"status": status, "tail": tail if isinstance(tail, str) else ""}
+    if status in ("completed", "failed"):
+        exit_code = details.get("exitCode")
+        aggregated = details.get("aggregated")
+        output = js_trim(aggregated) if isinstance(aggregated, str) and js_trim(aggregated) else text
+        return {
+            "status": status,
+            "exitCode": exit_code if _is_number(exit_code) else None,
+            "timedOut": details.get("timedOut") is True,
+            "output": output,
+        }
+    if status in ("approval-pending", "approval-unavailable"):
+        command, warning = details.get("command"), details.get("warningText")
+        return {
+            "status": status,
+            "reason": _str_or_none(details.get("reason")),
+            "host": _str_or_none(details.get("host")),
+            "command": command if isinstance(command, str) else "",
+            "warningText": warning if isinstance(warning, str) else "",
+        }
+    return None
+
+
+def _process_fingerprint(action: str, details: dict, text: str) -> dict:
+    get = details.get
+    if action == "poll":
+        fields = ("exitCode", "exitSignal", "aggregated")
+    else:
+        fields = ("totalLines", "totalChars", "truncated", "exitCode", "exitSignal")
+    fingerprint = {name: get(name) for name in fields}
+    fingerprint["action"] = action
+    fingerprint["status"] = get("status", UNDEFINED)
+    fingerprint["text"] = text
+    return fingerprint
+
+
+def outcome_hash(profile: OutcomeProfile, result: Any, error: Any) -> str | None:
+    """The outcome (result) hash of Spec §4.3, or None when nothing is recorded.
+
+    Arguments:
+        profile: :func:`outcome_profile` of the call.
+        result: the returned value; ``None`` means the tool returned nothing.
+        error: ``None``, or the thrown value (see :func:`error_text`).
+    Returns:
+        ``error:<hex>`` for a thrown value, ``<hex>`` for a result, or None for
+        no result and for the detector's own veto (``tool-loop`` block).
+    """
+    if error is not None:
+        return "error:" + digest(error_text(error))
+    if result is None or result is UNDEFINED:
+        return None
+    if not isinstance(result, dict):
+        return digest(result)
+    details = result.get("details")
+    if not isinstance(details, dict):
+        details = {}
+    if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
+        return None
+    text = _content_text(result)
+    if profile == PROFILE_EXEC:
+        fingerprint = _exec_fingerprint(details, text)
+        if fingerprint is not None:
+            return digest(fingerprint)
+    elif profile == PROFILE_PROCESS_POLL:
+        return digest(_process_fingerprint("poll", details, text))
+    elif profile == PROFILE_PROCESS_LOG:
+        return digest(_process_fingerprint("log", details, text))
+    elif profile == PROFILE_SEND:
+        return digest(_strip_volatile(details))
+    return digest({"details": details, "text": text})
+
+
+# JavaScript's /i (without /u) folds case for ASCII only here, so the literal
+# words use ASCII-only folding and the name class lists both cases explicitly.
+_UNKNOWN_TOOL_PATTERNS = (
+    re.compile(r"(?ai:unknown tool)[:\s]+['\"]?([A-Za-z0-9_.-]+)['\"]?"),
+    re.compile(r"(?ai:tool)\s+['\"]?([A-Za-z0-9_.-]+)['\"]?\s+(?ai:not found|is not available)"),
+)
+
+
+def unknown_tool_name(error: Any) -> str | None:
+    """Spec §4.4: the missing tool's lower-cased name named by a thrown error, or None."""
+    if error is None:
+        return None
+    text = js_trim(error_text(error))
+    if not text:
+        return None
+    for pattern in _UNKNOWN_TOOL_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group(1).lower()
+    return None
