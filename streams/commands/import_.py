@@ -1,0 +1,87 @@
+"""``loopwatch import``: recorded agent sessions -> loopwatch events (JSON Lines or msgpack).
+
+The conversion itself lives in :mod:`streams.importers`; this module only parses options,
+writes the events and prints a summary (files, events by type, runs, format errors) to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import IO, Any
+
+import click
+
+from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
+
+__all__ = ["import_"]
+
+
+@click.command(
+    "import",
+    epilog="""\b
+Examples:
+  loopwatch import --format openclaw ~/.openclaw/agents > events.jsonl
+  loopwatch import --format claude-code ~/.claude/projects/my-proj -o events.jsonl
+  loopwatch import --format codex --msgpack -o events.msgpack run.codex_stdout.jsonl
+""",
+)
+@click.option(
+    "--format", "fmt", required=True, type=click.Choice(sorted(FORMATS)),
+    help="Recording format: OpenClaw transcripts (*.jsonl, *.jsonl.reset.*, *.jsonl.deleted.*, "
+         "with their .trajectory.jsonl sidecars), Claude Code session logs, `codex exec --json` "
+         "output, or SWE-agent .traj files.",
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",
+              show_default=True, help="Where to write the events ('-' = stdout).")
+@click.option("--msgpack", "use_msgpack", is_flag=True,
+              help="Write a stream of msgpack maps instead of JSON Lines.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) -> None:
+    """Convert recorded agent sessions into loopwatch events.
+
+    Each PATH is a session file or a directory searched recursively. One event is written
+    per tool call (with its result), per compaction, in session order: the input of
+    `loopwatch replay` and of the Kafka producer. A malformed line is reported on stderr,
+    counted and skipped; the exit status is 1 when there was any.
+    """
+    errors: list[SessionFormatError] = []
+
+    def on_error(err: SessionFormatError) -> None:
+        errors.append(err)
+        click.echo(f"loopwatch import: {err}", err=True)
+
+    files = list(iter_files(fmt, paths))
+    by_type: Counter[str] = Counter()
+    runs: set[tuple[Any, Any]] = set()
+    sink = click.open_file(output, "wb" if use_msgpack else "w", encoding=None if use_msgpack else "utf-8")
+    with sink:
+        write = _msgpack_writer(sink) if use_msgpack else _jsonl_writer(sink)
+        for event in import_paths(fmt, files, on_error=on_error):
+            write(event)
+            by_type[event["type"]] += 1
+            runs.add((event.get("session_id"), event.get("run_id")))
+
+    types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
+    click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
+               f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
+    if errors:
+        sys.exit(1)
+
+
+def _jsonl_writer(sink: IO[str]):
+    def write(event: dict[str, Any]) -> None:
+        # ensure_ascii=False keeps texts byte-for-byte; allow_nan=False because JSON has no NaN
+        sink.write(json.dumps(event, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n")
+    return write
+
+
+def _msgpack_writer(sink: IO[bytes]):
+    import msgpack  # only needed for this output
+
+    packer = msgpack.Packer(use_bin_type=True)
+
+    def write(event: dict[str, Any]) -> None:
+        sink.write(packer.pack(event))
+    return write
