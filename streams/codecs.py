@@ -1,0 +1,146 @@
+"""Wire formats of events and verdicts: msgpack by default, JSON accepted.
+
+An event record's value is one msgpack map, or one JSON object (UTF-8). The
+decoder tells them apart by the first byte: a JSON object starts with ``{``
+(after optional whitespace), which is never the first byte of a msgpack map
+(``0x80``-``0x8f``, ``0xde``, ``0xdf``).
+
+Event files (``loopwatch replay``, ``loopwatch produce``) are JSON Lines or a
+concatenated msgpack stream; :func:`read_event_file` yields each event with
+its position (line number, or record number for msgpack) so that a bad
+record can be reported and skipped without stopping the run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import msgpack
+
+__all__ = [
+    "DecodeError",
+    "decode_event",
+    "encode_msgpack",
+    "encode_json",
+    "read_event_file",
+    "FileRecord",
+]
+
+
+class DecodeError(ValueError):
+    """A record that is not a msgpack map or JSON object; ``str()`` gives the reason."""
+
+
+_JSON_START = frozenset(b" \t\r\n{")
+
+
+def decode_event(data: bytes) -> dict[str, Any]:
+    """Decode one event record value (msgpack map or JSON object).
+
+    Raises:
+        DecodeError: empty, undecodable, or not a map/object.
+    """
+    if not data:
+        raise DecodeError("empty record value")
+    if data[0] in _JSON_START:
+        try:
+            value = json.loads(data)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DecodeError(f"invalid JSON: {exc}") from None
+    else:
+        try:
+            value = msgpack.unpackb(data, raw=False)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            raise DecodeError(f"invalid msgpack: {exc}") from None
+    if not isinstance(value, dict):
+        raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
+    return value
+
+
+def encode_msgpack(value: Any) -> bytes:
+    """msgpack bytes of a JSON-like value (str as str, bytes as bin)."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON of a JSON-like value."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One record of an event file: the event, or the reason it could not be read.
+
+    ``position`` is the 1-based line (JSON Lines) or record number (msgpack).
+    """
+
+    path: str
+    position: int
+    event: dict[str, Any] | None
+    error: str | None = None
+
+
+def _sniff_msgpack(head: bytes) -> bool:
+    stripped = head.lstrip()
+    return bool(stripped) and stripped[0] not in b"{["
+
+
+def read_event_file(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[FileRecord]:
+    """Yield every record of a JSON Lines or msgpack event file, bad ones included.
+
+    Arguments:
+        path: the file (``-`` for standard input when ``stream`` is given).
+        stream: an already open binary stream to read instead of ``path``.
+    The format is sniffed from the first bytes: JSON Lines when the first
+    non-blank byte is ``{``, msgpack otherwise.
+    """
+    name = str(path)
+    handle = stream if stream is not None else open(path, "rb")
+    try:
+        buffered = handle if isinstance(handle, io.BufferedReader) else io.BufferedReader(handle)  # type: ignore[arg-type]
+        head = buffered.peek(64)[:64]
+        if _sniff_msgpack(head):
+            yield from _read_msgpack(name, buffered)
+        else:
+            yield from _read_json_lines(name, buffered)
+    finally:
+        if stream is None:
+            handle.close()
+
+
+def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (UnicodeDecodeError, ValueError) as exc:
+            yield FileRecord(name, number, None, f"invalid JSON: {exc}")
+            continue
+        if not isinstance(value, dict):
+            yield FileRecord(name, number, None, f"an event must be an object, got {type(value).__name__}")
+            continue
+        yield FileRecord(name, number, value)
+
+
+def _read_msgpack(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
+    unpacker = msgpack.Unpacker(handle, raw=False)
+    number = 0
+    while True:
+        number += 1
+        try:
+            value = unpacker.unpack()
+        except msgpack.OutOfData:
+            return
+        except (ValueError, msgpack.FormatError, msgpack.StackError) as exc:
+            # A corrupt msgpack stream has no line boundaries to resynchronise on.
+            yield FileRecord(name, number, None, f"invalid msgpack, rest of file skipped: {exc}")
+            return
+        if not isinstance(value, dict):
+            yield FileRecord(name, number, None, f"an event must be a map, got {type(value).__name__}")
+            continue
+        yield FileRecord(name, number, value)
