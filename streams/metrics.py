@@ -1,0 +1,77 @@
+"""Prometheus metrics of the worker, in one registry (served on ``/metrics``).
+
+Names follow Prometheus conventions: ``_total`` for counters, base units
+(seconds) for histograms. The Grafana dashboard in ``deploy/grafana`` queries
+only these names (a test checks it).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = [
+    "REGISTRY",
+    "EVENTS",
+    "VERDICTS",
+    "DETECTIONS",
+    "POST_COMPACTION_ABORTS",
+    "DEAD_LETTERS",
+    "ENGINE_SECONDS",
+    "VERDICT_LATENCY_SECONDS",
+    "ACTIVE_KEYS",
+    "CONSUMER_LAG",
+    "METRIC_NAMES",
+]
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+# Engine time is microseconds; end-to-end latency is milliseconds to seconds.
+_ENGINE_BUCKETS = (5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3, 1e-2)
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+EVENTS = Counter("loopwatch_events", "Events applied, by event type.", ["type"], registry=REGISTRY)
+VERDICTS = Counter(
+    "loopwatch_verdicts", "Verdicts produced, by verdict (allow, warn, block, abort, ignore).",
+    ["verdict"], registry=REGISTRY,
+)
+DETECTIONS = Counter(
+    "loopwatch_detections",
+    "Detections by detector, level and action (warn = emitted warning, suppressed = deduplicated "
+    "warning, block = critical).",
+    ["detector", "level", "action"], registry=REGISTRY,
+)
+POST_COMPACTION_ABORTS = Counter(
+    "loopwatch_post_compaction_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
+    registry=REGISTRY,
+)
+DEAD_LETTERS = Counter(
+    "loopwatch_dead_letters", "Records sent to the dead-letter topic, by reason class.", ["reason"],
+    registry=REGISTRY,
+)
+ENGINE_SECONDS = Histogram(
+    "loopwatch_engine_seconds", "Engine time per event, in seconds.", buckets=_ENGINE_BUCKETS, registry=REGISTRY,
+)
+VERDICT_LATENCY_SECONDS = Histogram(
+    "loopwatch_verdict_latency_seconds",
+    "End-to-end latency from the event's producer timestamp (ts) to its verdict being produced, in seconds.",
+    buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+)
+ACTIVE_KEYS = Gauge(
+    "loopwatch_active_runs", "Partition keys (runs, or sessions with --key-by session) holding state.",
+    registry=REGISTRY,
+)
+CONSUMER_LAG = Gauge(
+    "loopwatch_consumer_lag", "Records behind the partition's high watermark, per input topic partition.",
+    ["topic", "partition"], registry=REGISTRY,
+)
+
+# Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
+METRIC_NAMES = frozenset(
+    name
+    for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS)
+    for name in (metric._name + "_total",)
+) | frozenset(
+    metric._name + suffix
+    for metric in (ENGINE_SECONDS, VERDICT_LATENCY_SECONDS)
+    for suffix in ("_bucket", "_sum", "_count")
+) | {ACTIVE_KEYS._name, CONSUMER_LAG._name}
