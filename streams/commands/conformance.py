@@ -1,0 +1,43 @@
+"""``loopwatch conformance``: check the engine against scenario files."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..conformance import load_scenarios, run_scenario
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-v", "--verbose", is_flag=True, help="Also print a line for every passing scenario.")
+def conformance(files: tuple[str, ...], verbose: bool) -> None:
+    """Replay conformance scenarios and compare every verdict with the expected one.
+
+    Each FILE holds one scenario per line: {"name", "description", "config",
+    "events", "expected"}, as produced by running OpenClaw's own code. For each
+    failing scenario one line names the first differing event and field; the
+    last line is "N passed, M failed". Exit status 1 if any failed.
+
+    \b
+    Example:
+      loopwatch conformance tests/fixtures/vectors.jsonl
+    """
+    passed = failed = 0
+    for path in files:
+        try:
+            for scenario in load_scenarios(path):
+                mismatch = run_scenario(scenario)
+                if mismatch is None:
+                    passed += 1
+                    if verbose:
+                        click.echo(f"ok   {scenario['name']}")
+                else:
+                    failed += 1
+                    click.echo(f"FAIL {mismatch}")
+        except ValueError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+    click.echo(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

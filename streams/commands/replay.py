@@ -1,0 +1,134 @@
+"""``loopwatch replay``: event files (or recorded sessions) through the engine, no broker."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterator
+
+import click
+
+from ..codecs import encode_json, read_event_file
+from ..detection import ConfigError, Engine, EventError, load_config
+from ..keys import KEY_BY
+from ..replay import Replayer
+
+__all__ = ["replay", "config_option", "load_config_or_exit"]
+
+_PROGRESS_MIN_BYTES = 5 * 1024 * 1024  # show a progress bar above this much input
+
+
+def config_option(func):
+    return click.option(
+        "--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+        envvar="LOOPWATCH_CONFIG", show_envvar=True,
+        help="OpenClaw config (openclaw.json, JSON5) whose tools.loopDetection and "
+             "agents.list[].tools.loopDetection blocks to apply. Default: OpenClaw's defaults "
+             "(rolling detectors off, post-compaction guard on).",
+    )(func)
+
+
+def load_config_or_exit(path: str | None):
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        click.echo(f"loopwatch: invalid configuration:\n{exc}", err=True)
+        sys.exit(2)
+
+
+def _file_events(paths: tuple[str, ...], total_bytes: int) -> Iterator[tuple[str, int, dict | None, str | None]]:
+    from tqdm import tqdm
+
+    show = total_bytes >= _PROGRESS_MIN_BYTES and sys.stderr.isatty()
+    with tqdm(total=total_bytes, unit="B", unit_scale=True, disable=not show, file=sys.stderr,
+              desc="replay") as bar:
+        for path in paths:
+            stream = click.open_file(path, "rb")
+            with stream:
+                last = 0
+                for record in read_event_file(path, stream if path == "-" else None):
+                    yield record.path, record.position, record.event, record.error
+                    if show and path != "-":
+                        try:
+                            position = stream.tell()
+                        except OSError:
+                            position = last
+                        bar.update(max(0, position - last))
+                        last = position
+
+
+def _session_events(fmt: str, paths: tuple[str, ...]) -> Iterator[tuple[str, int, dict | None, str | None]]:
+    from ..importers import import_paths
+
+    errors: list[Any] = []
+    for event in import_paths(fmt, paths, on_error=errors.append):
+        while errors:
+            err = errors.pop(0)
+            yield str(getattr(err, "path", "?")), int(getattr(err, "line", 0) or 0), None, str(err)
+        source = event.get("source") or {}
+        yield str(source.get("path", "?")), int(source.get("line", 0) or 0), event, None
+    for err in errors:
+        yield str(getattr(err, "path", "?")), int(getattr(err, "line", 0) or 0), None, str(err)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  loopwatch replay events.jsonl
+  loopwatch replay --config ~/.openclaw/openclaw.json -o verdicts.jsonl events.msgpack
+  loopwatch replay --format openclaw ~/.openclaw/agents/main/sessions
+  loopwatch replay --key-by run events.jsonl     # what the worker's default keying gives
+""",
+)
+@config_option
+@click.option("--format", "fmt", default="events", show_default=True,
+              type=click.Choice(["events", "openclaw", "claude-code", "codex", "swe-agent"]),
+              help="Input format: loopwatch event files (JSON Lines or msgpack, sniffed), or recorded "
+                   "sessions read through an importer (see `loopwatch import`).")
+@click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,
+              help="State scoping: 'session' is OpenClaw's own (history and dedupe shared by a "
+                   "session's runs); 'run' is what the Kafka worker does by default.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              show_default=True, help="Where to write verdict records as JSON Lines ('-' = stdout).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr; bad records are still reported.")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+def replay(config_path: str | None, fmt: str, key_by: str, output: str, quiet: bool,
+           files: tuple[str, ...]) -> None:
+    """Run events through the detection engine and write one verdict per event.
+
+    FILES are JSON Lines (one event object per line) or a msgpack stream of
+    event maps, in the event schema: tool_call, tool_result and
+    compaction_retry records with run_id, session_id, tool_call_id,
+    tool_name, args, result, error (optional event_id and ts). With --format,
+    FILES are recorded sessions instead.
+
+    Each verdict record (JSON Lines) carries the event's ids and the
+    engine's verdict: verdict (allow, warn, block, abort, ignore), decision,
+    detection, warning, outcome, guard, evidence. A bad record is reported on
+    stderr with its file, line and reason, counted and skipped. A summary
+    (events, runs, detections by detector and level, blocks, aborts) goes to
+    stderr. Exit status 0, or 2 for an invalid configuration.
+    """
+    engine = Engine(load_config_or_exit(config_path))
+    replayer = Replayer(engine, key_by=key_by)
+    if fmt == "events":
+        import os
+        total = sum(os.path.getsize(p) for p in files if p != "-")
+        records = _file_events(files, total)
+    else:
+        records = _session_events(fmt, files)
+    with click.open_file(output, "wb") as sink:
+        for path, position, event, error in records:
+            if event is not None:
+                ref = event.get("event_id") or f"{path}:{position}"
+                try:
+                    record = replayer.apply(event, ref)
+                except EventError as exc:
+                    error = f"invalid event: {exc}"
+                else:
+                    sink.write(encode_json(record) + b"\n")
+                    continue
+            replayer.skip()
+            click.echo(f"loopwatch replay: {path}:{position}: skipped: {error}", err=True)
+    if not quiet:
+        for line in replayer.summary.lines():
+            click.echo(line, err=True)
