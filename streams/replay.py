@@ -42,6 +42,8 @@ def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) 
     }
     if "ts" in event:
         record["event_ts"] = event["ts"]
+    if "source" in event:
+        record["source"] = event["source"]  # where a recorded session had the call (importers)
     record.update(verdict)
     return record
 
