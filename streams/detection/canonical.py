@@ -21,10 +21,13 @@ Where Python and JavaScript differ:
   ``JSON.parse`` does (``9007199254740993`` -> ``9007199254740992``);
 * lone surrogates in strings are escaped (``\\ud800``), as ``JSON.stringify`` does.
 
-Speed: the common case (string keys, no floats or huge integers, no astral
-characters) is serialised by the C JSON encoder, which already agrees with
-JavaScript there; anything that may differ takes the exact pure-Python path.
-The fast path is only trusted after a check that errs towards the slow path.
+Speed: the C accelerator ``_canonical`` (built at install when a compiler is
+present; :data:`ACCELERATED` says whether it loaded) serialises the JSON data
+model straight to UTF-8, calling back into :func:`js_number` for the rare
+floats and huge integers. Without it, the C JSON encoder serves the values on
+which it provably agrees with JavaScript. Anything else (bytes, cycles,
+non-string keys, unusual types) takes the exact pure-Python path, which is the
+reference the other two are tested against.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["UNDEFINED", "stable_stringify", "digest", "js_number", "js_string"]
+__all__ = ["UNDEFINED", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest", "js_number", "js_string"]
 
 
 class _Undefined:
@@ -223,6 +226,31 @@ def _fast_text(value: Any) -> str | None:
     return text
 
 
+try:
+    from ._canonical import canonical_bytes as _c_canonical_bytes
+except ImportError:  # no compiler at install time: same bytes, more slowly
+    _c_canonical_bytes = None
+
+ACCELERATED = _c_canonical_bytes is not None
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """UTF-8 bytes of :func:`stable_stringify` -- what OpenClaw hashes (Spec §4.1)."""
+    if _c_canonical_bytes is not None:
+        try:
+            return _c_canonical_bytes(value, _number, UNDEFINED)
+        except TypeError:
+            pass  # bytes, cycles, non-str keys, subclasses: the exact path knows them
+    else:
+        text = _fast_text(value)
+        if text is not None:
+            try:
+                return text.encode("utf-8")
+            except UnicodeEncodeError:
+                pass
+    return _exact_text(value).encode("utf-8")
+
+
 def stable_stringify(value: Any) -> str:
     """OpenClaw's canonical text of ``value`` (Spec §4.1).
 
@@ -233,13 +261,9 @@ def stable_stringify(value: Any) -> str:
     Raises:
         TypeError: for a value outside that data model (e.g. a ``set``).
     """
-    text = _fast_text(value)
-    return text if text is not None else _exact_text(value)
+    return canonical_bytes(value).decode("utf-8")
 
 
 def digest(value: Any) -> str:
     """Lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
-    text = _fast_text(value)
-    if text is None:
-        text = _exact_text(value)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()

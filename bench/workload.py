@@ -1,0 +1,148 @@
+"""Synthetic fleet workload for the benchmarks.
+
+Thousands of interleaved agent runs; each call's args and result are realistic
+JSON of 0.2-4 KB (file reads, shell commands, web searches, edits). A few
+percent of runs loop the way each detector catches: identical calls and
+results (generic_repeat), a stalled poll (known_poll_no_progress), two calls
+alternating (ping_pong), retries of a missing tool (unknown_tool_repeat); some
+runs see a compaction followed by a repeated call (post-compaction guard).
+Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from typing import Any, Iterator
+
+__all__ = ["generate", "LOOP_KINDS"]
+
+LOOP_KINDS = ("generic", "poll", "pingpong", "unknown", "compaction")
+_WORDS = ("agent loop tool call result file path config worker kafka partition offset stream table "
+          "session run detect verdict block warn error retry timeout build test deploy cache index").split()
+
+
+def _text(rng: random.Random, size: int) -> str:
+    words = []
+    length = 0
+    while length < size:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)[:size]
+
+
+def _ident(rng: random.Random, n: int = 8) -> str:
+    return "".join(rng.choices(string.ascii_lowercase + string.digits, k=n))
+
+
+def _call(rng: random.Random) -> tuple[str, dict[str, Any]]:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return "read", {"path": f"/workspace/{_ident(rng)}/{_ident(rng)}.py", "offset": rng.randrange(500), "limit": 200}
+    if kind == 1:
+        return "exec", {"command": f"grep -rn {_ident(rng)} src/ | head -{rng.randrange(5, 50)}",
+                        "workdir": "/workspace", "timeout": 120, "env": {"CI": "1", "LANG": "C.UTF-8"}}
+    if kind == 2:
+        return "write", {"path": f"/workspace/{_ident(rng)}.md", "content": _text(rng, rng.randrange(200, 3500))}
+    if kind == 3:
+        return "web_search", {"query": _text(rng, rng.randrange(20, 120)), "count": 5, "freshness": "week"}
+    if kind == 4:
+        return "edit", {"path": f"/workspace/src/{_ident(rng)}.ts", "oldText": _text(rng, rng.randrange(50, 800)),
+                        "newText": _text(rng, rng.randrange(50, 800))}
+    return "browser", {"action": "snapshot", "targetId": _ident(rng, 16), "refs": "aria", "maxChars": 8000}
+
+
+def _result(rng: random.Random, tool: str) -> dict[str, Any]:
+    size = rng.randrange(200, 4000)
+    if tool == "exec":
+        return {"content": [{"type": "text", "text": _text(rng, size)}],
+                "details": {"status": "completed", "exitCode": rng.choice((0, 0, 0, 1)), "durationMs": rng.randrange(5, 9000),
+                            "aggregated": _text(rng, size), "cwd": "/workspace", "pid": rng.randrange(1000, 60000)}}
+    return {"content": [{"type": "text", "text": _text(rng, size)}],
+            "details": {"ok": True, "bytes": size, "truncated": False}}
+
+
+def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_share: float = 0.03,
+             seed: int = 7) -> list[dict[str, Any]]:
+    """Events of ``runs`` interleaved runs, in arrival order.
+
+    ``loop_share`` of the runs loop in each of :data:`LOOP_KINDS`' ways.
+    """
+    rng = random.Random(seed)
+    scripts: list[Iterator[dict[str, Any]]] = []
+    for index in range(runs):
+        draw = rng.random()
+        kind = None
+        for position, name in enumerate(LOOP_KINDS):
+            if draw < loop_share * (position + 1):
+                kind = name
+                break
+        scripts.append(_run_events(rng, f"run-{index:06d}", f"agent:main:s{index % 500:04d}", kind,
+                                   rng.randrange(*calls_per_run)))
+    events: list[dict[str, Any]] = []
+    live = list(range(len(scripts)))
+    window = 200  # runs in flight at once
+    active, pending = live[:window], live[window:]
+    while active:
+        slot = rng.randrange(len(active))
+        try:
+            events.append(next(scripts[active[slot]]))
+        except StopIteration:
+            active[slot] = pending.pop() if pending else active[-1]
+            if not pending and active[slot] == active[-1]:
+                active.pop() if slot == len(active) - 1 else active.pop(slot)
+    for number, event in enumerate(events):
+        event["event_id"] = f"e{number:08d}"
+        event["ts"] = 1_764_460_800_000 + number
+    return events
+
+
+def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None, length: int
+                ) -> Iterator[dict[str, Any]]:
+    base = {"run_id": run_id, "session_id": session, "agent_id": "main"}
+    call_no = 0
+
+    def call(tool: str, args: Any, result: Any, error: Any = None) -> dict[str, Any]:
+        nonlocal call_no
+        call_no += 1
+        return {"type": "tool_call", **base, "tool_call_id": f"{run_id}-c{call_no}", "tool_name": tool,
+                "args": args, "result": result, "error": error}
+
+    loop_at = rng.randrange(1, max(2, length // 2))
+    for step in range(length):
+        if kind is not None and step == loop_at:
+            yield from _loop(rng, kind, call, base)
+            kind = None
+        tool, args = _call(rng)
+        yield call(tool, args, _result(rng, tool))
+
+
+def _loop(rng: random.Random, kind: str, call, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if kind == "generic":
+        tool, args = _call(rng)
+        result = _result(rng, tool)
+        for _ in range(rng.randrange(12, 25)):
+            yield call(tool, args, result)
+    elif kind == "poll":
+        args = {"action": "poll", "sessionId": "glow-ridge", "timeout": 30000}
+        result = {"content": [{"type": "text", "text": "(no new output)\n\nProcess still running."}],
+                  "details": {"status": "running", "sessionId": "glow-ridge", "name": "npm run build"}}
+        for _ in range(rng.randrange(12, 25)):
+            yield call("process", args, result)
+    elif kind == "pingpong":
+        (tool_a, args_a), (tool_b, args_b) = _call(rng), _call(rng)
+        result_a, result_b = _result(rng, tool_a), _result(rng, tool_b)
+        for _ in range(rng.randrange(6, 12)):
+            yield call(tool_a, args_a, result_a)
+            yield call(tool_b, args_b, result_b)
+    elif kind == "unknown":
+        for _ in range(rng.randrange(8, 14)):
+            yield call("tavily-search", {"query": _text(rng, 40)}, None, "Tool tavily-search not found")
+    elif kind == "compaction":
+        tool, args = _call(rng)
+        result = _result(rng, tool)
+        yield call(tool, args, result)
+        yield {"type": "compaction_retry", **base}
+        for _ in range(3):
+            yield call(tool, args, result)
