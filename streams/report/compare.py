@@ -1,0 +1,92 @@
+"""Backtesting: the same events under two configurations, side by side.
+
+:func:`compare` takes the verdict records of one event stream replayed under
+configuration A and under configuration B (same events, same order, so record *i*
+of A and record *i* of B answer the same event) and keeps both reports plus every
+event whose outcome differs: its verdict, or what a detection led to (a suppressed
+warning under A and nothing under B is a difference even though both verdicts are
+``allow``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .model import ABORT_DETECTOR, Report, build_report, call_status, where
+
+__all__ = ["Difference", "Comparison", "compare", "outcome_label"]
+
+
+def outcome_label(record: Mapping[str, Any]) -> str:
+    """A short label of what one event led to: ``allow``, ``suppressed ping_pong/warning 3``, ``block ...``."""
+    if record.get("verdict") == "abort":
+        guard = record.get("guard") or {}
+        return f"abort {ABORT_DETECTOR}/critical {guard.get('count', '')}".rstrip()
+    if record.get("type") != "tool_call":
+        return str(record.get("verdict"))
+    status = call_status(record)
+    detection = record.get("detection") or {}
+    if detection.get("stuck"):
+        return f"{status} {detection.get('detector')}/{detection.get('level')} {detection.get('count')}"
+    return status
+
+
+@dataclass
+class Difference:
+    """One event with different outcomes under A and B."""
+
+    event_id: str | None
+    session_id: str | None
+    run_id: str | None
+    tool: str
+    source: dict[str, Any] | None
+    a: str
+    b: str
+
+    def where(self, relative_to: str | None = None) -> str:
+        return where(self.source, relative_to)
+
+
+@dataclass
+class Comparison:
+    a: Report
+    b: Report
+    label_a: str
+    label_b: str
+    differences: list[Difference] = field(default_factory=list)
+
+    def detection_rows(self) -> list[tuple[str, str, str, int, int]]:
+        """``(detector, level, action, count under A, count under B)`` for every key seen in either."""
+        keys = sorted(set(self.a.totals.detections) | set(self.b.totals.detections))
+        return [(d, lvl, act, self.a.totals.detections[(d, lvl, act)], self.b.totals.detections[(d, lvl, act)])
+                for d, lvl, act in keys]
+
+    def total_rows(self) -> list[tuple[str, int, int]]:
+        rows = []
+        for name, attr in (("calls", "calls"), ("warnings emitted", "warnings_emitted"),
+                           ("warnings suppressed", "warnings_suppressed"), ("blocks", "blocks"),
+                           ("aborts", "aborts")):
+            rows.append((name, getattr(self.a.totals, attr), getattr(self.b.totals, attr)))
+        return rows
+
+
+def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]],
+            label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare two replays of the same events (record *i* of each answers event *i*)."""
+    if len(records_a) != len(records_b):
+        raise ValueError(f"not the same events: {len(records_a)} records under A, {len(records_b)} under B")
+    comparison = Comparison(build_report(records_a, label_a), build_report(records_b, label_b), label_a, label_b)
+    for ra, rb in zip(records_a, records_b):
+        if ra.get("event_id") != rb.get("event_id"):
+            raise ValueError(f"not the same events: {ra.get('event_id')!r} vs {rb.get('event_id')!r}")
+        if ra.get("type") == "compaction_retry":
+            continue
+        la, lb = outcome_label(ra), outcome_label(rb)
+        if la != lb:
+            comparison.differences.append(Difference(
+                ra.get("event_id"), ra.get("session_id"), ra.get("run_id"),
+                str(ra.get("tool_name") or rb.get("tool_name") or "tool"),
+                ra.get("source") if isinstance(ra.get("source"), dict) else None, la, lb,
+            ))
+    return comparison

@@ -1,0 +1,317 @@
+"""One self-contained HTML page of a report: inline CSS and JS, no network.
+
+The page has the fleet summary (cards, detections by detector, a table of sessions), a
+legend, and per session a timeline per run: one square per tool call coloured by what
+happened to it (``allow``, ``suppressed`` warning, emitted ``warn``, ``block``, ``abort``),
+with a blue bar where a compaction happened. Hovering a square shows the tool, verdict,
+detector, count, message and source line (also in its ``title``). Sessions with many runs
+show their runs with detections and fold the others away. Each session ends with its
+detection table. A backtest comparison, when given, comes after the summary.
+
+Elements carry ``data-*`` attributes (``data-status``, ``data-tool``, ``data-where``,
+``data-metric``) so that tests can read the rendered page.
+"""
+
+from __future__ import annotations
+
+import os
+from html import escape
+from typing import Iterable
+
+from .compare import Comparison
+from .model import Call, Compaction, Report, RunReport, SessionReport
+
+__all__ = ["render_html"]
+
+# A session with more runs than this shows its runs with detections and folds the others.
+FOLD_RUNS_ABOVE = 12
+# A session's detection table starts folded when it has more rows than this.
+FOLD_DETECTIONS_ABOVE = 25
+
+_STATUS_TEXT = {
+    "allow": "allowed",
+    "suppressed": "warning (suppressed by dedupe)",
+    "warn": "warning emitted",
+    "block": "blocked",
+    "abort": "run aborted",
+}
+
+_CSS = """
+:root { --allow:#cbd5e1; --suppressed:#fde68a; --suppressed-edge:#d97706; --warn:#f59e0b;
+        --block:#dc2626; --abort:#6d28d9; --compaction:#2563eb; --ink:#1e293b; --muted:#64748b;
+        --line:#e2e8f0; --bg:#f8fafc; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+       color: var(--ink); background: var(--bg); }
+main { max-width: 1280px; margin: 0 auto; padding: 24px 28px 60px; }
+h1 { font-size: 22px; margin: 0 0 2px; }
+h2 { font-size: 17px; margin: 28px 0 10px; }
+h3 { font-size: 15px; margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
+.sub { color: var(--muted); margin: 0 0 18px; }
+.cards { display: grid; grid-template-columns: repeat(7, 1fr); gap: 10px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
+.card .v { font-size: 22px; font-weight: 650; }
+.card .k { color: var(--muted); font-size: 12px; }
+.card.warn .v { color: #b45309; } .card.block .v { color: var(--block); } .card.abort .v { color: var(--abort); }
+table { border-collapse: collapse; background: #fff; border: 1px solid var(--line); border-radius: 8px; }
+th, td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align: right; vertical-align: top; }
+th { background: #f1f5f9; font-weight: 600; font-size: 12px; color: #334155; }
+td:first-child, th:first-child, td.l, th.l { text-align: left; }
+td.msg { text-align: left; color: #334155; max-width: 560px; }
+td.src { white-space: nowrap; }
+td.mono, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
+td.zero { color: #cbd5e1; }
+.legend { display: flex; flex-wrap: wrap; gap: 16px; align-items: center; margin: 18px 0 6px; color: #334155; }
+.legend span { display: inline-flex; align-items: center; gap: 6px; }
+.controls { margin: 6px 0 12px; color: #334155; }
+.session { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; margin: 14px 0; }
+.session .meta { color: var(--muted); margin: 2px 0 10px; font-size: 13px; word-break: break-all; }
+.session .meta b { color: var(--ink); font-weight: 600; }
+.badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; margin-left: 4px; }
+.badge.warn, .badge.suppressed { background: #fef3c7; color: #92400e; }
+.badge.block { background: #fee2e2; color: #991b1b; } .badge.abort { background: #ede9fe; color: #5b21b6; }
+.badge.clean { background: #dcfce7; color: #166534; }
+.run { display: grid; grid-template-columns: 250px 1fr; gap: 10px; padding: 4px 0; border-top: 1px dashed #eef2f7; }
+.run-label { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; color: #475569;
+             display: flex; gap: 8px; white-space: nowrap; padding-top: 1px; }
+.run-label .rid { overflow: hidden; text-overflow: ellipsis; flex: 1; }
+.run-label .n { color: #94a3b8; min-width: 28px; text-align: right; }
+.timeline { display: flex; flex-wrap: wrap; gap: 3px; align-items: center; min-height: 16px; }
+.c { width: 14px; height: 14px; border-radius: 3px; background: var(--allow); cursor: default; }
+.c.st-suppressed { background: var(--suppressed); box-shadow: inset 0 0 0 2px var(--suppressed-edge); }
+.c.st-warn { background: var(--warn); } .c.st-block { background: var(--block); } .c.st-abort { background: var(--abort); }
+.c:hover { outline: 2px solid var(--ink); outline-offset: 1px; }
+.cmp { width: 4px; height: 18px; border-radius: 2px; background: var(--compaction); margin: 0 2px; }
+details.fold > summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
+details.dets { margin-top: 10px; }
+details.dets > summary { cursor: pointer; font-weight: 600; margin-bottom: 6px; }
+.empty { color: var(--muted); font-style: italic; }
+body.only-flagged .run[data-flagged="0"], body.only-flagged details.fold { display: none; }
+#tip { position: fixed; z-index: 10; pointer-events: none; max-width: 460px; background: #0f172a; color: #f8fafc;
+       padding: 8px 10px; border-radius: 6px; font-size: 12px; line-height: 1.4; display: none; white-space: pre-wrap;
+       box-shadow: 0 4px 14px rgba(0,0,0,.25); }
+"""
+
+_JS = """
+(function () {
+  var tip = document.getElementById('tip');
+  document.addEventListener('mouseover', function (e) {
+    var t = e.target.closest ? e.target.closest('.c, .cmp') : null;
+    if (!t) { tip.style.display = 'none'; return; }
+    tip.textContent = t.getAttribute('data-tip');
+    tip.style.display = 'block';
+  });
+  document.addEventListener('mousemove', function (e) {
+    if (tip.style.display !== 'block') return;
+    var x = e.clientX + 14, y = e.clientY + 14;
+    if (x + tip.offsetWidth > window.innerWidth - 8) x = e.clientX - tip.offsetWidth - 14;
+    if (y + tip.offsetHeight > window.innerHeight - 8) y = e.clientY - tip.offsetHeight - 14;
+    tip.style.left = x + 'px'; tip.style.top = y + 'px';
+  });
+  var box = document.getElementById('only-flagged');
+  if (box) box.addEventListener('change', function () { document.body.classList.toggle('only-flagged', box.checked); });
+})();
+"""
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _short(run_id: str, keep: int = 22) -> str:
+    return run_id if len(run_id) <= keep else "…" + run_id[-(keep - 1):]
+
+
+def _line_only(source: dict | None) -> str:
+    if not source:
+        return "-"
+    text = f"line {source.get('line', '?')}"
+    return text + (f" step {source['step']}" if source.get("step") is not None else "")
+
+
+def _rel(path: str, base: str | None) -> str:
+    if not base:
+        return path
+    rel = os.path.relpath(path, base)
+    return path if rel.startswith("..") else rel
+
+
+def _call_tip(call: Call, relative_to: str | None) -> str:
+    from .model import where
+
+    lines = [f"{call.tool} — {_STATUS_TEXT[call.status]}"]
+    if call.detection:
+        lines.append(f"{call.detection.get('detector')} / {call.detection.get('level')}, "
+                     f"count {call.detection.get('count')}")
+    if call.status == "abort" and call.abort:
+        lines.append(f"compaction_loop_persisted / critical, count {call.abort.get('count')}")
+    message = call.message
+    if message:
+        lines.append(message)
+    lines.append(where(call.source, relative_to, basename=True))
+    return "\n".join(lines)
+
+
+def _timeline(run: RunReport, relative_to: str | None) -> str:
+    from .model import where
+
+    parts = []
+    for item in run.items:
+        if isinstance(item, Compaction):
+            tip = f"compaction (post-compaction guard armed)\n{where(item.source, relative_to, basename=True)}"
+            parts.append(f'<span class="cmp" data-tip="{_e(tip)}" title="{_e(tip)}"></span>')
+        else:
+            tip = _call_tip(item, relative_to)
+            parts.append(
+                f'<span class="c st-{item.status}" data-status="{item.status}" data-tool="{_e(item.tool)}" '
+                f'data-count="{_e(item.count if item.count is not None else "")}" '
+                f'data-where="{_e(where(item.source, relative_to, basename=True))}" data-tip="{_e(tip)}" title="{_e(tip)}"></span>')
+    if not parts:
+        parts.append('<span class="empty">no tool calls</span>')
+    return "".join(parts)
+
+
+def _run_row(run: RunReport, relative_to: str | None) -> str:
+    flagged = "1" if run.detections else "0"
+    calls = len(run.calls)
+    return (f'<div class="run" data-run="{_e(run.run_id)}" data-flagged="{flagged}" data-calls="{calls}">'
+            f'<div class="run-label" title="run {_e(run.run_id)}: {calls} call(s)"><span class="rid">{_e(_short(run.run_id))}</span>'
+            f'<span class="n">{calls}</span></div>'
+            f'<div class="timeline">{_timeline(run, relative_to)}</div></div>')
+
+
+def _badges(session: SessionReport) -> str:
+    t = session.totals
+    out = []
+    for cls, n, word in (("warn", t.warnings_emitted, "warned"), ("suppressed", t.warnings_suppressed, "suppressed"),
+                         ("block", t.blocks, "blocked"), ("abort", t.aborts, "aborted")):
+        if n:
+            out.append(f'<span class="badge {cls}">{n} {word}</span>')
+    return "".join(out) or '<span class="badge clean">no detections</span>'
+
+
+def _session_section(index: int, session: SessionReport, relative_to: str | None) -> str:
+    t = session.totals
+    files = "<br>".join(f'<span title="{_e(f)}">{_e(_rel(f, relative_to))}</span>' for f in session.files) or "—"
+    head = (f'<section class="session" id="session-{index}" data-session="{_e(session.session_id)}" '
+            f'data-detections="{t.detection_count}">'
+            f'<h3>{_e(session.session_id)} {_badges(session)}</h3>'
+            f'<div class="meta">{files}<br><b>{t.runs}</b> run(s) · <b>{t.calls}</b> call(s)'
+            + (f' · <b>{t.compactions}</b> compaction(s)' if t.compactions else "") + "</div>")
+    runs = list(session.runs.values())
+    body = []
+    if len(runs) <= FOLD_RUNS_ABOVE:
+        body.extend(_run_row(run, relative_to) for run in runs)
+    else:
+        flagged = [run for run in runs if run.detections]
+        clean = [run for run in runs if not run.detections]
+        body.extend(_run_row(run, relative_to) for run in flagged)
+        if clean:
+            body.append(f'<details class="fold"><summary>{len(clean)} run(s) without detections</summary>'
+                        + "".join(_run_row(run, relative_to) for run in clean) + "</details>")
+    rows = session.detections
+    single = len(session.files) == 1  # the header names the file: the table shows line numbers
+    if rows:
+        table_rows = "".join(
+            f'<tr data-action="{_e(r.action)}"><td class="mono src" title="{_e(r.where(relative_to))}">'
+            f'{_e(_line_only(r.source) if single else r.where(relative_to, basename=True))}</td>'
+            f'<td class="l">{_e(r.tool)}</td><td class="l">{_e(r.detector)}</td><td class="l">{_e(r.level)}</td>'
+            f'<td class="l">{_e(r.action)}</td><td>{_e("" if r.count is None else r.count)}</td>'
+            f'<td class="msg">{_e(r.message)}</td></tr>' for r in rows)
+        opened = " open" if len(rows) <= FOLD_DETECTIONS_ABOVE else ""
+        body.append(f'<details class="dets"{opened}><summary>{len(rows)} detection(s)</summary>'
+                    '<table class="detections"><tr><th>source</th><th class="l">tool</th><th class="l">detector</th>'
+                    '<th class="l">level</th><th class="l">action</th><th>count</th><th class="l">message</th></tr>'
+                    f"{table_rows}</table></details>")
+    return head + "".join(body) + "</section>"
+
+
+def _num(n: int) -> str:
+    return f'<td class="zero">0</td>' if n == 0 else f"<td>{n}</td>"
+
+
+def _summary(report: Report) -> str:
+    t = report.totals
+    cards = "".join(
+        f'<div class="card {cls}" data-metric="{key}"><div class="v">{value}</div><div class="k">{label}</div></div>'
+        for key, cls, value, label in (
+            ("sessions", "", t.sessions, "sessions"), ("runs", "", t.runs, "runs"), ("calls", "", t.calls, "tool calls"),
+            ("warnings_emitted", "warn", t.warnings_emitted, "warnings emitted"),
+            ("warnings_suppressed", "warn", t.warnings_suppressed, "warnings suppressed"),
+            ("blocks", "block", t.blocks, "blocks"), ("aborts", "abort", t.aborts, "aborts"),
+        ))
+    out = [f'<section class="cards">{cards}</section>', "<h2>Detections by detector</h2>"]
+    if t.detections:
+        rows = []
+        for detector, level, actions in t.by_detector():
+            rows.append(f'<tr data-detector="{_e(detector)}" data-level="{_e(level)}"><td>{_e(detector)}</td>'
+                        f'<td class="l">{_e(level)}</td>' + "".join(_num(actions[a]) for a in
+                                                                   ("warn", "suppressed", "block", "abort"))
+                        + f"<td><b>{sum(actions.values())}</b></td></tr>")
+        out.append('<table id="by-detector"><tr><th>detector</th><th class="l">level</th><th>warned</th>'
+                   '<th>suppressed</th><th>blocked</th><th>aborted</th><th>total</th></tr>' + "".join(rows) + "</table>")
+    else:
+        out.append('<p class="empty">No detections.</p>')
+    out.append("<h2>Sessions</h2>")
+    rows = []
+    for i, session in enumerate(report.sessions.values()):
+        s = session.totals
+        name = session.files[0].rsplit("/", 1)[-1] if len(session.files) == 1 else session.session_id
+        rows.append(f'<tr><td class="mono"><a href="#session-{i}" title="{_e(session.session_id)}">{_e(name)}</a></td>'
+                    f"<td>{s.runs}</td><td>{s.calls}</td>" + _num(s.warnings_emitted) + _num(s.warnings_suppressed)
+                    + _num(s.blocks) + _num(s.aborts) + "</tr>")
+    out.append('<table id="sessions"><tr><th>session</th><th>runs</th><th>calls</th><th>warned</th>'
+               '<th>suppressed</th><th>blocks</th><th>aborts</th></tr>' + "".join(rows) + "</table>")
+    return "".join(out)
+
+
+def _comparison(comparison: Comparison, relative_to: str | None) -> str:
+    rows = "".join(f"<tr><td>{_e(name)}</td><td>{a}</td><td>{b}</td><td>{b - a:+d}</td></tr>"
+                   for name, a, b in comparison.total_rows())
+    det = "".join(f'<tr><td>{_e(d)}</td><td class="l">{_e(lvl)}</td><td class="l">{_e(act)}</td>'
+                  f"<td>{a}</td><td>{b}</td><td>{b - a:+d}</td></tr>" for d, lvl, act, a, b in comparison.detection_rows())
+    diffs = "".join(f'<tr><td class="mono">{_e(d.where(relative_to))}</td><td class="l">{_e(d.tool)}</td>'
+                    f'<td class="l">{_e(d.a)}</td><td class="l">{_e(d.b)}</td></tr>' for d in comparison.differences)
+    return ("<h2>Backtest</h2>"
+            f'<p class="sub">A = {_e(comparison.label_a)}<br>B = {_e(comparison.label_b)}</p>'
+            '<table id="compare-totals"><tr><th></th><th>A</th><th>B</th><th>B−A</th></tr>' + rows + "</table>"
+            '<h2>Detections under A and B</h2><table id="compare-detections"><tr><th>detector</th><th class="l">level</th>'
+            '<th class="l">action</th><th>A</th><th>B</th><th>B−A</th></tr>' + det + "</table>"
+            f"<h2>Events whose verdict differs ({len(comparison.differences)})</h2>"
+            + ('<table id="compare-differences"><tr><th>source</th><th class="l">tool</th><th class="l">A</th>'
+               '<th class="l">B</th></tr>' + diffs + "</table>" if comparison.differences else
+               '<p class="empty">None.</p>'))
+
+
+def _legend() -> str:
+    items = [f'<span><i class="c st-{s}"></i>{_e(_STATUS_TEXT[s])}</span>' for s in
+             ("allow", "suppressed", "warn", "block", "abort")]
+    items.append('<span><i class="cmp"></i>compaction</span>')
+    return '<div class="legend">' + "".join(items) + "</div>"
+
+
+def render_html(report: Report, comparison: Comparison | None = None, relative_to: str | None = None,
+                title: str = "loopwatch report") -> str:
+    """The report as one self-contained HTML document."""
+    if relative_to is None:
+        relative_to = report.base_dir()
+    sub = f"config: {_e(report.config)}" if report.config else "config: OpenClaw defaults"
+    if relative_to:
+        sub += f" · paths relative to {_e(relative_to)}"
+    if report.bad_records:
+        sub += f" · {report.bad_records} bad record(s) skipped"
+    sessions: Iterable[str] = (_session_section(i, s, relative_to) for i, s in enumerate(report.sessions.values()))
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{_e(title)}</h1><p class=\"sub\">{sub}</p>",
+        _summary(report),
+        _comparison(comparison, relative_to) if comparison is not None else "",
+        "<h2>Timelines</h2>",
+        _legend(),
+        '<div class="controls"><label><input type="checkbox" id="only-flagged"> only runs with detections</label></div>',
+        '<div id="timelines">', *sessions, "</div>",
+        '</main><div id="tip"></div>',
+        f"<script>{_JS}</script></body></html>\n",
+    ])

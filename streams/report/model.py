@@ -1,0 +1,329 @@
+"""The report's aggregation model: verdict records -> sessions, runs, calls, detections, totals.
+
+:func:`build_report` reads the verdict records that ``loopwatch replay`` writes (or that a
+:class:`~streams.replay.Replayer` returns), in order, and groups them:
+
+* a :class:`SessionReport` per ``session_id`` (in order of first appearance), with the files
+  its calls came from (``source.path``, importers only);
+* in it a :class:`RunReport` per ``run_id``, whose ``items`` is the run's timeline: a
+  :class:`Call` per ``tool_call`` record and a :class:`Compaction` per ``compaction_retry``;
+* a :class:`DetectionRow` per detection: every ``tool_call`` whose ``detection.stuck`` is
+  true (action ``warn`` when the warning was emitted, ``suppressed`` when spec §6 dedupe kept
+  it back, ``block`` when critical), and every post-compaction abort (detector
+  ``compaction_loop_persisted``, level critical, action ``abort``), as
+  :class:`~streams.replay.ReplaySummary` counts them;
+* :class:`Totals` for the fleet and for each session.
+
+``tool_result`` records add nothing but an abort (attached to the call they answer);
+``ignore`` verdicts are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..replay import detection_action
+
+__all__ = [
+    "STATUSES",
+    "Call",
+    "Compaction",
+    "DetectionRow",
+    "RunReport",
+    "SessionReport",
+    "Totals",
+    "Report",
+    "build_report",
+    "call_status",
+    "where",
+]
+
+# Timeline colours, worst last: what happened to a call.
+STATUSES = ("allow", "suppressed", "warn", "block", "abort")
+
+ABORT_DETECTOR = "compaction_loop_persisted"
+NO_RUN = "(no run id)"
+NO_SESSION = "(no session id)"
+
+
+def where(source: Mapping[str, Any] | None, relative_to: str | None = None, basename: bool = False) -> str:
+    """``file:line`` of a source position (``file:line step N`` for a step of a ``.traj`` file).
+
+    The path is shown relative to ``relative_to`` (default: the working directory) when it
+    lies below it, else as recorded; only its last component with ``basename``. ``"-"`` when
+    there is no source.
+    """
+    if not source or not source.get("path"):
+        return "-"
+    path = str(source["path"])
+    if basename:
+        shown = os.path.basename(path)
+    else:
+        base = relative_to if relative_to is not None else os.getcwd()
+        try:
+            rel = os.path.relpath(path, base)
+        except ValueError:  # another drive (Windows)
+            rel = path
+        shown = path if rel.startswith("..") else rel
+    text = f"{shown}:{source.get('line', '?')}"
+    if source.get("step") is not None:
+        text += f" step {source['step']}"
+    return text
+
+
+def call_status(record: Mapping[str, Any]) -> str:
+    """What happened to a tool call, one of :data:`STATUSES` (abort first, then the detection)."""
+    if record.get("verdict") == "abort":
+        return "abort"
+    return detection_action(record) or "allow"
+
+
+@dataclass
+class DetectionRow:
+    """One detection: what fired, what it led to, and where the call was recorded."""
+
+    session_id: str
+    run_id: str
+    tool: str
+    detector: str
+    level: str
+    action: str  # warn, suppressed, block, abort
+    count: int | None
+    message: str
+    source: dict[str, Any] | None
+    event_id: str | None
+
+    def where(self, relative_to: str | None = None, basename: bool = False) -> str:
+        return where(self.source, relative_to, basename)
+
+
+@dataclass
+class Call:
+    """A tool call on a run's timeline."""
+
+    event_id: str | None
+    tool_call_id: str | None
+    tool: str
+    status: str  # one of STATUSES
+    verdict: str
+    detection: dict[str, Any] | None  # the engine's detection when stuck, else None
+    source: dict[str, Any] | None
+    abort: dict[str, Any] | None = None  # the guard field of the abort, when the call's outcome aborted
+
+    kind = "call"
+
+    @property
+    def count(self) -> int | None:
+        if self.abort is not None and self.status == "abort":
+            return self.abort.get("count")
+        return self.detection.get("count") if self.detection else None
+
+    @property
+    def message(self) -> str:
+        if self.abort is not None and self.status == "abort":
+            return str(self.abort.get("message") or "")
+        return str(self.detection.get("message") or "") if self.detection else ""
+
+    @property
+    def label(self) -> str:
+        """``block generic_repeat/critical`` style: the status and, if any, what fired."""
+        if self.status == "abort":
+            return f"abort {ABORT_DETECTOR}/critical"
+        if self.detection:
+            return f"{self.status} {self.detection.get('detector')}/{self.detection.get('level')}"
+        return self.status
+
+
+@dataclass
+class Compaction:
+    """A compaction followed by a retry (arms the post-compaction guard)."""
+
+    event_id: str | None
+    source: dict[str, Any] | None
+
+    kind = "compaction"
+
+
+@dataclass
+class Totals:
+    """Counts for a session or the fleet."""
+
+    sessions: int = 0
+    runs: int = 0
+    calls: int = 0
+    warnings_emitted: int = 0
+    warnings_suppressed: int = 0
+    blocks: int = 0
+    aborts: int = 0
+    compactions: int = 0
+    # (detector, level, action) -> count
+    detections: Counter = field(default_factory=Counter)
+
+    @property
+    def detection_count(self) -> int:
+        return sum(self.detections.values())
+
+    def by_detector(self) -> list[tuple[str, str, Counter]]:
+        """``(detector, level, Counter(action -> n))`` sorted by detector then level."""
+        grouped: dict[tuple[str, str], Counter] = {}
+        for (detector, level, action), n in self.detections.items():
+            grouped.setdefault((detector, level), Counter())[action] += n
+        return [(d, lvl, c) for (d, lvl), c in sorted(grouped.items())]
+
+    def add_record(self, record: Mapping[str, Any], rows: list[DetectionRow]) -> None:
+        kind = record.get("type")
+        if kind == "tool_call":
+            self.calls += 1
+            if record.get("blocked"):
+                self.blocks += 1
+            warning = record.get("warning")
+            detection = record.get("detection") or {}
+            if detection.get("stuck") and not record.get("blocked"):
+                if warning and warning.get("emitted"):
+                    self.warnings_emitted += 1
+                else:
+                    self.warnings_suppressed += 1
+        elif kind == "compaction_retry":
+            self.compactions += 1
+        if record.get("verdict") == "abort":
+            self.aborts += 1
+        for row in rows:
+            self.detections[(row.detector, row.level, row.action)] += 1
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    items: list[Call | Compaction] = field(default_factory=list)
+    detections: list[DetectionRow] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[Call]:
+        return [item for item in self.items if isinstance(item, Call)]
+
+    def status_counts(self) -> Counter:
+        return Counter(call.status for call in self.calls)
+
+
+@dataclass
+class SessionReport:
+    session_id: str
+    files: list[str] = field(default_factory=list)
+    runs: dict[str, RunReport] = field(default_factory=dict)
+    totals: Totals = field(default_factory=Totals)
+
+    @property
+    def detections(self) -> list[DetectionRow]:
+        return [row for run in self.runs.values() for row in run.detections]
+
+    def run(self, run_id: str) -> RunReport:
+        run = self.runs.get(run_id)
+        if run is None:
+            run = self.runs[run_id] = RunReport(run_id)
+            self.totals.runs += 1
+        return run
+
+
+@dataclass
+class Report:
+    """Everything the renderers show."""
+
+    sessions: dict[str, SessionReport] = field(default_factory=dict)
+    totals: Totals = field(default_factory=Totals)
+    bad_records: int = 0
+    config: str | None = None  # what the verdicts were computed under, for the header
+
+    @property
+    def detections(self) -> list[DetectionRow]:
+        return [row for session in self.sessions.values() for row in session.detections]
+
+    def base_dir(self) -> str | None:
+        """The deepest folder holding every session file (paths are shown relative to it), if any."""
+        dirs = {os.path.dirname(path) for session in self.sessions.values() for path in session.files}
+        if not dirs:
+            return None
+        try:
+            return os.path.commonpath(sorted(dirs)) or None
+        except ValueError:  # relative and absolute paths mixed
+            return None
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Add one verdict record (in stream order)."""
+        session_id = str(record.get("session_id") or record.get("key") or NO_SESSION)
+        run_id = str(record.get("run_id") or NO_RUN)
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = SessionReport(session_id)
+            self.totals.sessions += 1
+        before = session.totals.runs
+        run = session.run(run_id)
+        self.totals.runs += session.totals.runs - before
+        source = record.get("source") if isinstance(record.get("source"), dict) else None
+        if source and source.get("path") and source["path"] not in session.files:
+            session.files.append(str(source["path"]))
+
+        rows = _detection_rows(record, session_id, run_id, source)
+        kind = record.get("type")
+        if kind == "tool_call":
+            detection = record.get("detection") or {}
+            guard = record.get("guard") or {}
+            run.items.append(Call(
+                event_id=record.get("event_id"), tool_call_id=record.get("tool_call_id"),
+                tool=str(record.get("tool_name") or "tool"), status=call_status(record),
+                verdict=str(record.get("verdict")), detection=detection if detection.get("stuck") else None,
+                source=source, abort=guard if guard.get("abort") else None,
+            ))
+        elif kind == "compaction_retry":
+            run.items.append(Compaction(record.get("event_id"), source))
+        elif kind == "tool_result" and record.get("verdict") == "abort":
+            _attach_abort(run, record, source)
+        run.detections.extend(rows)
+        session.totals.add_record(record, rows)
+        self.totals.add_record(record, rows)
+
+
+def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None) -> None:
+    call_id = record.get("tool_call_id")
+    for item in reversed(run.items):
+        if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
+            item.status = "abort"
+            item.abort = record.get("guard") or {}
+            return
+    run.items.append(Call(
+        event_id=record.get("event_id"), tool_call_id=call_id, tool=str(record.get("tool_name") or "tool"),
+        status="abort", verdict="abort", detection=None, source=source, abort=record.get("guard") or {},
+    ))
+
+
+def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
+                    source: dict[str, Any] | None) -> list[DetectionRow]:
+    rows = []
+    tool = str(record.get("tool_name") or "tool")
+    if record.get("verdict") == "abort":
+        guard = record.get("guard") or {}
+        rows.append(DetectionRow(
+            session_id, run_id, str(guard.get("tool_name") or tool), ABORT_DETECTOR, "critical", "abort",
+            guard.get("count"), str(guard.get("message") or ""), source, record.get("event_id"),
+        ))
+    if record.get("type") == "tool_call":
+        action = detection_action({**record, "verdict": None})
+        if action is not None:
+            detection = record["detection"]
+            rows.append(DetectionRow(
+                session_id, run_id, tool, str(detection.get("detector")), str(detection.get("level")), action,
+                detection.get("count"), str(detection.get("message") or ""), source, record.get("event_id"),
+            ))
+    return rows
+
+
+def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None) -> Report:
+    """Aggregate verdict records (in stream order) into a :class:`Report`."""
+    report = Report(config=config)
+    for record in records:
+        if record.get("verdict") == "ignore":
+            continue
+        report.add(record)
+    return report
