@@ -20,6 +20,7 @@ __all__ = [
     "VERDICT_LATENCY_SECONDS",
     "ACTIVE_KEYS",
     "CONSUMER_LAG",
+    "REDELIVERED",
     "METRIC_NAMES",
 ]
 
@@ -65,10 +66,16 @@ CONSUMER_LAG = Gauge(
     ["topic", "partition"], registry=REGISTRY,
 )
 
+REDELIVERED = Counter(
+    "loopwatch_redelivered_events",
+    "Re-delivered events (after a crash or rebalance) found already applied to their state: not applied again.",
+    registry=REGISTRY,
+)
+
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
-    for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS)
+    for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix

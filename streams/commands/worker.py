@@ -1,0 +1,100 @@
+"""``loopwatch worker``: run the Faust stream processor (:mod:`streams.app`).
+
+One flag per field of :class:`streams.settings.WorkerSettings`, generated from
+the settings model so that flags, environment variables and defaults cannot
+drift apart. Precedence: flag, then ``LOOPWATCH_*`` environment, then default.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Callable
+
+import click
+from pydantic import ValidationError
+
+from streams.settings import WorkerSettings
+
+__all__ = ["worker"]
+
+
+def _click_type(annotation: Any) -> Any:
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return click.Choice([str(a) for a in args])
+    if origin is typing.Annotated:
+        return _click_type(args[0])
+    if annotation is bool:
+        return click.BOOL
+    if annotation is int:
+        return click.INT
+    if annotation is float:
+        return click.FLOAT
+    return click.STRING
+
+
+def _default_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(value)
+    if value is None:
+        return "unset"
+    return str(value)
+
+
+def _settings_options(func: Callable) -> Callable:
+    for name, field in reversed(list(WorkerSettings.model_fields.items())):
+        help_text = (f"{field.description} [env: {WorkerSettings.env_name(name)}; "
+                     f"default: {_default_text(field.default)}]")
+        func = click.option(f"--{name.replace('_', '-')}", name, type=_click_type(field.annotation),
+                            default=None, help=help_text)(func)
+    return func
+
+
+@click.command("worker", epilog="""\b
+Examples:
+  loopwatch worker
+  loopwatch worker --key-by session --config ~/.openclaw/openclaw.json
+  LOOPWATCH_BROKER=kafka://kafka:19092 loopwatch worker --metrics-port 8000
+""")
+@_settings_options
+def worker(**options: Any) -> None:
+    """Run the stream worker: events in, one verdict per event out.
+
+    Consumes the input topics, applies each event to the state of its key with
+    OpenClaw's loop detection, and publishes a verdict per event (same key),
+    loop events for warnings, blocks and aborts, and dead letters for records
+    that are not valid events. Serves Prometheus metrics on /metrics.
+    """
+    given = {name: value for name, value in options.items() if value is not None}
+    for name, value in list(given.items()):
+        args = typing.get_args(WorkerSettings.model_fields[name].annotation)
+        if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            given[name] = int(value)  # Literal of ints, e.g. producer_acks
+    if "input_topics" in given:
+        given["input_topics"] = [t.strip() for t in given["input_topics"].split(",") if t.strip()]
+    try:
+        settings = WorkerSettings(**given)
+    except ValidationError as exc:
+        raise click.UsageError(_validation_message(exc)) from None
+
+    from streams.app import create_app
+    from streams.detection import ConfigError
+
+    try:
+        loopwatch = create_app(settings)
+    except (ConfigError, OSError) as exc:
+        raise click.ClickException(f"config: {exc}") from None
+    from faust.worker import Worker
+
+    Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"])
+        parts.append(f"--{field.replace('_', '-')} ({WorkerSettings.env_name(field)}): {error['msg']}"
+                     f" (got {json.dumps(error.get('input'), default=str)})")
+    return "; ".join(parts)

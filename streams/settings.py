@@ -1,0 +1,164 @@
+"""Every setting of the stream worker, in one typed place.
+
+Each field has a default, a unit (in its name or description) and an
+environment variable ``LOOPWATCH_<FIELD>`` (upper case), e.g.
+``LOOPWATCH_KEY_BY=session``. ``loopwatch worker`` exposes each field as a
+``--field-name`` flag; a flag wins over the environment, which wins over the
+default. List-valued settings take a comma-separated string in the
+environment (``LOOPWATCH_INPUT_TOPICS=a,b``) or a JSON list.
+
+Latency-relevant defaults (runners wait for each verdict): producer linger 0 ms,
+``acks=all`` (the no-double-apply design relies on acknowledged writes, see
+:mod:`streams.app`), commit interval 0.5 s (commits are off the hot path; a
+shorter interval only shortens the re-delivery window after a crash).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["WorkerSettings", "ENV_PREFIX", "DEFAULT_STATE_TTL_S"]
+
+ENV_PREFIX = "LOOPWATCH_"
+DEFAULT_STATE_TTL_S = 1800.0  # OpenClaw prunes idle session state after 30 min
+
+
+class WorkerSettings(BaseSettings):
+    """Settings of the Faust worker (``loopwatch worker``, ``faust -A streams.app worker``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_default=True)
+
+    # ------------------------------------------------------------------ Kafka
+    broker: str = Field(
+        "kafka://127.0.0.1:9092",
+        description="Kafka bootstrap server(s) as a Faust broker URL; several separated by ';'.",
+    )
+    app_id: str = Field(
+        "loopwatch",
+        description="Faust app id = Kafka consumer group id; also prefixes the changelog and rekey topics.",
+    )
+    input_topics: Annotated[list[str], NoDecode] = Field(
+        ["loopwatch.events"],
+        description="Topics the runners publish events to (comma-separated).",
+    )
+    verdicts_topic: str = Field(
+        "loopwatch.verdicts", description="Topic of the verdicts: one record per input event, same key.",
+    )
+    loop_events_topic: str = Field(
+        "loopwatch.loop-events",
+        description="Topic of the loop events: one record per warning (emitted or suppressed), block or abort.",
+    )
+    dead_letters_topic: str = Field(
+        "loopwatch.dead-letters",
+        description="Topic of the records that could not be decoded or failed event validation.",
+    )
+    partitions: int = Field(
+        4, ge=1,
+        description="Partitions of every topic the worker creates (changelog, rekey, missing input/output "
+                    "topics); must equal the input topics' partition count.",
+    )
+    replication_factor: int = Field(1, ge=1, description="Replication factor of the topics the worker creates.")
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once",
+        description="Faust processing guarantee. at_least_once plus loopwatch's offset bookkeeping already "
+                    "applies each event once; exactly_once makes verdicts visible only at each transaction "
+                    "commit (to read_committed consumers), i.e. adds up to the commit interval of latency.",
+    )
+
+    # ------------------------------------------------------------- detection
+    key_by: Literal["run", "session"] = Field(
+        "run",
+        description="State key of a record without a Kafka key: 'run' = run id, else session key, else "
+                    "session id (state bounded per run, load spread); 'session' = session key, else session "
+                    "id (OpenClaw's exact session-level semantics: history cap and warning dedupe shared by "
+                    "a session's runs). A record's Kafka key, when present, is used as is.",
+    )
+    config: Path | None = Field(
+        None, description="OpenClaw config file (openclaw.json, JSON5) with tools.loopDetection; "
+                          "unset = OpenClaw's defaults.",
+    )
+    config_validate: bool = Field(
+        True, description="Validate the config file as OpenClaw does at load time (false = runtime clamping only).",
+    )
+
+    # ------------------------------------------------------------------ state
+    store: str = Field(
+        "memory://",
+        description="Faust table store: memory:// (rebuilt from the changelog on start) or rocksdb:// "
+                    "(needs the rocksdb extra).",
+    )
+    state_ttl_s: float = Field(
+        DEFAULT_STATE_TTL_S, gt=0,
+        description="Seconds a key may stay idle before its state is deleted (tombstone in the changelog); "
+                    "OpenClaw prunes idle session state after 30 min.",
+    )
+    expiry_interval_s: float = Field(
+        60.0, gt=0, description="Seconds between scans for idle keys.",
+    )
+    data_dir: str = Field(
+        "{app_id}-data", description="Directory of Faust's local files (RocksDB state); {app_id} is replaced.",
+    )
+    standby_replicas: int = Field(
+        1, ge=0, description="Faust table standby replicas (warm copies of state on other workers).",
+    )
+
+    # -------------------------------------------------------------- outputs
+    output_codec: Literal["msgpack", "json"] = Field(
+        "msgpack", description="Encoding of verdict and loop-event values (dead letters are always msgpack).",
+    )
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="TCP port of the Prometheus /metrics endpoint (0 = off).",
+    )
+    metrics_addr: str = Field("0.0.0.0", description="Address the /metrics endpoint binds to.")
+
+    # ------------------------------------------------------ latency tuning
+    producer_linger_ms: float = Field(
+        0.0, ge=0, description="Milliseconds the producer waits to batch records (0 = send at once).",
+    )
+    producer_acks: Literal[-1, 1] = Field(
+        -1, description="Producer acks: -1 = all in-sync replicas (needed for the crash guarantees), 1 = leader.",
+    )
+    commit_interval_s: float = Field(
+        0.5, gt=0, description="Seconds between consumer offset commits (off the hot path).",
+    )
+    stream_buffer_maxsize: int = Field(
+        4096, ge=1, description="Records buffered per stream before the consumer pauses fetching.",
+    )
+    session_timeout_s: float = Field(
+        10.0, ge=6, description="Consumer group session timeout, seconds (broker minimum 6).",
+    )
+    heartbeat_interval_s: float = Field(1.0, gt=0, description="Consumer group heartbeat interval, seconds.")
+    rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
+
+    log_level: str = Field("info", description="Worker log level (debug, info, warning, error).")
+
+    @field_validator("input_topics", mode="before")
+    @classmethod
+    def _split_topics(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        if isinstance(value, (list, tuple)):
+            return [part for item in value for part in cls._split_topics(item)] if any(
+                isinstance(item, str) and "," in item for item in value) else list(value)
+        return value
+
+    @field_validator("input_topics")
+    @classmethod
+    def _some_topic(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one input topic is needed")
+        return value
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable of a field, e.g. ``LOOPWATCH_KEY_BY``."""
+        return ENV_PREFIX + field.upper()

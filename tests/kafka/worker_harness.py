@@ -1,0 +1,194 @@
+"""Starting loopwatch workers against the real broker, producing events, reading outputs.
+
+* :func:`worker_settings` -- unique app id, topics and group for one test;
+* :func:`running_worker` -- async context manager: an in-process worker
+  (``Loopwatch.app.start()``), ready when its partitions are assigned and the
+  table recovered; always stopped;
+* :class:`WorkerProcess` -- ``loopwatch worker`` as a subprocess (for restarts
+  and kill -9), with :meth:`WorkerProcess.wait_ready` reading its log;
+* :func:`create_topics`, :func:`produce`, :func:`consume_all` -- aiokafka helpers.
+
+Sync tests drive these with ``asyncio.run`` (the project has no pytest-asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+import msgpack
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from streams.app import Loopwatch
+from streams.detection import Engine
+from streams.settings import WorkerSettings
+
+READY_TIMEOUT_S = 60.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_settings(bootstrap: str, tmp_path: Path, **overrides: Any) -> WorkerSettings:
+    """Settings with a unique app id and topics, fast group timings, no metrics port."""
+    tag = uuid.uuid4().hex[:8]
+    values: dict[str, Any] = dict(
+        broker=f"kafka://{bootstrap}",
+        app_id=f"lw-it-{tag}",
+        input_topics=[f"test.lw.{tag}.events"],
+        verdicts_topic=f"test.lw.{tag}.verdicts",
+        loop_events_topic=f"test.lw.{tag}.loop-events",
+        dead_letters_topic=f"test.lw.{tag}.dead-letters",
+        partitions=2,
+        standby_replicas=0,
+        metrics_port=0,
+        data_dir=str(tmp_path / "faust-{app_id}"),
+        commit_interval_s=0.2,
+        session_timeout_s=6,
+        rebalance_timeout_s=6,
+        expiry_interval_s=3600,
+    )
+    values.update(overrides)
+    return WorkerSettings(**values)
+
+
+def settings_env(settings: WorkerSettings) -> dict[str, str]:
+    """The ``LOOPWATCH_*`` environment equivalent to ``settings``."""
+    env = {}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        env[WorkerSettings.env_name(name)] = ",".join(value) if isinstance(value, list) else str(value)
+    return env
+
+
+async def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, partitions, 1) for n in names], timeout_ms=10_000)
+    finally:
+        await admin.close()
+
+
+async def _ready(loopwatch: Loopwatch, starting: asyncio.Future, timeout: float) -> None:
+    app = loopwatch.app
+    deadline = time.monotonic() + timeout
+    while not (app.started and not app.rebalancing and app.tables.recovery.completed.is_set()
+               and app.consumer.assignment()):
+        if starting.done():
+            starting.result()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker {app.conf.id} not ready in {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: WorkerSettings, engine: Engine | None = None,
+                         timeout: float = READY_TIMEOUT_S) -> AsyncIterator[Loopwatch]:
+    """An in-process worker, started and ready; stopped on exit."""
+    await create_topics(settings.broker.removeprefix("kafka://"), settings.input_topics, settings.partitions)
+    loopwatch = Loopwatch(settings, engine)
+    starting = asyncio.ensure_future(loopwatch.app.start())
+    try:
+        await _ready(loopwatch, starting, timeout)
+        yield loopwatch
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(loopwatch.app.stop(), 30)
+        starting.cancel()
+
+
+class WorkerProcess:
+    """``loopwatch worker`` as a subprocess, configured through the environment."""
+
+    def __init__(self, settings: WorkerSettings, log_path: Path, extra_args: Iterable[str] = ()) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.proc: subprocess.Popen | None = None
+        self._log_offset = 0
+
+    def start(self) -> "WorkerProcess":
+        env = {**os.environ, **settings_env(self.settings), "PYTHONUNBUFFERED": "1"}
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker", *self.extra_args],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def log_text(self) -> str:
+        with open(self.log_path, "rb") as handle:
+            handle.seek(self._log_offset)
+            return handle.read().decode("utf-8", "replace")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Wait for Faust's "Ready" log line (worker started, partitions assigned)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
+            if "[^Worker]: Ready" in self.log_text():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready in {timeout} s:\n{self.log_text()[-4000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no commit, no leave-group."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    return msgpack.packb(event, use_bin_type=True)
+
+
+async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]],
+                  stamp: bool = False) -> None:
+    """Produce ``(key, value)`` records in order (acks=all)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[Any]:
+    """Read ``topic`` from the start until ``count`` records (or the timeout): ConsumerRecords."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(records) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            for batch in batches.values():
+                records.extend(batch)
+    finally:
+        await consumer.stop()
+    return records
