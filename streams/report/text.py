@@ -25,7 +25,7 @@ def table(header: list[str], rows: Iterable[list[object]], indent: str = "  ") -
     """Columns padded to their widest cell: numeric columns right-aligned, the others left-aligned."""
     cells = [header] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    numeric = [all(_NUMBER.fullmatch(row[i]) for row in cells[1:]) and len(cells) > 1 and i > 0
+    numeric = [len(cells) > 1 and all(_NUMBER.fullmatch(row[i]) for row in cells[1:])
                for i in range(len(header))]
     out = []
     for n, row in enumerate(cells):
