@@ -108,6 +108,14 @@ _JS = """
     if (y + tip.offsetHeight > window.innerHeight - 8) y = e.clientY - tip.offsetHeight - 14;
     tip.style.left = x + 'px'; tip.style.top = y + 'px';
   });
+  // For readers and tests of the rendered page: the script ran, and what the timelines hold.
+  var calls = document.querySelectorAll('#timelines .timeline .c');
+  var root = document.documentElement;
+  root.setAttribute('data-ready', '1');
+  root.setAttribute('data-timeline-calls', String(calls.length));
+  ['allow', 'suppressed', 'warn', 'block', 'abort'].forEach(function (s) {
+    root.setAttribute('data-timeline-' + s, String(document.querySelectorAll('#timelines .timeline .c.st-' + s).length));
+  });
   var box = document.getElementById('only-flagged');
   if (box) box.addEventListener('change', function () { document.body.classList.toggle('only-flagged', box.checked); });
 })();
