@@ -266,4 +266,12 @@ def stable_stringify(value: Any) -> str:
 
 def digest(value: Any) -> str:
     """Lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+    if _c_canonical_bytes is not None:
+        try:  # inlined canonical_bytes: this is the engine's hottest call
+            return _sha256(_c_canonical_bytes(value, _number, UNDEFINED)).hexdigest()
+        except TypeError:
+            pass
+    return _sha256(canonical_bytes(value)).hexdigest()
+
+
+_sha256 = hashlib.sha256

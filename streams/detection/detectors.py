@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import LoopDetectionSettings
-from .state import CallRecord
+from .state import CallRecord, SessionState
 
 __all__ = [
     "Detection",
@@ -116,12 +116,12 @@ def is_known_poll(tool: str, args: Any) -> bool:
     return tool == "process" and isinstance(args, dict) and args.get("action") in ("poll", "log")
 
 
-def detect(history: list[CallRecord], run_id: str | None, tool: str, args_hash: str, known_poll: bool,
+def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, known_poll: bool,
            settings: LoopDetectionSettings) -> Detection | None:
     """Run the detectors for one call (Spec §5).
 
     Arguments:
-        history: the session history, newest last, without the judged call.
+        state: the session state; its history (newest last) does not hold the judged call yet.
         run_id: the call's trimmed run id (None when blank); only records of
             that run are read (Spec §8.2).
         tool, args_hash: the call's normalised tool name and args hash.
@@ -131,38 +131,45 @@ def detect(history: list[CallRecord], run_id: str | None, tool: str, args_hash: 
     Returns:
         The first matching rule of the precedence table (Spec §5.2), or None.
     """
+    history = state.history
+    if args_hash not in state.args_counts:
+        # Nothing repeats this call: no streak, no recent count and no ping-pong
+        # (which needs this args hash in the history). Only an unknown-tool
+        # streak of the run's newest records can still fire.
+        newest = next((record for record in reversed(history) if record.run_id == run_id), None)
+        if newest is None or newest.tool != tool or newest.unknown_tool is None:
+            return None
     scoped = [record for record in history if record.run_id == run_id]
     if not scoped:
         return None
+    newest = scoped[-1]
+    # Records of this exact call (args hashes embed the tool name).
+    recent = [record for record in scoped if record.args_hash == args_hash]
+    unknown_possible = newest.tool == tool and newest.unknown_tool is not None
+    if not recent and not unknown_possible:
+        # Nothing repeats this call: no streak, no recent count, and no
+        # ping-pong either (that needs this call's args hash in the history).
+        return None
 
-    # One pass, newest first, for recentCount, the no-progress streak and the
-    # unknown-tool streak (Spec §5.1).
-    recent: list[CallRecord] = []
+    # recentCount, the no-progress streak and the unknown-tool streak (Spec §5.1).
     streak: list[CallRecord] = []
     latest_result: str | None = None
-    streak_open = True
+    for record in reversed(recent):
+        result = record.result_hash
+        if result is None:
+            continue
+        if latest_result is None:
+            latest_result = result
+        elif result != latest_result:
+            break
+        streak.append(record)
     unknown: list[CallRecord] = []
-    unknown_name: str | None = None
-    unknown_open = True
-    for record in reversed(scoped):
-        if unknown_open:
-            if record.tool != tool or record.unknown_tool is None:
-                unknown_open = False
-            elif unknown_name is None or record.unknown_tool == unknown_name:
-                unknown_name = record.unknown_tool
-                unknown.append(record)
-            else:
-                unknown_open = False
-        if record.args_hash == args_hash and record.tool == tool:
-            recent.append(record)
-            result = record.result_hash
-            if streak_open and result is not None:
-                if latest_result is None:
-                    latest_result = result
-                if result == latest_result:
-                    streak.append(record)
-                else:
-                    streak_open = False
+    unknown_name = newest.unknown_tool
+    if unknown_possible:
+        for record in reversed(scoped):
+            if record.tool != tool or record.unknown_tool != unknown_name:
+                break
+            unknown.append(record)
 
     if unknown and len(unknown) >= settings.unknown_tool_threshold:
         count = len(unknown)
@@ -195,7 +202,7 @@ def detect(history: list[CallRecord], run_id: str | None, tool: str, args_hash: 
                              f"generic:{tool}:{args_hash}:{result_key}", None, streak[::-1])
         if len(recent) >= settings.warning_threshold:
             return Detection(WARNING, GENERIC_REPEAT, len(recent), _generic_warning(tool, len(recent)),
-                             f"generic:{tool}:{args_hash}", None, recent[::-1])
+                             f"generic:{tool}:{args_hash}", None, recent)
     return None
 
 

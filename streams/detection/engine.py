@@ -45,19 +45,10 @@ _NO_CALL_TOOL = "tool"
 _NO_CALL_ARGS_HASH = args_hash(_NO_CALL_TOOL, UNDEFINED)
 
 _NOT_RECORDED = {"recorded": False, "result_hash": None, "unknown_tool_name": None}
-_DEFERRED = {"deferred": True}
-_NOT_STUCK = {"stuck": False}
 
 
 class EventError(ValueError):
     """An event that does not fit the schema; ``str()`` says which field and why."""
-
-
-def _optional_str(event: Mapping[str, Any], field: str) -> str | None:
-    value = event.get(field)
-    if value is not None and not isinstance(value, str):
-        raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
-    return value
 
 
 def state_key(event: Mapping[str, Any]) -> str | None:
@@ -107,45 +98,49 @@ class Engine:
 
     # ---------------------------------------------------------------- event kinds
 
-    def _settings(self, event: Mapping[str, Any]) -> LoopDetectionSettings:
-        return self.config.for_agent(_optional_str(event, "agent_id"))
-
-    @staticmethod
-    def _run(event: Mapping[str, Any], state: SessionState, settings: LoopDetectionSettings
-             ) -> tuple[str | None, str | None, RunState]:
-        raw_run = _optional_str(event, "run_id")
-        run_id = js_trim(raw_run) or None if raw_run is not None else None
-        run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
-        return raw_run, run_id, run
+    def _context(self, event: Mapping[str, Any], state: SessionState
+                 ) -> tuple[LoopDetectionSettings, str | None, str | None, RunState]:
+        """Settings of the event's agent, its raw and trimmed run id, and its run state."""
+        agent_id = event.get("agent_id")
+        raw_run = event.get("run_id")
+        if agent_id is not None and type(agent_id) is not str:
+            raise EventError(f"agent_id must be a string or null, got {type(agent_id).__name__}")
+        if raw_run is not None and type(raw_run) is not str:
+            raise EventError(f"run_id must be a string or null, got {type(raw_run).__name__}")
+        settings = self.config.for_agent(agent_id)
+        run_id = (js_trim(raw_run) or None) if raw_run else None
+        run = state.runs.get(raw_run or "")
+        if run is None:
+            run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
+        return settings, raw_run, run_id, run
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
-        call_id = _optional_str(event, "tool_call_id")
-        _optional_str(event, "session_id")
-        settings = self._settings(event)
+        call_id = event.get("tool_call_id")
+        if call_id is not None and type(call_id) is not str:
+            raise EventError(f"tool_call_id must be a string or null, got {type(call_id).__name__}")
+        settings, raw_run, run_id, run = self._context(event, state)
         tool = normalize_tool_name(event.get("tool_name"))
         args = event.get("args", UNDEFINED)
         call_hash = args_hash(tool, args)
-        has_session_key = bool(event["session_key"] if "session_key" in event else event.get("session_id"))
-        raw_run, run_id, run = self._run(event, state, settings)
+        session_id = event.get("session_id")
+        has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
 
         detection: Detection | None = None
-        if has_session_key and settings.detectors_enabled:
-            detection = detect(state.history, run_id, tool, call_hash, is_known_poll(tool, args), settings)
-
-        verdict: dict[str, Any] = {"type": "tool_call", "tool_name": tool, "args_hash": call_hash}
+        if has_session_key and settings.enabled is True:
+            detection = detect(state, run_id, tool, call_hash, is_known_poll(tool, args), settings)
         follows = event.get("outcome_follows") is True
+
         if detection is not None and detection.level == CRITICAL:
             # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
-            verdict.update(
-                decision="block", detection=detection.as_dict(), warning=None, blocked=True,
-                block_reason=detection.message, recorded_call=False, outcome=_NOT_RECORDED,
-                guard=guard_status(run), run_aborted=run.aborted,
-            )
             if follows and call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
-            verdict["verdict"] = "block"
-            verdict["evidence"] = _evidence(detection.evidence)
-            return verdict
+            return {
+                "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
+                "detection": detection.as_dict(), "warning": None, "blocked": True,
+                "block_reason": detection.message, "recorded_call": False, "outcome": dict(_NOT_RECORDED),
+                "guard": guard_status(run), "run_aborted": run.aborted, "verdict": "block",
+                "evidence": _evidence(detection.evidence),
+            }
 
         warning = None
         decision = "allow"
@@ -153,36 +148,36 @@ class Engine:
             warning = self._dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
-        recorded_call = has_session_key and settings.records_calls
+        recorded_call = has_session_key and settings.enabled is not False
         if recorded_call:
-            state.history.append(CallRecord(tool, call_hash, call_id, run_id, ref=ref))
-            state.trim(settings.history_size)
-        verdict.update(
-            decision=decision,
-            detection=detection.as_dict() if detection is not None else _NOT_STUCK,
-            warning=warning, blocked=False, recorded_call=recorded_call,
-        )
+            state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref), settings.history_size)
+        verdict: dict[str, Any] = {
+            "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": decision,
+            "detection": detection.as_dict() if detection is not None else {"stuck": False},
+            "warning": warning, "blocked": False, "recorded_call": recorded_call,
+        }
         profile = outcome_profile(tool, args, self.config.channel_send_tools)
         if follows:
             if call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=False))
-            verdict.update(outcome=_DEFERRED, guard=guard_status(run), run_aborted=run.aborted)
+            verdict["outcome"] = {"deferred": True}
+            verdict["guard"] = guard_status(run)
+            verdict["run_aborted"] = run.aborted
             verdict["verdict"] = decision
         else:
-            can_record = has_session_key or bool(event.get("session_id"))
+            can_record = has_session_key or bool(session_id)
             self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, profile,
                                  event.get("result"), event.get("error"), can_record, ref)
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
-        verdict.setdefault("evidence", _evidence(detection.evidence) if detection is not None else [])
+        if "evidence" not in verdict:
+            verdict["evidence"] = _evidence(detection.evidence) if detection is not None else []
         return verdict
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
-        call_id = _optional_str(event, "tool_call_id")
-        if not call_id:
-            raise EventError("a tool_result needs the tool_call_id of its tool_call")
-        _optional_str(event, "session_id")
-        settings = self._settings(event)
-        _, _, run = self._run(event, state, settings)
+        call_id = event.get("tool_call_id")
+        if not call_id or type(call_id) is not str:
+            raise EventError("a tool_result needs the tool_call_id (a non-empty string) of its tool_call")
+        settings, _, _, run = self._context(event, state)
         call = state.calls.pop(call_id, None)
         if call is None or call.blocked:
             return {
@@ -199,8 +194,7 @@ class Engine:
         return verdict
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState) -> dict[str, Any]:
-        settings = self._settings(event)
-        _, _, run = self._run(event, state, settings)
+        _, _, _, run = self._context(event, state)
         arm(run)
         return {
             "type": "compaction_retry",
@@ -228,7 +222,9 @@ class Engine:
         """Spec §3 steps 6-7: hash the outcome, attach or append it, feed the guard."""
         result_hash = outcome_hash(profile, result, error) if can_record else None
         if result_hash is None:
-            verdict.update(outcome=_NOT_RECORDED, guard=guard_status(run), run_aborted=run.aborted)
+            verdict["outcome"] = dict(_NOT_RECORDED)
+            verdict["guard"] = guard_status(run)
+            verdict["run_aborted"] = run.aborted
             return
         unknown = unknown_tool_name(error) if error is not None else None
         for record in reversed(state.history):
@@ -241,8 +237,7 @@ class Engine:
                     record.ref = ref
                 break
         else:
-            state.history.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref))
-        state.trim(settings.history_size)
+            state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref), settings.history_size)
         verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
         verdict["guard"] = observe(run, tool, call_hash, result_hash, ref)
         verdict["run_aborted"] = run.aborted

@@ -36,18 +36,30 @@ def js_trim(text: str) -> str:
     return text.strip(_JS_WHITESPACE)
 
 
+_TOOL_NAME_CACHE: dict[str, str] = {}
+_TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered
+
+
 def normalize_tool_name(name: Any) -> str:
     """Spec §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases.
 
     An absent or empty name is ``tool`` (before trimming, so a blank name
     normalises to the empty string).
     """
+    if type(name) is str:
+        cached = _TOOL_NAME_CACHE.get(name)
+        if cached is not None:
+            return cached
     if name is None or name is UNDEFINED or name == "":
-        name = "tool"
-    elif not isinstance(name, str):
-        name = stable_stringify(name)
-    normalized = js_trim(name).lower()
-    return _TOOL_ALIASES.get(normalized, normalized)
+        return "tool"
+    raw = name if isinstance(name, str) else stable_stringify(name)
+    normalized = js_trim(raw).lower()
+    normalized = _TOOL_ALIASES.get(normalized, normalized)
+    if type(name) is str:
+        if len(_TOOL_NAME_CACHE) >= _TOOL_NAME_CACHE_SIZE:
+            _TOOL_NAME_CACHE.clear()
+        _TOOL_NAME_CACHE[name] = normalized
+    return normalized
 
 
 def args_hash(tool: str, args: Any) -> str:

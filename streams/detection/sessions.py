@@ -20,6 +20,7 @@ __all__ = ["SessionStore", "merge_states"]
 def merge_states(into: SessionState, other: SessionState) -> None:
     """Merge ``other`` into ``into``: histories concatenated, bucket maxima kept (Spec §8.1)."""
     into.history.extend(other.history)
+    into.reindex()
     for key, bucket in other.warning_buckets.items():
         if bucket > into.warning_buckets.get(key, 0):
             into.store_warning_bucket(key, bucket)

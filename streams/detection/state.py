@@ -116,10 +116,14 @@ class PendingCall:
 class SessionState:
     """Mutable per-partition-key state; see the module docstring."""
 
-    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets")
+    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts")
 
     def __init__(self) -> None:
+        # Change ``history`` only through append/trim/reindex: ``args_counts``
+        # (args hash -> records holding it) lets the detectors skip a call that
+        # repeats nothing without scanning the history.
         self.history: list[CallRecord] = []
+        self.args_counts: dict[str, int] = {}
         self.warning_buckets: dict[str, int] = {}
         self.runs: dict[str, RunState] = {}
         self.calls: dict[str, PendingCall] = {}
@@ -138,11 +142,33 @@ class SessionState:
 
     # ------------------------------------------------------------------ mutation
 
+    def append(self, record: CallRecord, history_size: int) -> None:
+        """Add a record, then drop the oldest beyond ``history_size`` (Spec §3 steps 4 and 6)."""
+        self.history.append(record)
+        counts = self.args_counts
+        counts[record.args_hash] = counts.get(record.args_hash, 0) + 1
+        if len(self.history) > history_size:
+            self.trim(history_size)
+
     def trim(self, history_size: int) -> None:
-        """Drop the oldest records beyond ``history_size`` (Spec §3 steps 4 and 6)."""
+        """Drop the oldest records beyond ``history_size``."""
         excess = len(self.history) - history_size
         if excess > 0:
+            counts = self.args_counts
+            for record in self.history[:excess]:
+                left = counts[record.args_hash] - 1
+                if left:
+                    counts[record.args_hash] = left
+                else:
+                    del counts[record.args_hash]
             del self.history[:excess]
+
+    def reindex(self) -> None:
+        """Recount ``args_counts`` after ``history`` was replaced or extended wholesale."""
+        counts: dict[str, int] = {}
+        for record in self.history:
+            counts[record.args_hash] = counts.get(record.args_hash, 0) + 1
+        self.args_counts = counts
 
     def store_warning_bucket(self, key: str, bucket: int) -> None:
         """Set a dedupe bucket; a new 257th key evicts the first-inserted one (Spec §6)."""
@@ -226,6 +252,7 @@ class SessionState:
                 tool, tool + ":" + get(row[1]), get(row[2]), get(row[3]), get(row[4]), get(row[5]),
                 row[6] if len(row) > 6 else None,
             ))
+        state.reindex()
         state.warning_buckets = dict(buckets)
         for key, (enabled, window_size, remaining, aborted, window) in runs.items():
             state.runs[key] = RunState(
