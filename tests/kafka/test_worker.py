@@ -1,0 +1,351 @@
+"""The stream worker against the real broker: conformance through Kafka, dead letters, restarts, kill -9.
+
+Every test has its own app id (consumer group, changelog) and topics (see
+worker_harness.worker_settings). Verdicts are compared with the offline
+engine on the same events, with evidence refs rebuilt from the Kafka offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import urllib.request
+import zlib
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from streams.conformance import load_scenarios, spec_view
+from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
+from streams.keys import partition_key
+from worker_harness import (
+    WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
+)
+
+pytestmark = [pytest.mark.kafka]
+
+VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+ENABLED = {"tools": {"loopDetection": {"enabled": True}}}
+
+# Scenarios whose verdicts depend on state a session's runs share; with --key-by run
+# (each run its own state) they differ from OpenClaw, by design.
+RUN_KEY_DIFFERS = {
+    "run-id-whitespace": "' r1 ' and 'r1' are one run for detection (trimmed) but two run keys",
+    "history-shared-across-runs-eviction": "the historySize cap is per session: other runs evict this run's "
+                                           "records in OpenClaw, not in a run-keyed state",
+}
+
+
+def _prefixed(event: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The event with its session ids made unique to a scenario (non-empty strings only)."""
+    out = dict(event)
+    for field in ("session_id", "session_key"):
+        value = out.get(field)
+        if isinstance(value, str) and value:
+            out[field] = f"{prefix}/{value}"
+    return out
+
+
+class VerdictReader:
+    """A consumer on the verdicts topic that collects records by input source (topic, partition, offset)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                         enable_auto_commit=False, group_id=None)
+        self.by_source: dict[tuple[str, int, int], list[bytes]] = defaultdict(list)
+
+    async def __aenter__(self) -> "VerdictReader":
+        await self.consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.consumer.stop()
+
+    async def until(self, sources: set[tuple[str, int, int]], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not sources <= self.by_source.keys():
+            if time.monotonic() > deadline:
+                missing = sorted(sources - self.by_source.keys())
+                raise TimeoutError(f"{len(missing)} verdicts missing, e.g. {missing[:3]}")
+            for batch in (await self.consumer.getmany(timeout_ms=100)).values():
+                for record in batch:
+                    value = msgpack.unpackb(record.value)
+                    src = value["source"]
+                    self.by_source[(src["topic"], src["partition"], src["offset"])].append(record.value)
+
+
+def _offline(events: list[dict[str, Any]], sources: list[tuple[str, int, int]], config: dict,
+             keys: list[str] | None = None) -> list[dict[str, Any]]:
+    """Offline verdicts: SessionStore (keys None) or per-key states (keys given)."""
+    engine = Engine(OpenClawConfig(config))
+    store, states = SessionStore(engine), defaultdict(SessionState)
+    out = []
+    for i, (event, (_, partition, offset)) in enumerate(zip(events, sources)):
+        ref = [event.get("event_id"), partition, offset]
+        out.append(store.process(event, ref) if keys is None else engine.process(event, states[keys[i]], ref))
+    return out
+
+
+def _same(kafka_verdict: dict[str, Any], offline: dict[str, Any]) -> bool:
+    return spec_view(kafka_verdict) == spec_view(offline) and kafka_verdict["evidence"] == offline["evidence"] \
+        and kafka_verdict["verdict"] == offline["verdict"]
+
+
+# ------------------------------------------------------------------------ (a) conformance
+
+
+async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str) -> dict[str, bool]:
+    """All scenarios through one worker, grouped by config; returns scenario -> equals SessionStore."""
+    scenarios = list(load_scenarios(VECTORS))
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for scenario in scenarios:
+        groups[json.dumps(scenario.get("config") or {}, sort_keys=True)].append(scenario)
+    settings = worker_settings(bootstrap, tmp_path, key_by=key_by, partitions=4)
+    topic = settings.input_topics[0]
+    result: dict[str, bool] = {}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    async with running_worker(settings) as loopwatch, VerdictReader(bootstrap, settings.verdicts_topic) as reader:
+        await producer.start()
+        try:
+            for config_text, members in groups.items():
+                config = json.loads(config_text)
+                # The engine is swapped only while the worker is idle (all earlier verdicts read).
+                loopwatch.processor.engine = Engine(OpenClawConfig(config))
+                sent: dict[str, tuple[list[dict], list]] = {}
+                for scenario in members:
+                    name = scenario["name"]
+                    events = [_prefixed(e, name) for e in scenario["events"]]
+                    if key_by == "session":
+                        # keyless: the worker derives the session key (rekey topic); one partition
+                        # per scenario keeps its order
+                        partition = zlib.crc32(name.encode()) % settings.partitions
+                        futures = [await producer.send(topic, encode(e), partition=partition) for e in events]
+                    else:
+                        futures = [await producer.send(topic, encode(e), key=f"{name}|{partition_key(ev, 'run')}".encode())
+                                   for e, ev in zip(events, scenario["events"])]
+                    sent[name] = (events, futures)
+                all_sources = set()
+                for name, (events, futures) in sent.items():
+                    metas = await asyncio.gather(*futures)
+                    sent[name] = (events, [(m.topic, m.partition, m.offset) for m in metas])
+                    all_sources |= set(sent[name][1])
+                await reader.until(all_sources, timeout=60)
+                for name, (events, sources) in sent.items():
+                    got = [msgpack.unpackb(reader.by_source[s][-1]) for s in sources]
+                    want = _offline(events, sources, config)
+                    result[name] = all(_same(g, w) for g, w in zip(got, want))
+                    if key_by == "run" and not result[name]:
+                        # still the offline run-keyed replay exactly
+                        keys = [partition_key(e, "run") for e in events]
+                        run_keyed = _offline(events, sources, config, keys)
+                        assert all(_same(g, w) for g, w in zip(got, run_keyed)), name
+                    assert all(len(reader.by_source[s]) == 1 for s in sources), f"{name}: duplicate verdicts"
+        finally:
+            await producer.stop()
+    return result
+
+
+@pytest.mark.timeout(150)
+def test_vectors_through_kafka_with_session_key(kafka_bootstrap, tmp_path):
+    result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "session"))
+    assert len(result) == 92
+    assert [name for name, ok in result.items() if not ok] == []
+
+
+@pytest.mark.timeout(150)
+def test_vectors_through_kafka_with_run_key(kafka_bootstrap, tmp_path):
+    result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "run"))
+    assert len(result) == 92
+    assert {name for name, ok in result.items() if not ok} == set(RUN_KEY_DIFFERS)
+
+
+# ------------------------------------------------------------------------ (c) dead letters
+
+
+@pytest.mark.timeout(90)
+def test_bad_records_are_dead_lettered_and_good_ones_flow(kafka_bootstrap, tmp_path):
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
+        topic = settings.input_topics[0]
+        good = [{"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}",
+                 "tool_name": "read", "args": {"i": i}, "result": "ok", "error": None} for i in range(3)]
+        records = [
+            (b"r1", encode(good[0])),
+            (b"r1", b"\xc1\x00garbage"),
+            (b"r1", b' [1, 2, 3]'),
+            (b"r1", json.dumps(good[1]).encode()),
+            (b"r1", json.dumps({"type": "nope", "run_id": "r1", "session_id": "s1"}).encode()),
+            (b"r1", encode(good[2])),
+        ]
+        async with running_worker(settings):
+            await produce(kafka_bootstrap, topic, records)
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 3, timeout=30)
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 3, timeout=30)
+        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [0, 3, 5]
+        assert all(msgpack.unpackb(v.value)["verdict"] == "allow" for v in verdicts)
+        got = [msgpack.unpackb(r.value) for r in letters]
+        assert [(g["reason_class"], g["source"]["offset"], g["source"]["topic"]) for g in got] == [
+            ("decode", 1, topic), ("decode", 2, topic), ("schema", 4, topic)]
+        assert "invalid msgpack" in got[0]["reason"] and "map/object" in got[1]["reason"]
+        assert "type must be one of" in got[2]["reason"]
+        assert got[0]["value"] == b"\xc1\x00garbage" and got[0]["key"] == b"r1"
+        assert [r.key for r in letters] == [b"r1"] * 3
+
+    asyncio.run(run())
+
+
+# ------------------------------------------------------------------------ (b) restart
+
+
+def _calls(run: str, start: int, count: int) -> list[dict[str, Any]]:
+    return [{"type": "tool_call", "run_id": run, "session_id": "s-" + run, "tool_call_id": f"{run}-{i}",
+             "tool_name": "exec", "args": {"command": "ls"}, "result": "same", "error": None,
+             "event_id": f"{run}:{i}", "ts": int(time.time() * 1000)} for i in range(start, start + count)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.timeout(150)
+def test_state_survives_a_worker_restart(kafka_bootstrap, tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("// JSON5\n{tools: {loopDetection: {enabled: true}}}\n")
+    port = _free_port()
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2, config=config, metrics_port=port)
+    topic = settings.input_topics[0]
+    events = _calls("run-a", 0, 15) + _calls("run-a", 15, 10)
+    asyncio.run(create_topics(kafka_bootstrap, [topic], 2))
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        worker.wait_ready()
+        asyncio.run(produce(kafka_bootstrap, topic, [(b"run-a", encode(e)) for e in events[:15]]))
+        first = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 15, timeout=30))
+        assert len(first) == 15
+        scrape = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'loopwatch_events_total{type="tool_call"} 15.0' in scrape
+        assert 'loopwatch_detections_total{action="warn",detector="generic_repeat",level="warning"} 1.0' in scrape
+        assert "loopwatch_engine_seconds_count 15.0" in scrape and "loopwatch_verdict_latency_seconds_count" in scrape
+        worker.stop()
+        assert worker.proc.returncode == 0, worker.log_text()[-3000:]
+
+        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+        worker.wait_ready()
+        asyncio.run(produce(kafka_bootstrap, topic, [(b"run-a", encode(e)) for e in events[15:]]))
+        records = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 25, timeout=30))
+    finally:
+        worker.stop()
+    got = [msgpack.unpackb(r.value) for r in records]
+    assert len(got) == 25
+    sources = [(topic, g["source"]["partition"], g["source"]["offset"]) for g in got]
+    want = _offline(events, sources, json.loads('{"tools": {"loopDetection": {"enabled": true}}}'))
+    assert [_same(g, w) for g, w in zip(got, want)] == [True] * 25
+    # the counts continued across the restart: warning from the 11th call, block from the 21st
+    assert [g["verdict"] for g in got[15:]] == ["allow"] * 5 + ["block"] * 5  # suppressed warnings, then blocks
+    assert got[15]["detection"]["count"] == 15 and got[-1]["detection"]["count"] == 20
+
+
+# ------------------------------------------------------------------------ (d) kill -9
+
+
+def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
+    """A mixed stream: runs that loop on one call, ping-pong, or make progress, interleaved."""
+    rng = random.Random(seed)
+    events, counters = [], defaultdict(int)
+    for n in range(total):
+        run = f"run-{rng.randrange(runs):03d}"
+        i = counters[run]
+        counters[run] += 1
+        style = int(run[-3:]) % 3
+        if style == 0:
+            args, result = {"command": "pytest"}, "1 failed"
+        elif style == 1:
+            args, result = {"path": f"/f{i % 2}"}, f"content {i % 2}"
+        else:
+            args, result = {"path": f"/f{i}"}, f"content {i}"
+        event = {"type": "tool_call", "run_id": run, "session_id": f"s-{run}", "tool_call_id": f"{run}-{i}",
+                 "tool_name": "exec" if style == 0 else "read", "args": args, "result": result, "error": None,
+                 "event_id": f"{run}:{i}"}
+        if i and i % 17 == 0:
+            event = {"type": "compaction_retry", "run_id": run, "session_id": f"s-{run}", "event_id": f"{run}:{i}"}
+        events.append(event)
+    return events
+
+
+@pytest.mark.timeout(170)
+def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps(ENABLED))
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, commit_interval_s=1.0)
+    topic = settings.input_topics[0]
+    events = _fleet_events(runs=60, total=3000)
+    asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
+
+    async def produce_all() -> list[tuple[str, int, int]]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, encode(e), key=e["run_id"].encode()) for e in events]
+            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
+        finally:
+            await producer.stop()
+
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(settings, log).start()
+    try:
+        worker.wait_ready()
+        sources = asyncio.run(produce_all())
+
+        async def wait_for(count: int, timeout: float) -> int:
+            consumer = AIOKafkaConsumer(settings.verdicts_topic, bootstrap_servers=kafka_bootstrap,
+                                        auto_offset_reset="earliest", group_id=None)
+            await consumer.start()
+            seen = 0
+            try:
+                deadline = time.monotonic() + timeout
+                while seen < count and time.monotonic() < deadline:
+                    for batch in (await consumer.getmany(timeout_ms=50)).values():
+                        seen += len(batch)
+            finally:
+                await consumer.stop()
+            return seen
+
+        seen = asyncio.run(wait_for(900, 60))
+        assert seen >= 900
+        worker.kill()
+        killed_at = seen
+        worker = WorkerProcess(settings, log).start()
+        worker.wait_ready()
+
+        async def collect() -> dict[tuple[str, int, int], list[bytes]]:
+            async with VerdictReader(kafka_bootstrap, settings.verdicts_topic) as reader:
+                await reader.until(set(sources), timeout=90)
+                return reader.by_source
+
+        by_source = asyncio.run(collect())
+    finally:
+        worker.stop()
+
+    assert killed_at < len(events), "the worker finished before it was killed"
+    missing = [s for s in sources if s not in by_source]
+    assert missing == []
+    duplicates = {s: v for s, v in by_source.items() if len(v) > 1}
+    assert all(len(set(v)) == 1 for v in duplicates.values()), "a repeated verdict differs"
+    keys = [e["run_id"] for e in events]
+    want = _offline(events, sources, ENABLED, keys)
+    got = [msgpack.unpackb(by_source[s][0]) for s in sources]
+    mismatches = [i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
+    assert mismatches == []
+    assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
+    print(f"kill -9 after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
