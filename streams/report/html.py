@@ -58,7 +58,7 @@ th, td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align: ri
 th { background: #f1f5f9; font-weight: 600; font-size: 12px; color: #334155; }
 td:first-child, th:first-child, td.l, th.l { text-align: left; }
 td.msg { text-align: left; color: #334155; max-width: 560px; }
-td.src { white-space: nowrap; }
+td.src, #compare-differences td { white-space: nowrap; }
 td.mono, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 td.zero { color: #cbd5e1; }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; align-items: center; margin: 18px 0 6px; color: #334155; }

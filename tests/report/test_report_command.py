@@ -95,3 +95,16 @@ def test_session_format_runs_the_importer():
     assert res.exit_code == 0, res.output
     assert "loopwatch report: 1 session, 1 run, 3 calls" in res.stdout
     assert "demo__repo-1.traj" in res.stdout
+
+
+def test_html_with_backtest(events_file, sensitive_config, defaults_on_config, tmp_path):
+    page = tmp_path / "cmp.html"
+    res = _run("--format", "events", "--config", sensitive_config, "--compare", defaults_on_config, "-q",
+               "--html", page, events_file)
+    assert res.exit_code == 0, res.output
+    html = page.read_text()
+    table = html[html.index('<table id="compare-differences">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 11
+    assert "<td>warnings suppressed</td><td>10</td><td>0</td><td>-10</td>" in html
+    assert '<td class="l">block generic_repeat/critical 5</td><td class="l">allow</td>' in table
