@@ -70,7 +70,8 @@ def main() -> None:
     print(f"engine:   {len(events) / total_s:,.0f} events/s on one core (best of {options.repeat}); "
           f"per event p50 {p50:.1f} µs, p99 {p99:.1f} µs")
     print("verdicts: " + ", ".join(f"{n:,} {v}" for v, n in sorted(verdicts.items())))
-    state_sizes = sorted(len(s.to_bytes()) for s in states.values())
+    keep_full = config.smallest_warning_threshold
+    state_sizes = sorted(len(s.to_bytes(keep_full)) for s in states.values())
     print(f"state:    {len(state_sizes):,} runs; serialised bytes per run mean {statistics.mean(state_sizes):,.0f}, "
           f"p50 {state_sizes[len(state_sizes)//2]:,}, p99 {state_sizes[int(len(state_sizes)*0.99)]:,}, "
           f"max {state_sizes[-1]:,} (historySize {config.for_agent('main').history_size})")

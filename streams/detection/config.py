@@ -319,6 +319,12 @@ class OpenClawConfig:
         )
         self._cache: dict[str | None, LoopDetectionSettings] = {}
 
+    @property
+    def smallest_warning_threshold(self) -> int:
+        """The lowest resolved ``warningThreshold`` over the global block and every agent."""
+        ids = [entry.get("id") for entry in self._agents if isinstance(entry.get("id"), str)]
+        return min(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids])
+
     def _agent_block(self, agent_id: str) -> Any:
         wanted = normalize_agent_id(agent_id)
         for entry in self._agents:

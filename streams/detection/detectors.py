@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import LoopDetectionSettings
-from .state import CallRecord, SessionState
+from .state import CallRecord, SessionState, hash_key
 
 __all__ = [
     "Detection",
@@ -132,7 +132,8 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         The first matching rule of the precedence table (Spec §5.2), or None.
     """
     history = state.history
-    if args_hash not in state.args_counts:
+    call_key = hash_key(args_hash)
+    if call_key not in state.args_counts:
         # Nothing repeats this call: no streak, no recent count and no ping-pong
         # (which needs this args hash in the history). Only an unknown-tool
         # streak of the run's newest records can still fire.
@@ -144,7 +145,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         return None
     newest = scoped[-1]
     # Records of this exact call (args hashes embed the tool name).
-    recent = [record for record in scoped if record.args_hash == args_hash]
+    recent = [record for record in scoped if record.args_key == call_key]
     unknown_possible = newest.tool == tool and newest.unknown_tool is not None
     if not recent and not unknown_possible:
         # Nothing repeats this call: no streak, no recent count, and no
@@ -155,7 +156,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     streak: list[CallRecord] = []
     latest_result: str | None = None
     for record in reversed(recent):
-        result = record.result_hash
+        result = record.result_key
         if result is None:
             continue
         if latest_result is None:
@@ -163,6 +164,8 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         elif result != latest_result:
             break
         streak.append(record)
+    if streak:
+        latest_result = streak[0].result_hash  # the newest resulted record keeps its full hash
     unknown: list[CallRecord] = []
     unknown_name = newest.unknown_tool
     if unknown_possible:
@@ -192,7 +195,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
                              key, None, streak[::-1])
 
     if settings.ping_pong:
-        detection = _ping_pong(scoped, args_hash, settings)
+        detection = _ping_pong(scoped, args_hash, call_key, settings)
         if detection is not None:
             return detection
 
@@ -206,21 +209,22 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     return None
 
 
-def _ping_pong(scoped: list[CallRecord], args_hash: str, settings: LoopDetectionSettings) -> Detection | None:
+def _ping_pong(scoped: list[CallRecord], args_hash: str, call_key: str,
+               settings: LoopDetectionSettings) -> Detection | None:
     """Spec §5.1 pingPong and rules 5-6 of §5.2."""
     last = scoped[-1]
-    last_sig = last.args_hash
+    last_sig = last.args_key
     other_sig = None
     for record in reversed(scoped):
-        if record.args_hash != last_sig:
-            other_sig = record.args_hash
+        if record.args_key != last_sig:
+            other_sig = record.args_key
             break
-    if other_sig is None or args_hash != other_sig:
+    if other_sig is None or call_key != other_sig:
         return None
     tail = 0
     expected = last_sig
     for record in reversed(scoped):
-        if record.args_hash != expected:
+        if record.args_key != expected:
             break
         tail += 1
         expected = other_sig if expected == last_sig else last_sig
@@ -230,19 +234,19 @@ def _ping_pong(scoped: list[CallRecord], args_hash: str, settings: LoopDetection
     if count < settings.warning_threshold:
         return None
     tail_records = scoped[-tail:]
-    key = "pingpong:" + "|".join(sorted((args_hash, last_sig), key=_utf16))
+    key = "pingpong:" + "|".join(sorted((args_hash, last.args_hash), key=_utf16))
     if count >= settings.critical_threshold and _no_progress_evidence(tail_records, last_sig):
         return Detection(CRITICAL, PING_PONG, count, _ping_pong_critical(count), key, last.tool, tail_records)
     return Detection(WARNING, PING_PONG, count, _ping_pong_warning(count), key, last.tool, tail_records)
 
 
 def _no_progress_evidence(tail: list[CallRecord], last_sig: str) -> bool:
-    hashes: dict[bool, set[str]] = {True: set(), False: set()}
+    results: dict[bool, set[str]] = {True: set(), False: set()}
     for record in tail:
-        if record.result_hash is None:
+        if record.result_key is None:
             return False
-        hashes[record.args_hash == last_sig].add(record.result_hash)
-    return len(hashes[True]) == 1 and len(hashes[False]) == 1
+        results[record.args_key == last_sig].add(record.result_key)
+    return len(results[True]) == 1 and len(results[False]) == 1
 
 
 def _utf16(text: str) -> bytes:

@@ -30,7 +30,7 @@ from .config import LoopDetectionSettings, OpenClawConfig
 from .detectors import CRITICAL, Detection, detect, is_known_poll
 from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, outcome_profile, unknown_tool_name
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
-from .state import CallRecord, PendingCall, RunState, SessionState
+from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
 __all__ = ["Engine", "EventError", "EVENT_TYPES", "state_key", "BLOCKED_RESULT_IGNORED", "UNKNOWN_CALL_IGNORED"]
 
@@ -227,11 +227,11 @@ class Engine:
             verdict["run_aborted"] = run.aborted
             return
         unknown = unknown_tool_name(error) if error is not None else None
+        call_key = hash_key(call_hash)
         for record in reversed(state.history):
-            if (record.result_hash is None and record.run_id == run_id and record.tool == tool
-                    and record.args_hash == call_hash and (not call_id or record.call_id == call_id)):
-                record.result_hash = result_hash
-                record.unknown_tool = unknown
+            if (record.result_key is None and record.run_id == run_id and record.tool == tool
+                    and record.args_key == call_key and (not call_id or record.call_id == call_id)):
+                record.set_result(result_hash, unknown)
                 record.call_id = None  # only pending records are matched by call id
                 if ref is not None and record.ref is None:
                     record.ref = ref

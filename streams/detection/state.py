@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_PENDING_CALLS"]
+__all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_PENDING_CALLS"]
 
 MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
 MAX_PENDING_CALLS = 64  # deferred or blocked calls remembered per state
@@ -32,29 +32,56 @@ MAX_RUNS = 64  # run states kept per partition key; the oldest idle ones go firs
 _FORMAT_VERSION = 1
 
 
+def hash_key(full_hash: str) -> str:
+    """The comparison key of an args or result hash: all but its last 32 hex digits.
+
+    Detectors compare keys (128 bits of SHA-256, collision-free in practice);
+    full hashes are needed only for what a verdict prints, and the serialised
+    state keeps them only where that can happen (see :meth:`SessionState.to_bytes`).
+    """
+    return full_hash[:-32]
+
+
 class CallRecord:
     """One entry of the rolling history (Spec §1).
 
     ``run_id`` is the trimmed run id (None when blank); ``result_hash`` is None
     while the record is pending; ``ref`` is the caller's evidence reference
-    (e.g. ``[event_id, partition, offset]``) or None.
+    (e.g. ``[event_id, partition, offset]``) or None. ``args_key`` and
+    ``result_key`` (:func:`hash_key`) are what detectors compare; after a
+    round trip through :meth:`SessionState.from_bytes` the full hashes of
+    records that can no longer be printed are None.
     """
 
-    __slots__ = ("tool", "args_hash", "call_id", "run_id", "result_hash", "unknown_tool", "ref")
+    __slots__ = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key",
+                 "unknown_tool", "ref")
 
-    def __init__(self, tool: str, args_hash: str, call_id: str | None, run_id: str | None,
-                 result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None) -> None:
+    def __init__(self, tool: str, args_hash: str | None, call_id: str | None, run_id: str | None,
+                 result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None,
+                 *, args_key: str | None = None, result_key: str | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash
+        self.args_key = args_key if args_key is not None else hash_key(args_hash)
         self.call_id = call_id
         self.run_id = run_id
         self.result_hash = result_hash
+        self.result_key = result_key if result_key is not None or result_hash is None else hash_key(result_hash)
         self.unknown_tool = unknown_tool
         self.ref = ref
 
+    def set_result(self, result_hash: str, unknown_tool: str | None) -> None:
+        """Attach an outcome to this pending record (Spec §3 step 6)."""
+        self.result_hash = result_hash
+        self.result_key = hash_key(result_hash)
+        self.unknown_tool = unknown_tool
+
+    _IDENTITY = ("tool", "args_key", "call_id", "run_id", "result_key", "unknown_tool", "ref")
+
     def __eq__(self, other: object) -> bool:
+        """Records are equal when detectors cannot tell them apart (full hashes
+        are display data that serialisation may drop where it cannot be printed)."""
         return isinstance(other, CallRecord) and all(
-            getattr(self, name) == getattr(other, name) for name in self.__slots__
+            getattr(self, name) == getattr(other, name) for name in self._IDENTITY
         )
 
     def __repr__(self) -> str:
@@ -120,7 +147,7 @@ class SessionState:
 
     def __init__(self) -> None:
         # Change ``history`` only through append/trim/reindex: ``args_counts``
-        # (args hash -> records holding it) lets the detectors skip a call that
+        # (args key -> records holding it) lets the detectors skip a call that
         # repeats nothing without scanning the history.
         self.history: list[CallRecord] = []
         self.args_counts: dict[str, int] = {}
@@ -146,7 +173,7 @@ class SessionState:
         """Add a record, then drop the oldest beyond ``history_size`` (Spec §3 steps 4 and 6)."""
         self.history.append(record)
         counts = self.args_counts
-        counts[record.args_hash] = counts.get(record.args_hash, 0) + 1
+        counts[record.args_key] = counts.get(record.args_key, 0) + 1
         if len(self.history) > history_size:
             self.trim(history_size)
 
@@ -156,18 +183,18 @@ class SessionState:
         if excess > 0:
             counts = self.args_counts
             for record in self.history[:excess]:
-                left = counts[record.args_hash] - 1
+                left = counts[record.args_key] - 1
                 if left:
-                    counts[record.args_hash] = left
+                    counts[record.args_key] = left
                 else:
-                    del counts[record.args_hash]
+                    del counts[record.args_key]
             del self.history[:excess]
 
     def reindex(self) -> None:
         """Recount ``args_counts`` after ``history`` was replaced or extended wholesale."""
         counts: dict[str, int] = {}
         for record in self.history:
-            counts[record.args_hash] = counts.get(record.args_hash, 0) + 1
+            counts[record.args_key] = counts.get(record.args_key, 0) + 1
         self.args_counts = counts
 
     def store_warning_bucket(self, key: str, bucket: int) -> None:
@@ -202,8 +229,16 @@ class SessionState:
 
     # -------------------------------------------------------------- serialisation
 
-    def to_bytes(self) -> bytes:
-        """Compact msgpack form (strings interned, hex digests as bytes)."""
+    def to_bytes(self, full_result_min_calls: int = 1) -> bytes:
+        """Compact msgpack form (strings interned, hex digests as bytes).
+
+        Arguments:
+            full_result_min_calls: a call's result hash can only be printed (in a
+                warning key) once at least this many records of that call form a
+                no-progress streak: pass the smallest ``warningThreshold`` in
+                effect (:attr:`OpenClawConfig.smallest_warning_threshold`) so
+                calls seen fewer times keep only their 128-bit key. 1 keeps all.
+        """
         table: dict[Any, int] = {}
         strings: list[Any] = []
 
@@ -216,10 +251,39 @@ class SessionState:
                 strings.append(_pack_hash(value))
             return index
 
+        # Full hashes only where a verdict can print them: the args hash of each
+        # run's newest record (ping-pong's paired signature) and the result hash
+        # of the newest resulted record per call (the {r} of warning keys) when
+        # the call is frequent enough to reach a threshold. Eviction drops the
+        # oldest first, so these stay the newest until a newer (full) record
+        # replaces them. The rest keep 128-bit keys.
+        calls_per_key: dict[tuple[str | None, str], int] = {}
+        if full_result_min_calls > 1:
+            for r in self.history:
+                group = (r.run_id, r.args_key)
+                calls_per_key[group] = calls_per_key.get(group, 0) + 1
+        newest_of_run: set[str | None] = set()
+        newest_result: set[tuple[str | None, str]] = set()
+        full_args = [False] * len(self.history)
+        full_result = [False] * len(self.history)
+        for index in range(len(self.history) - 1, -1, -1):
+            r = self.history[index]
+            if r.run_id not in newest_of_run:
+                newest_of_run.add(r.run_id)
+                full_args[index] = r.args_hash is not None
+            group = (r.run_id, r.args_key)
+            if r.result_key is not None and group not in newest_result:
+                newest_result.add(group)
+                full_result[index] = r.result_hash is not None and (
+                    full_result_min_calls <= 1 or calls_per_key[group] >= full_result_min_calls)
+        prefix = len
         history = [
-            [intern(r.tool), intern(r.args_hash[len(r.tool) + 1:]), intern(r.call_id), intern(r.run_id),
-             intern(r.result_hash), intern(r.unknown_tool)] + ([r.ref] if r.ref is not None else [])
-            for r in self.history
+            [intern(r.tool),
+             intern((r.args_hash if full_args[i] else r.args_key)[prefix(r.tool) + 1:]),
+             intern(r.call_id), intern(r.run_id),
+             intern(r.result_hash if full_result[i] else r.result_key),
+             intern(r.unknown_tool)] + ([r.ref] if r.ref is not None else [])
+            for i, r in enumerate(self.history)
         ]
         runs = {
             key: [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
@@ -248,9 +312,15 @@ class SessionState:
         state = cls()
         for row in history:
             tool = get(row[0])
+            args = tool + ":" + get(row[1])
+            result = get(row[4])
+            full_args = len(args) - len(tool) == 65
+            full_result = result is not None and len(result) >= 64
             state.history.append(CallRecord(
-                tool, tool + ":" + get(row[1]), get(row[2]), get(row[3]), get(row[4]), get(row[5]),
-                row[6] if len(row) > 6 else None,
+                tool, args if full_args else None, get(row[2]), get(row[3]),
+                result if full_result else None, get(row[5]), row[6] if len(row) > 6 else None,
+                args_key=None if full_args else args,
+                result_key=None if full_result or result is None else result,
             ))
         state.reindex()
         state.warning_buckets = dict(buckets)
@@ -266,25 +336,25 @@ class SessionState:
         return state
 
 
-# Hex digests (64 lower-case hex chars, optionally "error:"-prefixed) are the bulk
-# of a state; they travel as 32 raw bytes (33 with a marker byte for "error:").
+# Hex digests and keys (64 or 32 lower-case hex chars, optionally "error:"-prefixed)
+# are the bulk of a state; they travel as raw bytes (plus a marker byte for "error:").
 _ERROR_PREFIX = "error:"
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]{64}|[0-9a-f]{32}")
 
 
 def _pack_hash(value: str) -> Any:
-    if _HEX64.fullmatch(value):
+    if _HEX.fullmatch(value):
         return bytes.fromhex(value)
-    if value.startswith(_ERROR_PREFIX) and _HEX64.fullmatch(value, 6):
+    if value.startswith(_ERROR_PREFIX) and _HEX.fullmatch(value, 6):
         return b"\x01" + bytes.fromhex(value[6:])
     return value
 
 
 def _unpack_hash(value: Any) -> Any:
     if isinstance(value, bytes):
-        if len(value) == 33:
+        if len(value) in (17, 33):
             return _ERROR_PREFIX + value[1:].hex()
         return value.hex()
     return value

@@ -1,0 +1,83 @@
+"""A state that goes through its serialised form between every event decides
+exactly as one kept in memory: what the worker's changelog relies on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.workload import generate
+from streams.conformance import spec_view
+from streams.detection import Engine, OpenClawConfig, SessionState, state_key
+
+VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+
+CONFIGS = {
+    "defaults-enabled": {"tools": {"loopDetection": {"enabled": True}}},
+    "sensitive": {"tools": {"loopDetection": {
+        "enabled": True, "warningThreshold": 3, "criticalThreshold": 5, "globalCircuitBreakerThreshold": 8}}},
+    "agent-with-lower-threshold": {
+        "tools": {"loopDetection": {"enabled": True}},
+        "agents": {"list": [{"id": "main", "tools": {"loopDetection": {"warningThreshold": 2, "criticalThreshold": 4}}}]},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_round_trip_between_every_event_keeps_every_verdict(name: str) -> None:
+    engine = Engine(OpenClawConfig(CONFIGS[name]))
+    keep = engine.config.smallest_warning_threshold
+    in_memory: dict[str, SessionState] = {}
+    serialised: dict[str, bytes] = {}
+    detections = 0
+    for event in generate(runs=120, seed=11):
+        key = event["run_id"]
+        live = in_memory.setdefault(key, SessionState())
+        restored = SessionState.from_bytes(serialised[key]) if key in serialised else SessionState()
+        expected = engine.process(event, live, event["event_id"])
+        actual = engine.process(event, restored, event["event_id"])
+        serialised[key] = restored.to_bytes(keep)
+        assert actual == expected, event["event_id"]
+        detections += expected.get("detection", {}).get("stuck", False)
+    assert detections > 50  # the workload's loops were exercised
+
+
+def test_smallest_warning_threshold_spans_agents() -> None:
+    assert OpenClawConfig(CONFIGS["agent-with-lower-threshold"]).smallest_warning_threshold == 2
+    assert OpenClawConfig({}).smallest_warning_threshold == 10
+
+
+def test_conformance_scenarios_with_a_round_trip_before_every_event() -> None:
+    failures = []
+    for line in VECTORS.read_text(encoding="utf-8").splitlines():
+        scenario = json.loads(line)
+        engine = Engine(OpenClawConfig(scenario["config"]))
+        keep = engine.config.smallest_warning_threshold
+        stored: dict[str, bytes] = {}
+        for index, (event, want) in enumerate(zip(scenario["events"], scenario["expected"])):
+            key = state_key(event) or ""
+            state = SessionState.from_bytes(stored[key]) if key in stored else SessionState()
+            got = spec_view(engine.process(event, state))
+            stored[key] = state.to_bytes(keep)
+            if got != {k: v for k, v in want.items() if k != "event"}:
+                failures.append(f"{scenario['name']} event {index}")
+                break
+    assert failures == []
+
+
+def test_serialised_state_drops_unprintable_full_hashes_but_keeps_keys() -> None:
+    engine = Engine(OpenClawConfig(CONFIGS["defaults-enabled"]))
+    state = SessionState()
+    for number in range(5):  # five distinct calls, each seen once
+        engine.process({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": f"c{number}",
+                        "tool_name": "read", "args": {"path": f"/f{number}"},
+                        "result": {"content": [{"type": "text", "text": str(number)}]}, "error": None}, state)
+    restored = SessionState.from_bytes(state.to_bytes(full_result_min_calls=10))
+    assert restored == state
+    assert [r.result_hash is None for r in restored.history] == [True] * 5
+    # the newest record keeps its full args hash (ping-pong's paired signature)
+    assert [r.args_hash is None for r in restored.history] == [True, True, True, True, False]
+    assert restored.history[-1].args_hash == state.history[-1].args_hash
+    assert len(state.to_bytes(full_result_min_calls=10)) < len(state.to_bytes())
