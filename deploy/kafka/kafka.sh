@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Single-node Apache Kafka 3.9.2 (KRaft, broker+controller in one JVM) on 127.0.0.1, from Maven
+# Central jars: no tarball, no Docker. For dev and CI.
+#
+# usage: kafka.sh fetch|start|stop|status|with CMD...
+#   fetch   copy the broker jars into $KAFKA_WORK/libs (skipped while pom.xml is unchanged)
+#   start   fetch, fresh data dir, start in background, wait until ready (no-op if already up)
+#   stop    stop the broker this script started, and wait for it to exit
+#   status  exit 0 if a broker listens on the port, 3 if not
+#   with    run CMD with a broker up; stop it afterwards only if this call started it;
+#           exits with CMD's status
+# env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
+#      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
+#      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python)
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+WORK="${KAFKA_WORK:-$ROOT/.work/kafka}"
+PORT="${KAFKA_PORT:-9092}"
+CPORT="${KAFKA_CONTROLLER_PORT:-9093}"
+TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+PY="${KAFKA_PYTHON:-$ROOT/.venv/bin/python}"
+CLUSTER_ID=MkU3OEVBNTcwNTJENDM2Qk          # any valid Kafka Uuid; data is fresh every start
+LIBS="$WORK/libs" DATA="$WORK/data" LOGS="$WORK/logs" PIDFILE="$WORK/kafka.pid"
+read -r -a HEAP <<< "${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}"
+read -r -a EXTRA <<< "${KAFKA_JVM_OPTS:-}"
+# GC flags as in Kafka's kafka-run-class.sh. C1-only JIT (TieredStopAtLevel=1) halves JIT work
+# during start-up on 2 cores; fine for test traffic.
+JVM=(java "${HEAP[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+     -XX:+ExplicitGCInvokesConcurrent -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
+     "-Dlog4j.configuration=file:$HERE/log4j.properties" "-Dkafka.logs.dir=$LOGS" ${EXTRA[@]+"${EXTRA[@]}"}
+     -cp "$LIBS/*")                         # quoted: java expands the classpath wildcard itself
+
+say() { echo "kafka.sh: $*"; }
+die() { echo "kafka.sh: ERROR: $*" >&2; exit 1; }
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $(( 10#$t / 1000 )); }
+since() { local d=$(( $(now_ms) - $1 )); printf '%d.%01d' $((d / 1000)) $((d % 1000 / 100)); }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+log_tail() { echo "---- last 40 lines of $LOGS/kafka.out ----" >&2; tail -n 40 "$LOGS/kafka.out" >&2 || true; }
+# PID from our pidfile, only if that process is alive and really our broker (PIDs get reused).
+our_pid() {
+  local pid; pid="$(cat "$PIDFILE" 2>/dev/null)" || return 1
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q kafka.Kafka \
+    && echo "$pid"
+}
+have_probe() { [[ -x "$PY" ]] && "$PY" -c 'import aiokafka' 2>/dev/null; }
+
+fetch() {
+  local stamp="$LIBS/.pom.sha256" want t0; want="$(sha256sum "$HERE/pom.xml" | cut -c1-64)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && compgen -G "$LIBS/kafka_2.13-*.jar" > /dev/null; then
+    say "jars cached in $LIBS"; return 0
+  fi
+  command -v mvn > /dev/null || die "mvn not found (needs Maven and Java 17)"
+  say "fetching broker jars with Maven into $LIBS (cold ~25 s; warm from ~/.m2 ~5 s)"
+  t0=$(now_ms); rm -rf "$LIBS"             # a changed POM must not leave stale jars behind
+  mkdir -p "$WORK"                         # mvn output to a file: Debian's mvn prints stray ANSI codes
+  mvn -B -ntp -q -f "$HERE/pom.xml" "-Dkafka.libs.dir=$LIBS" dependency:copy-dependencies \
+      > "$WORK/mvn.log" 2>&1 || { tail -n 30 "$WORK/mvn.log" >&2; die "mvn dependency:copy-dependencies failed"; }
+  compgen -G "$LIBS/kafka_2.13-*.jar" > /dev/null || die "no kafka_2.13 jar in $LIBS after mvn"
+  echo "$want" > "$stamp"
+  say "fetched $(ls "$LIBS" | wc -l) jars in $(since "$t0")s"
+}
+
+start() {
+  local pid t0
+  if pid="$(our_pid)"; then say "already running on 127.0.0.1:$PORT (pid $pid)"; return 0; fi
+  if port_open "$PORT"; then               # someone else's broker (or not a broker at all)
+    if have_probe && ! "$PY" "$HERE/wait_ready.py" "127.0.0.1:$PORT" 15 > /dev/null; then
+      die "127.0.0.1:$PORT is in use by something that is not a working Kafka broker"
+    fi
+    say "a broker not started by this script is already running on 127.0.0.1:$PORT; using it"
+    return 0
+  fi
+  port_open "$CPORT" && die "controller port 127.0.0.1:$CPORT is in use (set KAFKA_CONTROLLER_PORT)"
+  command -v java > /dev/null || die "java not found (Kafka 3.9 needs Java 11+, 17 recommended)"
+  fetch
+  t0=$(now_ms)
+  mkdir -p "$WORK" "$LOGS"
+  sed -e "s#@PORT@#$PORT#g" -e "s#@CONTROLLER_PORT@#$CPORT#g" -e "s#@DATA_DIR@#$DATA#g" \
+      "$HERE/server.properties" > "$WORK/server.properties"
+  # Fresh cluster every start. Formatting is a separate ~1.5 s JVM run, so format once into a
+  # template (meta.properties + bootstrap.checkpoint) and copy it; re-format when the config changes.
+  local tmpl="$WORK/formatted" sum; sum="$(cat "$WORK/server.properties" "$HERE/pom.xml" | sha256sum | cut -c1-64)"
+  if [[ "$(cat "$tmpl.sha256" 2>/dev/null)" != "$sum" ]]; then
+    say "formatting KRaft storage template"
+    rm -rf "$tmpl"
+    sed "s#^log.dirs=.*#log.dirs=$tmpl#" "$WORK/server.properties" > "$WORK/format.properties"
+    "${JVM[@]}" kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$WORK/format.properties" \
+      > "$LOGS/format.out" 2>&1 || { tail -n 20 "$LOGS/format.out" >&2; die "StorageTool format failed"; }
+    echo "$sum" > "$tmpl.sha256"
+  fi
+  rm -rf "$DATA"; cp -a "$tmpl" "$DATA"
+  say "starting broker on 127.0.0.1:$PORT (controller :$CPORT, heap ${HEAP[*]}, log $LOGS/kafka.out)"
+  # Must be a simple command so that $! is the JVM itself (cd x && nohup ... & would give a subshell).
+  nohup "${JVM[@]}" kafka.Kafka "$WORK/server.properties" > "$LOGS/kafka.out" 2>&1 < /dev/null &
+  pid=$!; echo "$pid" > "$PIDFILE"
+  # "Kafka Server started" is logged once the broker is unfenced; the listener opens only then.
+  until grep -q "Kafka Server started" "$LOGS/kafka.out" 2>/dev/null && port_open "$PORT"; do
+    kill -0 "$pid" 2>/dev/null || { log_tail; rm -f "$PIDFILE"; die "broker exited during start-up"; }
+    if (( $(now_ms) - t0 > TIMEOUT * 1000 )); then
+      log_tail; stop; die "broker not ready within ${TIMEOUT}s (KAFKA_START_TIMEOUT)"
+    fi
+    sleep 0.2
+  done
+  say "broker listening after $(since "$t0")s (pid $pid)"
+  if have_probe; then                      # internal topics + round trip; see wait_ready.py
+    "$PY" "$HERE/wait_ready.py" "127.0.0.1:$PORT" 60 \
+      || { log_tail; stop; die "broker up but readiness probe failed"; }
+  else
+    say "no python with aiokafka at $PY: skipped the readiness probe (port + log line only)"
+  fi
+  say "ready on 127.0.0.1:$PORT in $(since "$t0")s (pid $pid)"
+}
+
+stop() {
+  local pid t0
+  if ! pid="$(our_pid)"; then
+    rm -f "$PIDFILE"
+    if port_open "$PORT"; then say "not stopping 127.0.0.1:$PORT: not started by this script ($WORK)"
+    else say "not running"; fi
+    return 0
+  fi
+  t0=$(now_ms)
+  say "stopping broker (pid $pid)"
+  kill -TERM "$pid"                        # JVM shutdown hook: controlled shutdown, flushes logs
+  while kill -0 "$pid" 2>/dev/null && (( $(now_ms) - t0 < 30000 )); do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then say "still alive after 30 s, sending SIGKILL"; kill -KILL "$pid"; fi
+  while kill -0 "$pid" 2>/dev/null || port_open "$PORT"; do sleep 0.1; done
+  rm -f "$PIDFILE"
+  say "stopped in $(since "$t0")s"
+}
+
+status() {
+  local pid
+  if pid="$(our_pid)"; then say "running on 127.0.0.1:$PORT (pid $pid, work $WORK)"; return 0; fi
+  if port_open "$PORT"; then say "something not started by this script listens on 127.0.0.1:$PORT"; return 0; fi
+  say "not running (127.0.0.1:$PORT closed)"; return 3
+}
+
+with() {
+  (( $# )) || die "usage: kafka.sh with CMD [ARGS...]"
+  if port_open "$PORT"; then
+    say "broker already running on 127.0.0.1:$PORT: leaving it running afterwards"
+  else
+    start; trap stop EXIT                  # also on Ctrl-C / errors; CMD's exit status is kept
+  fi
+  local rc=0; "$@" || rc=$?
+  exit "$rc"
+}
+
+cmd="${1:-}"; shift || true
+case "$cmd" in
+  fetch|start|stop|status) "$cmd" ;;
+  with) with "$@" ;;
+  *) echo "usage: $0 fetch|start|stop|status|with CMD..." >&2; exit 2 ;;
+esac
