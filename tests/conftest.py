@@ -1,0 +1,56 @@
+"""Shared pytest fixtures.
+
+Kafka: tests marked ``kafka`` run against the real broker of deploy/kafka/kafka.sh (make test
+starts it). They FAIL, never skip, when it is unreachable: a silently skipped broker suite
+would let CI go green without ever talking to Kafka.
+"""
+
+import asyncio
+import os
+import re
+import uuid
+
+import pytest
+
+KAFKA_BOOTSTRAP_DEFAULT = "127.0.0.1:9092"
+
+
+async def _kafka_answers(bootstrap: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        await admin.start()  # bootstraps: connect + ApiVersions + Metadata
+        await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap string of the test broker (env LOOPWATCH_KAFKA_BOOTSTRAP), checked once."""
+    bootstrap = os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP_DEFAULT)
+    try:
+        asyncio.run(asyncio.wait_for(_kafka_answers(bootstrap), 15))
+        return bootstrap
+    except Exception as exc:  # refused, timeout, not a Kafka broker, ...
+        detail = str(exc) or type(exc).__name__
+    # outside the except block: no chained traceback, just the message
+    pytest.fail(
+        f"broker not reachable at {bootstrap}: start it with deploy/kafka/kafka.sh start ({detail})",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _kafka_marker_needs_broker(request: pytest.FixtureRequest) -> None:
+    # A test marked kafka fails with the message above even if it never asks for kafka_bootstrap.
+    if request.node.get_closest_marker("kafka") is not None:
+        request.getfixturevalue("kafka_bootstrap")
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test (or earlier run against a long-lived broker) uses."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", request.node.name)[:180]  # Kafka: [A-Za-z0-9._-], <=249
+    return f"test.{name}.{uuid.uuid4().hex[:8]}"
