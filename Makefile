@@ -1,0 +1,22 @@
+# Dev/CI entry points. Recipes stay one-liners; the logic lives in deploy/kafka/kafka.sh.
+PY := .venv/bin/python
+
+.PHONY: venv kafka-start kafka-stop test
+
+# Re-install only when pyproject.toml changed since the last install (stamp file).
+venv: .venv/.installed
+.venv/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+kafka-start:
+	deploy/kafka/kafka.sh start
+
+kafka-stop:
+	deploy/kafka/kafka.sh stop
+
+# Starts the broker unless one is already up, runs pytest, stops the broker only if it started
+# it here (also on failure or Ctrl-C), and exits with pytest's status.
+test: venv
+	deploy/kafka/kafka.sh with $(PY) -m pytest -q
