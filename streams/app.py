@@ -294,12 +294,22 @@ class Loopwatch:
         # Decoded entries may be stale once partitions move; the table is the truth.
         self._cache.clear()
         self._last_seen.clear()
+        self._tune_fetcher()
+
+    def _tune_fetcher(self) -> None:
+        """Set aiokafka's prefetch backoff and fetch max wait (see ``WorkerSettings``); Faust has no knob for them."""
+        consumer = getattr(getattr(self.app.consumer, "_thread", None), "_consumer", None)
+        fetcher = getattr(consumer, "_fetcher", None)
+        if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
+            fetcher._prefetch_backoff = self.settings.fetch_backoff_ms / 1000.0
+            fetcher._fetch_max_wait_ms = int(self.settings.fetch_max_wait_ms)
 
     def _active_partitions(self) -> set[int]:
         inputs = set(self.settings.input_topics)
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic in inputs}
 
     async def _update_gauges(self) -> None:
+        self._tune_fetcher()  # the consumer may have been re-created
         metrics.ACTIVE_KEYS.set(len(self.table.data))
         for key in [k for k, sends in self._inflight.items() if all(f.done() for f in sends)]:
             self._inflight.pop(key, None)

@@ -324,7 +324,7 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
         seen = asyncio.run(wait_for(900, 60))
         assert seen >= 900
         worker.kill()
-        killed_at = seen
+        killed_at = asyncio.run(wait_for(len(events), 3))  # every verdict published before the kill
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 

@@ -121,7 +121,7 @@ class WorkerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", *self.extra_args],
+            [sys.executable, "-c", "from streams.cli import main; main()", "worker", *self.extra_args],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
