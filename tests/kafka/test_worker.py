@@ -349,3 +349,22 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
     assert mismatches == []
     assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
     print(f"kill -9 after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
+
+
+# ------------------------------------------------------------------------ idle expiry
+
+
+@pytest.mark.timeout(60)
+def test_idle_keys_expire_with_a_changelog_tombstone(kafka_bootstrap, tmp_path):
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1, state_ttl_s=1.0, expiry_interval_s=0.3)
+        changelog = f"{settings.app_id}-states-changelog"
+        async with running_worker(settings) as loopwatch:
+            await produce(kafka_bootstrap, settings.input_topics[0], [(b"run-x", encode(_calls("run-x", 0, 1)[0]))])
+            assert len(await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=20)) == 1
+            assert b"run-x" in loopwatch.table.data
+            records = await consume_all(kafka_bootstrap, changelog, 2, timeout=20)
+            assert b"run-x" not in loopwatch.table.data
+        assert [(r.key, r.value is None) for r in records] == [(b"run-x", False), (b"run-x", True)]
+
+    asyncio.run(run())

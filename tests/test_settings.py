@@ -1,0 +1,51 @@
+"""Worker settings: defaults, environment, and the `loopwatch worker` flags generated from them."""
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from streams.cli import main
+from streams.settings import WorkerSettings
+
+
+def test_defaults():
+    s = WorkerSettings()
+    assert s.broker == "kafka://127.0.0.1:9092" and s.input_topics == ["loopwatch.events"]
+    assert (s.verdicts_topic, s.loop_events_topic, s.dead_letters_topic) == (
+        "loopwatch.verdicts", "loopwatch.loop-events", "loopwatch.dead-letters")
+    assert (s.key_by, s.store, s.state_ttl_s, s.partitions, s.metrics_port, s.app_id, s.output_codec) == (
+        "run", "memory://", 1800.0, 4, 9464, "loopwatch", "msgpack")
+    assert s.processing_guarantee == "at_least_once" and s.config is None and s.producer_linger_ms == 0
+
+
+def test_environment(monkeypatch):
+    monkeypatch.setenv("LOOPWATCH_INPUT_TOPICS", "a, b")
+    monkeypatch.setenv("LOOPWATCH_KEY_BY", "session")
+    monkeypatch.setenv("LOOPWATCH_PRODUCER_ACKS", "1")
+    monkeypatch.setenv("LOOPWATCH_STORE", "rocksdb://")
+    s = WorkerSettings()
+    assert s.input_topics == ["a", "b"] and s.key_by == "session" and s.producer_acks == 1
+    assert s.store == "rocksdb://"
+
+
+@pytest.mark.parametrize("field, value", [("key_by", "user"), ("output_codec", "avro"), ("partitions", 0),
+                                          ("input_topics", "")], ids=str)
+def test_invalid_values(field, value):
+    with pytest.raises(ValidationError, match=field):
+        WorkerSettings(**{field: value})
+
+
+def test_every_setting_is_a_flag_naming_its_env_var_and_default():
+    result = CliRunner().invoke(main, ["worker", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for name, field in WorkerSettings.model_fields.items():
+        assert f"--{name.replace('_', '-')}" in text
+        assert f"env: LOOPWATCH_{name.upper()};" in text
+        assert field.description.split()[0] in text
+    assert "default: kafka://127.0.0.1:9092" in text and "default: 1800.0" in text
+
+
+def test_bad_flag_value_names_flag_and_env_var(tmp_path):
+    result = CliRunner().invoke(main, ["worker", "--input-topics", " , "])
+    assert result.exit_code == 2 and "LOOPWATCH_INPUT_TOPICS" in result.output
