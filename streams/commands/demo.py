@@ -1,0 +1,352 @@
+"""``loopwatch demo`` (``make run``): broker, worker, example fleet, live verdicts.
+
+Steps, each announced on stderr:
+
+1. a Kafka broker at ``--bootstrap``: used if it answers, else (for the
+   default local address) started with ``deploy/kafka/kafka.sh start``;
+2. a ``loopwatch worker`` subprocess with a fresh app id and fresh topics
+   (``<app_id>.events``, ``.verdicts``, ``.loop-events``, ``.dead-letters``),
+   so every demo starts clean; its log and data go under ``.work/demo/<app_id>``;
+3. the example events (``examples/events.jsonl``) produced keyed by run id;
+4. one line per verdict as it arrives, then a summary and where the metrics are;
+5. the worker keeps running until Ctrl-C (``--once``: stop after the replay).
+
+On exit the worker is stopped, the demo's topics deleted (unless
+``--keep-topics``) and the broker stopped only if the demo started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..codecs import DecodeError, decode_event
+from ..replay import ReplaySummary
+from .produce import ProduceSummary, file_events, publish_events
+from .tail import format_verdict, json_safe
+
+__all__ = ["demo"]
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
+DEFAULT_EVENTS = ROOT / "examples" / "events.jsonl"
+DEFAULT_CONFIG = ROOT / "examples" / "openclaw.json"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+READY_LINE = "[^Worker]: Ready"  # Faust logs it once the worker has its partitions
+
+
+def _say(message: str) -> None:
+    click.echo(f"demo: {message}", err=True)
+
+
+def _port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _split(bootstrap: str) -> tuple[str, int]:
+    first = bootstrap.removeprefix("kafka://").split(",")[0]
+    host, _, port = first.rpartition(":")
+    return host or "127.0.0.1", int(port or 9092)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def _ensure_broker(bootstrap: str) -> bool:
+    """Make sure a broker answers; returns True if this call started it."""
+    host, port = _split(bootstrap)
+    if _port_open(host, port):
+        _say(f"using the Kafka broker already running at {host}:{port}")
+        return False
+    if bootstrap.removeprefix("kafka://") != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
+        raise click.ClickException(f"no Kafka broker at {bootstrap}; start one (deploy/kafka/kafka.sh start) "
+                                   "or pass --bootstrap")
+    _say(f"no broker at {host}:{port}: starting one with {KAFKA_SH.relative_to(ROOT)} start "
+         f"(Kafka 3.9.2, data and log under {ROOT / '.work' / 'kafka'})")
+    result = subprocess.run([str(KAFKA_SH), "start"], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
+    if result.returncode != 0:
+        raise click.ClickException("deploy/kafka/kafka.sh start failed (see above)")
+    return True
+
+
+def _stop_broker() -> None:
+    _say("stopping the broker this demo started")
+    subprocess.run([str(KAFKA_SH), "stop"], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
+
+
+class _Worker:
+    """``loopwatch worker`` as a subprocess in its own process group, logging to a file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from streams.cli import main; main()", "worker"],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+            )
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while READY_LINE not in self.log_text():
+            if self.proc.poll() is not None:
+                raise click.ClickException(f"the worker exited with status {self.proc.returncode}; "
+                                           f"last lines of {self.log_path}:\n{self._tail()}")
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the worker was not ready within {timeout:g} s; "
+                                           f"last lines of {self.log_path}:\n{self._tail()}")
+            time.sleep(0.2)
+
+    def _tail(self, lines: int = 25) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _say(f"worker still running after {timeout:g} s: SIGKILL")
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+async def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
+        if names:
+            await admin.delete_topics(names, timeout_ms=10_000)
+        return names
+    finally:
+        await admin.close()
+
+
+def _metrics_line(port: int) -> str:
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            text = response.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"metrics: {url} did not answer ({exc})"
+    verdicts = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("loopwatch_verdicts_total{"))
+    return f"metrics: {url} (Prometheus text; loopwatch_verdicts_total = {verdicts:g})"
+
+
+async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rate: float | None,
+                   timeout: float, once: bool, verdicts_out: str | None, metrics_port: int) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topics["verdicts"], bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    seen: dict[str, dict[str, Any]] = {}
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    out = open(verdicts_out, "w", encoding="utf-8") if verdicts_out else None
+
+    def show(batches: dict) -> None:
+        for message in sorted((r for b in batches.values() for r in b), key=lambda r: r.timestamp):
+            try:
+                record = decode_event(message.value or b"")
+            except DecodeError:
+                continue
+            event_id = str(record.get("event_id"))
+            if event_id in seen:
+                continue  # a re-published verdict (after a worker restart): byte-identical, shown once
+            seen[event_id] = record
+            if event_id in sent_at:
+                latencies.append(time.time() - sent_at[event_id])
+            click.echo(f"[{len(seen):>4}] {format_verdict(record)}")
+            if out is not None:
+                out.write(json.dumps(json_safe(record), ensure_ascii=False) + "\n")
+                out.flush()
+
+    try:
+        produced = ProduceSummary()
+
+        def on_bad(path: str, position: int, reason: str) -> None:
+            produced.bad += 1
+            _say(f"{path}:{position}: skipped: {reason}")
+
+        def on_sent(event: dict[str, Any], now: float) -> None:
+            if isinstance(event.get("event_id"), str):
+                sent_at[event["event_id"]] = now
+
+        pace = f" at {rate:g} events/s" if rate else ""
+        _say(f"producing {events_path} to {topics['events']}{pace}, keyed by run id; verdicts as they arrive:")
+        click.echo(f"[   #] {'time':<12}  {'run':<18} {'tool / event':<24} {'VERDICT':<6} detector level xcount")
+        producing = asyncio.ensure_future(publish_events(
+            bootstrap, topics["events"], file_events([events_path], on_bad), rate=rate, summary=produced,
+            on_sent=on_sent))
+        deadline = None
+        while True:
+            batches = await consumer.getmany(timeout_ms=200)
+            show(batches)
+            if producing.done():
+                producing.result()
+                if deadline is None:
+                    deadline = time.monotonic() + timeout
+                if len(seen) >= produced.sent or time.monotonic() > deadline:
+                    break
+        summary = ReplaySummary()
+        for record in seen.values():
+            summary.add(record, record)
+        click.echo("")
+        _say(f"{produced.sent} event(s) produced in {produced.elapsed_s:.1f} s, {len(seen)} verdict(s) received"
+             + (f", {produced.bad} bad line(s) skipped" if produced.bad else ""))
+        for line in summary.lines()[1:]:
+            click.echo(f"  {line}")
+        if latencies:
+            ordered = sorted(latencies)
+            click.echo(f"  latency:    event sent -> verdict received: p50 {statistics.median(ordered) * 1000:.1f} ms, "
+                       f"max {ordered[-1] * 1000:.1f} ms")
+        if metrics_port:
+            _say(_metrics_line(metrics_port))
+        missing = produced.sent - len(seen)
+        if missing > 0:
+            _say(f"ERROR: {missing} verdict(s) did not arrive within {timeout:g} s")
+            return 1
+        if once:
+            return 0
+        _say("the worker keeps running; Ctrl-C stops it. Meanwhile, in another shell:")
+        _say(f"  loopwatch produce --topic {topics['events']} FILE      # more events")
+        _say(f"  loopwatch tail loop-events --topic {topics['loop-events']} --from-beginning")
+        while True:
+            show(await consumer.getmany(timeout_ms=1000))
+    finally:
+        if out is not None:
+            out.close()
+        await consumer.stop()
+
+
+@click.command("demo", epilog="""\b
+Examples:
+  make run                        # the same as: loopwatch demo
+  loopwatch demo --once           # stop after the example replay (CI)
+  loopwatch demo --rate 5         # slower, to watch the detectors build up
+  loopwatch demo --config my-openclaw.json --events my-fleet.jsonl --keep-topics
+""")
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+              show_envvar=True,
+              help="Kafka bootstrap server. At the default address a broker is started with "
+                   "deploy/kafka/kafka.sh when none answers (and stopped again on exit).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_CONFIG),
+              show_default=True, help="OpenClaw config (JSON5) for the worker.")
+@click.option("--events", "events_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_EVENTS),
+              show_default=True, help="Event file to produce (JSON Lines or msgpack).")
+@click.option("--rate", type=click.FloatRange(min=0), default=25.0, show_default=True,
+              help="Events per second to produce (0 = as fast as possible).")
+@click.option("--once", is_flag=True, help="Stop after every verdict of the replay arrived (exit 1 if some did not).")
+@click.option("--app-id", default=None, help="Worker app id (default: loopwatch-demo-<random>, a clean start); "
+                                              "topics are named <app-id>.events, .verdicts, ...")
+@click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Partitions of the demo's topics.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=9464, show_default=True,
+              help="Port of the worker's /metrics (the next free one if taken; 0 = off).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds to wait for the worker to be ready, and for the last verdict after producing.")
+@click.option("--verdicts-out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write every verdict record received to this file (JSON Lines).")
+@click.option("--keep-topics", is_flag=True, help="Do not delete the demo's topics on exit.")
+def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: bool, app_id: str | None,
+         partitions: int, metrics_port: int, timeout: float, verdicts_out: str | None, keep_topics: bool) -> None:
+    """Run the whole pipeline on the example fleet and print each verdict live.
+
+    Starts (or reuses) a local Kafka broker, starts a `loopwatch worker` with
+    the example OpenClaw config on fresh topics, produces the example events
+    keyed by run id, and prints one line per verdict as it arrives (run, tool,
+    VERDICT, detector level and count), then a summary (verdicts, detections,
+    latency) and the worker's metrics URL. The worker keeps running until
+    Ctrl-C unless --once. Everything the demo started is stopped on exit; the
+    broker only if the demo started it.
+    """
+    app_id = app_id or f"loopwatch-demo-{uuid.uuid4().hex[:8]}"
+    topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters")}
+    bootstrap = bootstrap.removeprefix("kafka://")
+    work = ROOT / ".work" / "demo" / app_id
+    work.mkdir(parents=True, exist_ok=True)
+    if metrics_port:
+        wanted = metrics_port
+        while not _port_free(metrics_port) and metrics_port < wanted + 20:
+            metrics_port += 1
+        if metrics_port != wanted:
+            _say(f"port {wanted} is taken: metrics on {metrics_port} instead")
+
+    started_broker = _ensure_broker(bootstrap)
+    worker: _Worker | None = None
+    status = 1
+    try:
+        # Settings go through LOOPWATCH_* variables, not flags: faust's import-time argv scan takes
+        # any argument starting with "--loop" (as --loop-events-topic does) for its --loop option.
+        env = {
+            "LOOPWATCH_BROKER": f"kafka://{bootstrap}", "LOOPWATCH_APP_ID": app_id,
+            "LOOPWATCH_INPUT_TOPICS": topics["events"], "LOOPWATCH_VERDICTS_TOPIC": topics["verdicts"],
+            "LOOPWATCH_LOOP_EVENTS_TOPIC": topics["loop-events"],
+            "LOOPWATCH_DEAD_LETTERS_TOPIC": topics["dead-letters"], "LOOPWATCH_PARTITIONS": str(partitions),
+            "LOOPWATCH_STANDBY_REPLICAS": "0", "LOOPWATCH_CONFIG": config_path,
+            "LOOPWATCH_METRICS_PORT": str(metrics_port), "LOOPWATCH_DATA_DIR": str(work / "data"),
+            "LOOPWATCH_LOG_LEVEL": "info",
+        }
+        log_path = work / "worker.log"
+        _say(f"starting worker {app_id} (config {config_path}; log {log_path})")
+        t0 = time.monotonic()
+        worker = _Worker(env, log_path)
+        worker.wait_ready(timeout)
+        _say(f"worker ready in {time.monotonic() - t0:.1f} s (pid {worker.proc.pid}); metrics on "
+             f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else
+             f"worker ready in {time.monotonic() - t0:.1f} s (pid {worker.proc.pid}); metrics off")
+        status = asyncio.run(_session(bootstrap, topics, events_path, rate or None, timeout, once, verdicts_out,
+                                      metrics_port))
+    except KeyboardInterrupt:
+        click.echo("", err=True)
+        _say("Ctrl-C: stopping")
+        status = 0
+    finally:
+        if worker is not None:
+            _say("stopping the worker")
+            worker.stop()
+        if not keep_topics:
+            try:
+                deleted = asyncio.run(_delete_topics(bootstrap, (f"{app_id}.", f"{app_id}-")))
+                _say(f"deleted {len(deleted)} demo topic(s)")
+            except Exception as exc:  # cleanup must not hide the outcome
+                _say(f"could not delete the demo topics: {exc}")
+        if started_broker:
+            _stop_broker()
+    sys.exit(status)

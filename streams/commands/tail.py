@@ -1,0 +1,190 @@
+"""``loopwatch tail``: follow the worker's output topics, one readable line per record.
+
+The consumer has no consumer group (``group_id=None``): it reads every
+partition, commits nothing and never joins the worker's group, so tailing
+cannot disturb the worker. The ``format_*`` functions are shared with
+``loopwatch demo``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import time
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+import click
+
+from ..codecs import DecodeError, decode_event
+
+__all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "STREAMS", "json_safe"]
+
+# stream name -> (default topic, formatter name)
+STREAMS = {
+    "verdicts": "loopwatch.verdicts",
+    "loop-events": "loopwatch.loop-events",
+    "dead-letters": "loopwatch.dead-letters",
+}
+
+
+def _clock(ms: Any) -> str:
+    if not isinstance(ms, (int, float)):
+        return "--:--:--.---"
+    return datetime.fromtimestamp(ms / 1000.0).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _short(text: Any, width: int) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_verdict(record: Mapping[str, Any]) -> str:
+    """One line for a verdict record: time, run, event type/tool, VERDICT, detector level xcount."""
+    kind = record.get("type")
+    what = record.get("tool_name") if kind in ("tool_call", "tool_result") else kind
+    if kind == "tool_result":
+        what = f"{what} (result)"
+    verdict = str(record.get("verdict", "?")).upper()
+    detail = ""
+    detection = record.get("detection") or {}
+    guard = record.get("guard") or {}
+    if record.get("verdict") == "abort":
+        detail = f"compaction_loop_persisted critical x{guard.get('count', '?')}"
+    elif detection.get("stuck"):
+        detail = f"{detection.get('detector')} {detection.get('level')} x{detection.get('count')}"
+        warning = record.get("warning") or {}
+        if detection.get("level") == "warning" and not warning.get("emitted"):
+            detail += " (suppressed)"
+    elif kind == "compaction_retry" and guard.get("armed"):
+        detail = f"guard armed for {guard.get('remaining')} outcome(s)"
+    elif record.get("verdict") == "ignore":
+        detail = _short(record.get("ignored"), 60)
+    return (f"{_clock(record.get('verdict_ts'))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
+            f"{_short(what, 24):<24} {verdict:<6} {detail}").rstrip()
+
+
+def format_loop_event(record: Mapping[str, Any]) -> str:
+    """One line for a loop event: time, run, tool, action, detector level xcount, message."""
+    return (f"{_clock(record.get('verdict_ts'))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
+            f"{_short(record.get('tool_name'), 16):<16} {str(record.get('action', '?')).upper():<10} "
+            f"{record.get('detector')} {record.get('level')} x{record.get('count')}: "
+            f"{_short(record.get('message'), 90)}")
+
+
+def format_dead_letter(record: Mapping[str, Any]) -> str:
+    """One line for a dead letter: reason class, where the record was, reason."""
+    source = record.get("source") or {}
+    key = record.get("key")
+    key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    return (f"{str(record.get('reason_class', '?')).upper():<7} {source.get('topic')}:{source.get('partition')}"
+            f"@{source.get('offset')}  key={key_text!r}  {_short(record.get('reason'), 120)}")
+
+
+_FORMATTERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "verdicts": format_verdict,
+    "loop-events": format_loop_event,
+    "dead-letters": format_dead_letter,
+}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with bytes made JSON-friendly: UTF-8 text, else ``{"base64": ...}``."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, max_records: int | None,
+                idle_timeout: float | None, as_json: bool) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap.removeprefix("kafka://"), group_id=None,
+                                enable_auto_commit=False,
+                                auto_offset_reset="earliest" if from_beginning else "latest")
+    await consumer.start()
+    formatter = _FORMATTERS[stream]
+    count = 0
+    last = time.monotonic()
+    try:
+        while max_records is None or count < max_records:
+            batches = await consumer.getmany(timeout_ms=200)
+            if not batches:
+                if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                    break
+                continue
+            last = time.monotonic()
+            records = sorted((r for batch in batches.values() for r in batch), key=lambda r: r.timestamp)
+            for message in records:
+                try:
+                    record = decode_event(message.value or b"")
+                except DecodeError as exc:
+                    record = {"undecodable": str(exc), "value": message.value}
+                if as_json:
+                    line = json.dumps({"partition": message.partition, "offset": message.offset,
+                                       **json_safe(record)}, ensure_ascii=False, separators=(",", ":"))
+                elif "undecodable" in record:
+                    line = f"p{message.partition}@{message.offset}: not a loopwatch record: {record['undecodable']}"
+                else:
+                    line = formatter(record)
+                click.echo(line)
+                count += 1
+                if max_records is not None and count >= max_records:
+                    break
+    finally:
+        await consumer.stop()
+    return count
+
+
+@click.command("tail", epilog="""\b
+Examples:
+  loopwatch tail                                   # new verdicts, live
+  loopwatch tail loop-events --from-beginning      # every warning, block and abort so far
+  loopwatch tail dead-letters --json --from-beginning --idle-timeout 5
+  loopwatch tail verdicts --max 100 --json > verdicts.jsonl
+""")
+@click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False)
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+              show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
+@click.option("--topic", default=None,
+              help="Topic to read (default: the worker's default for STREAM: loopwatch.verdicts, "
+                   "loopwatch.loop-events or loopwatch.dead-letters).")
+@click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of new ones only.")
+@click.option("--max", "max_records", type=click.IntRange(min=1), default=None,
+              help="Stop after N records.")
+@click.option("--idle-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop after S seconds without a record.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print each record as one JSON object (with partition and offset) instead of a line of text.")
+def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, max_records: int | None,
+         idle_timeout: float | None, as_json: bool) -> None:
+    """Follow a loopwatch output topic live.
+
+    STREAM is `verdicts` (default; one per event: time, run, tool, VERDICT,
+    detector level xcount), `loop-events` (warnings emitted or suppressed,
+    blocks, aborts, with their messages) or `dead-letters` (records the worker
+    could not use, with the reason and where they were).
+
+    Reads without a consumer group and commits nothing, so it never affects
+    the worker. Ctrl-C stops; so do --max and --idle-timeout.
+    """
+    from aiokafka.errors import KafkaConnectionError
+
+    try:
+        count = asyncio.run(_tail(bootstrap, topic or STREAMS[stream], stream, from_beginning, max_records,
+                                  idle_timeout, as_json))
+    except KeyboardInterrupt:
+        return
+    except KafkaConnectionError as exc:
+        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    if count == 0 and sys.stderr.isatty():
+        click.echo("loopwatch tail: no records", err=True)
