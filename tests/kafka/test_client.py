@@ -1,0 +1,129 @@
+"""streams.client against the real broker and an in-process worker.
+
+Checks that the client reads only the verdict partitions of its runs, that
+those are where the worker's records land, that verdicts come back per
+event (block on a loop, abort on a result after compaction), and the
+fail-open / fail-closed timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from streams.client import LoopwatchClient, TopicNotFoundError, verdict_partition
+from streams.detection import Engine, OpenClawConfig
+from worker_harness import consume_all, create_topics, running_worker, worker_settings
+
+pytestmark = [pytest.mark.kafka]
+
+ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
+
+
+def _call(run: str, i: int, **extra) -> dict:
+    return {"type": "tool_call", "run_id": run, "session_id": f"s-{run}", "tool_call_id": f"{run}-{i}",
+            "tool_name": "read", "args": {"path": "/same"}, **extra}
+
+
+@pytest.mark.timeout(60)
+def test_verdict_partition_is_where_the_default_partitioner_puts_the_key(kafka_bootstrap, unique_topic):
+    keys = [f"run-{i}".encode() for i in range(40)]
+
+    async def run() -> list:
+        await create_topics(kafka_bootstrap, [unique_topic], 5)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            return [await (await producer.send(unique_topic, b"x", key=key)) for key in keys]
+        finally:
+            await producer.stop()
+
+    metadata = asyncio.run(run())
+    placed = [m.partition for m in metadata]
+    assert placed == [verdict_partition(key, 5) for key in keys]
+    assert len(set(placed)) > 1
+
+
+@pytest.mark.timeout(120)
+def test_check_reads_only_its_runs_partitions_and_gets_block_and_abort(kafka_bootstrap, tmp_path):
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4)
+        async with running_worker(settings, Engine(ENABLED)):
+            async with LoopwatchClient(kafka_bootstrap, events_topic=settings.input_topics[0],
+                                       verdicts_topic=settings.verdicts_topic, timeout=20) as client:
+                assert client.verdict_partitions == 4
+                assert client.assigned_partitions == frozenset()
+                loop_run = f"loop-{uuid.uuid4().hex[:6]}"
+                verdicts = [await client.check({**_call(loop_run, i), "result": "same", "error": None})
+                            for i in range(21)]
+                assert client.assigned_partitions == {verdict_partition(loop_run.encode(), 4)}
+                assert [v.verdict for v in verdicts[:10]] == ["allow"] * 10
+                assert verdicts[10].verdict == "warn" and verdicts[10].detection["detector"] == "generic_repeat"
+                assert verdicts[20].verdict == "block" and not verdicts[20].allowed
+                assert verdicts[20].message.startswith("CRITICAL: Called read with identical arguments")
+                assert all(not v.timed_out and v.record["run_id"] == loop_run for v in verdicts)
+                assert len({v.event_id for v in verdicts}) == 21
+
+                # post-compaction guard: the abort comes on the third identical result
+                guard_run = f"guard-{uuid.uuid4().hex[:6]}"
+                await client.report_result({"type": "compaction_retry", "run_id": guard_run,
+                                            "session_id": f"s-{guard_run}"})
+                outcomes = []
+                for i in range(3):
+                    call = await client.check(_call(guard_run, i, outcome_follows=True))
+                    assert call.verdict == "allow"
+                    outcomes.append(await client.report_result({
+                        "type": "tool_result", "run_id": guard_run, "session_id": f"s-{guard_run}",
+                        "tool_call_id": f"{guard_run}-{i}", "result": "same", "error": None}))
+                assert [v.verdict for v in outcomes] == ["allow", "allow", "abort"]
+                assert "after auto-compaction" in outcomes[2].message
+                assert client.assigned_partitions == {verdict_partition(k.encode(), 4) for k in (loop_run, guard_run)}
+
+                # many runs at once: concurrent checks, each gets its own verdict
+                runs = [f"par-{i}-{uuid.uuid4().hex[:4]}" for i in range(12)]
+                futures = [await client.publish({**_call(r, 0), "result": "x", "error": None}) for r in runs]
+                results = await asyncio.gather(*futures)
+                assert [v.record["run_id"] for v in results] == runs
+                assert all(v.verdict == "allow" and not v.timed_out for v in results)
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+def test_timeouts_fail_open_or_closed(kafka_bootstrap, unique_topic):
+    events, verdicts = f"{unique_topic}.events", f"{unique_topic}.verdicts"
+
+    async def run() -> None:
+        await create_topics(kafka_bootstrap, [events, verdicts], 2)  # no worker: no verdict ever comes
+        async with LoopwatchClient(kafka_bootstrap, events_topic=events, verdicts_topic=verdicts) as open_:
+            call = await open_.check({**_call("r1", 0), "result": 1, "error": None}, timeout=0.5)
+            result = await open_.report_result({"type": "tool_result", "run_id": "r1", "session_id": "s",
+                                                "tool_call_id": "c"}, timeout=0.3)
+        async with LoopwatchClient(kafka_bootstrap, events_topic=events, verdicts_topic=verdicts,
+                                   on_timeout="block", codec="json") as closed:
+            blocked = await closed.check({**_call("r2", 0), "result": 1, "error": None}, timeout=0.5)
+            aborted = await closed.report_result({"type": "compaction_retry", "run_id": "r2",
+                                                  "session_id": "s"}, timeout=0.3)
+        assert (call.verdict, call.timed_out, call.record) == ("allow", True, None)
+        assert 0.5 <= call.latency_s < 2.0
+        assert (result.verdict, result.timed_out) == ("allow", True)
+        assert (blocked.verdict, blocked.timed_out, blocked.allowed) == ("block", True, False)
+        assert (aborted.verdict, aborted.timed_out) == ("abort", True)
+        sent = await consume_all(kafka_bootstrap, events, 4, timeout=10)
+        assert [r.key for r in sent] == [b"r1", b"r1", b"r2", b"r2"]
+        assert sent[2].value.startswith(b"{")  # json codec
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(30)
+def test_start_fails_when_the_verdicts_topic_does_not_exist(kafka_bootstrap, unique_topic):
+    async def run() -> None:
+        client = LoopwatchClient(kafka_bootstrap, verdicts_topic=unique_topic, start_timeout=1)
+        with pytest.raises(TopicNotFoundError, match="is it running"):
+            await client.start()
+
+    asyncio.run(run())

@@ -1,0 +1,19 @@
+"""The one-line formats of `loopwatch tail` (and `loopwatch demo`)."""
+
+
+def test_tail_formats_each_stream():
+    from streams.commands.tail import format_dead_letter, format_loop_event, format_verdict
+
+    line = format_verdict({"type": "tool_call", "run_id": "run-a", "tool_name": "read", "verdict": "block",
+                           "detection": {"stuck": True, "detector": "generic_repeat", "level": "critical",
+                                         "count": 20}, "verdict_ts": 0})
+    assert "run-a" in line and "BLOCK" in line and line.endswith("generic_repeat critical x20")
+    line = format_verdict({"type": "tool_result", "run_id": "r", "tool_name": "exec", "verdict": "abort",
+                           "guard": {"abort": True, "count": 3}})
+    assert "exec (result)" in line and "ABORT" in line and "compaction_loop_persisted critical x3" in line
+    line = format_loop_event({"run_id": "r", "tool_name": "process", "action": "warn", "detector": "ping_pong",
+                              "level": "warning", "count": 10, "message": "WARNING: ..."})
+    assert "WARN" in line and "ping_pong warning x10: WARNING: ..." in line
+    line = format_dead_letter({"reason_class": "decode", "reason": "invalid msgpack",
+                               "source": {"topic": "t", "partition": 1, "offset": 7}, "key": b"r1"})
+    assert line.startswith("DECODE") and "t:1@7" in line and "key='r1'" in line
