@@ -1,7 +1,7 @@
 # Dev/CI entry points. Recipes stay one-liners; the logic lives in deploy/kafka/kafka.sh.
 PY := .venv/bin/python
 
-.PHONY: venv kafka-start kafka-stop test
+.PHONY: venv kafka-start kafka-stop test run
 
 # Re-install only when pyproject.toml changed since the last install (stamp file).
 venv: .venv/.installed
@@ -20,3 +20,8 @@ kafka-stop:
 # it here (also on failure or Ctrl-C), and exits with pytest's status.
 test: venv
 	deploy/kafka/kafka.sh with $(PY) -m pytest -q
+
+# The demo: broker (started here only if none answers; stopped again on exit), a worker on fresh
+# topics, the example fleet, live verdicts; Ctrl-C stops. Options: make run ARGS='--once --rate 5'.
+run: venv
+	.venv/bin/loopwatch demo $(ARGS)
