@@ -8,7 +8,7 @@
 #   stop    stop the broker this script started, and wait for it to exit
 #   status  exit 0 if a broker listens on the port, 3 if not
 #   with    run CMD with a broker up; stop it afterwards only if this call started it;
-#           exits with CMD's status
+#           exits with CMD's status; exports LOOPWATCH_KAFKA_BOOTSTRAP (tests) unless set
 # env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
 #      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
 #      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python)
@@ -144,6 +144,8 @@ with() {
   else
     start; trap stop EXIT                  # also on Ctrl-C / errors; CMD's exit status is kept
   fi
+  # tests/conftest.py reads this; lets KAFKA_PORT alone move a whole test run to another port
+  export LOOPWATCH_KAFKA_BOOTSTRAP="${LOOPWATCH_KAFKA_BOOTSTRAP:-127.0.0.1:$PORT}"
   local rc=0; "$@" || rc=$?
   exit "$rc"
 }
