@@ -112,8 +112,8 @@ def js_number(value: float | int) -> str:
         raise ValueError("not a finite number")
     if value == 0:
         return "0"  # also -0
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
+    if value.is_integer() and abs(value) <= _MAX_SAFE_INT:
+        return str(int(value))  # exact below 2**53; above, JS prints shortest digits + zeros
     sign = "-" if value < 0 else ""
     mantissa, _, exp_text = repr(abs(value)).partition("e")
     int_part, _, frac_part = mantissa.partition(".")
