@@ -1,0 +1,173 @@
+"""``loopwatch replay`` and ``loopwatch conformance`` end to end with click's test runner."""
+
+import json
+from pathlib import Path
+
+import msgpack
+from click.testing import CliRunner
+
+from streams.cli import main
+
+VECTORS = Path(__file__).resolve().parent / "fixtures" / "vectors.jsonl"
+RESULT = {"content": [{"type": "text", "text": "same file contents"}], "details": {"ok": True}}
+
+
+def read_call(event_id: str, call_id: str, **fields) -> dict:
+    return {"event_id": event_id, "type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": call_id,
+            "tool_name": "read", "args": {"path": "/workspace/notes.md"}, "result": RESULT, "error": None, **fields}
+
+
+EVENTS = [
+    {"event_id": "e1", "type": "compaction_retry", "run_id": "r1", "session_id": "s1"},
+    read_call("e2", "call-1"),
+    read_call("e3", "call-2"),
+    read_call("e4", "call-3"),
+    {"event_id": "e5", "type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": "nope",
+     "result": None, "error": None},
+]
+
+SUMMARY = [
+    "events:     5 (1 compaction_retry, 3 tool_call, 1 tool_result); 0 bad record(s) skipped",
+    "sessions:   1, runs: 1",
+    "verdicts:   1 abort, 3 allow, 1 ignore",
+    "blocks:     0, aborts: 1",
+    "detections (detector / level / action: count):",
+    "  compaction_loop_persisted  critical  abort      1",
+]
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines),
+                    encoding="utf-8")
+    return path
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_replay_jsonl_verdicts_and_summary(tmp_path):
+    result = run("replay", str(write_jsonl(tmp_path / "events.jsonl", EVENTS)))
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["event_id"] for r in records] == ["e1", "e2", "e3", "e4", "e5"]
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "ignore"]
+    assert all(r["key"] == "s1" and r["run_id"] == "r1" and r["session_id"] == "s1" for r in records)
+    abort = records[3]
+    assert abort["guard"]["detector"] == "compaction_loop_persisted" and abort["guard"]["count"] == 3
+    assert abort["evidence"] == ["e2", "e3", "e4"]
+    assert abort["args_hash"] == "read:d358b22b4ff6f0515ebb0f5219842ac08c57d468c8f1d6d6bec0927dafb706a2"
+    assert abort["outcome"]["result_hash"] == "9bb796be58d3edcd4a7e2b8332f7ee9b41ca2ab28706a49cef2b08327a69722e"
+    assert records[4]["ignored"].startswith("no pending tool call with this tool_call_id")
+    assert result.stderr.splitlines() == SUMMARY
+
+
+def test_replay_msgpack_gives_identical_verdicts(tmp_path):
+    jsonl = write_jsonl(tmp_path / "events.jsonl", EVENTS)
+    packed = tmp_path / "events.msgpack"
+    packed.write_bytes(b"".join(msgpack.packb(event, use_bin_type=True) for event in EVENTS))
+    from_json, from_msgpack = run("replay", str(jsonl)), run("replay", str(packed))
+    assert from_json.exit_code == from_msgpack.exit_code == 0
+    assert from_msgpack.stdout == from_json.stdout
+    assert len(from_msgpack.stdout.splitlines()) == 5
+    assert from_msgpack.stderr.splitlines() == SUMMARY
+
+
+def test_replay_reports_bad_lines_and_continues(tmp_path):
+    path = write_jsonl(tmp_path / "events.jsonl", [
+        EVENTS[0],
+        "not json",
+        EVENTS[1],
+        {"event_id": "x", "type": "bogus", "run_id": "r1", "session_id": "s1"},
+        "[1, 2]",
+        EVENTS[2],
+        {"event_id": "y", "type": "tool_call", "run_id": 7, "session_id": "s1"},
+        EVENTS[3],
+    ])
+    result = run("replay", str(path))
+    assert result.exit_code == 0
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2", "e3", "e4"]
+    assert json.loads(result.stdout.splitlines()[-1])["verdict"] == "abort"  # the run went on
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith(f"loopwatch replay: {path}:2: skipped: invalid JSON: ")
+    assert errors[1] == (f"loopwatch replay: {path}:4: skipped: invalid event: type must be one of tool_call, "
+                         "tool_result, compaction_retry, got 'bogus'")
+    assert errors[2] == f"loopwatch replay: {path}:5: skipped: an event must be an object, got list"
+    assert errors[3] == f"loopwatch replay: {path}:7: skipped: invalid event: run_id must be a string or null, got int"
+    assert errors[4] == "events:     4 (1 compaction_retry, 3 tool_call); 4 bad record(s) skipped"
+
+
+def test_replay_applies_config(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("// sensitive\n{tools: {loopDetection: {enabled: true, warningThreshold: 2,"
+                      " criticalThreshold: 3, globalCircuitBreakerThreshold: 4,},},}\n", encoding="utf-8")
+    events = [read_call(f"e{i}", f"call-{i}") for i in range(1, 5)]
+    result = run("replay", "--config", str(config), str(write_jsonl(tmp_path / "events.jsonl", events)))
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "block"]
+    assert records[2]["detection"]["count"] == 2 and records[2]["warning"]["emitted"] is False
+    assert records[3]["block_reason"] == ("CRITICAL: Called read with identical arguments and identical outcomes "
+                                          "3 times. Session execution blocked to prevent runaway loops.")
+    assert records[3]["evidence"] == ["e1", "e2", "e3"]
+    assert "blocks:     1, aborts: 0" in result.stderr.splitlines()
+    assert "  generic_repeat             critical  block      1" in result.stderr.splitlines()
+    assert "  generic_repeat             warning   suppressed 1" in result.stderr.splitlines()
+
+
+def test_replay_invalid_config_exits_2_with_openclaw_message(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("{tools: {loopDetection: {warningThreshold: 10, criticalThreshold: 10}}}", encoding="utf-8")
+    events = write_jsonl(tmp_path / "events.jsonl", EVENTS)
+    result = run("replay", "--config", str(config), str(events))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == ("loopwatch: invalid configuration:\n"
+                             f"{config}: tools.loopDetection.criticalThreshold: "
+                             "tools.loopDetection.warningThreshold must be lower than criticalThreshold.\n")
+
+
+def test_replay_unparsable_config_exits_2(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("{tools: {loopDetection: {enabled: true", encoding="utf-8")
+    result = run("replay", "--config", str(config), str(write_jsonl(tmp_path / "events.jsonl", EVENTS)))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"loopwatch: invalid configuration:\n{config}: (file): not valid JSON5: ")
+
+
+# ------------------------------------------------------------------ conformance
+
+
+def test_conformance_passes_all_vectors():
+    result = run("conformance", str(VECTORS))
+    assert result.exit_code == 0
+    assert result.stdout == "92 passed, 0 failed\n"
+
+
+def test_conformance_verbose_lists_scenarios():
+    result = run("conformance", "-v", str(VECTORS))
+    lines = result.stdout.splitlines()
+    assert lines[0] == "ok   enabled-unset-detectors-off-guard-on" and lines[-1] == "92 passed, 0 failed"
+    assert len(lines) == 93
+
+
+def test_conformance_tampered_copy_fails_naming_scenario_event_field(tmp_path):
+    scenarios = [json.loads(line) for line in VECTORS.read_text(encoding="utf-8").splitlines()]
+    target = next(s for s in scenarios if s["name"] == "generic-critical-boundary-default")
+    assert target["expected"][20]["detection"]["count"] == 20
+    target["expected"][20]["detection"]["count"] = 21
+    tampered = write_jsonl(tmp_path / "tampered.jsonl", scenarios)
+    result = run("conformance", str(tampered))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "FAIL generic-critical-boundary-default: event 20: detection.count: expected 21, got 20",
+        "91 passed, 1 failed",
+    ]
+
+
+def test_conformance_unreadable_scenario_file_exits_2(tmp_path):
+    lines = VECTORS.read_text(encoding="utf-8").splitlines()[:2] + ["{broken"]
+    path = write_jsonl(tmp_path / "broken.jsonl", lines)
+    result = run("conformance", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}:3: not JSON: ")
