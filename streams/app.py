@@ -23,47 +23,69 @@ Topics and keys
   partition; key your records.
 * The state table ``states`` (changelog ``<app_id>-states-changelog``,
   compacted): key = state key, value = :class:`streams.processor.Entry`
-  bytes = msgpack ``[1, SessionState.to_bytes(), {tp: last verdict bytes}]``.
-  Decoded entries are cached in process; the cache is dropped on every
-  rebalance. Keys idle for ``state_ttl_s`` are deleted (a tombstone in the
-  changelog) by a timer.
+  bytes = msgpack ``[2, SessionState.to_bytes(), {tp: [[offset, verdict bytes], ...]}]``.
+  Decoded entries are cached in process (an entry is decoded from the table
+  only on a cache miss); the cache is dropped on every rebalance. Keys idle
+  for ``state_ttl_s`` are deleted (a tombstone in the changelog) by a timer.
+
+Batches
+-------
+Each agent takes what its stream has buffered: it reads events until the
+stream's queue is empty (or ``batch_max_events``) and handles them as one
+batch, so at low load a batch is the single event that arrived (nothing waits
+for a batch to fill) and under load it is everything that arrived while the
+previous batch was being written. Per batch: every event is applied to its
+key's decoded entry in memory; each touched key's entry is encoded and
+written to the changelog ONCE; all those writes are awaited together; then
+all verdicts and loop events are produced together (their acknowledgements
+are awaited before the next batch's writes, while that batch is computed).
+Events are acked to Faust (their offsets become committable) after their
+batch. One batch at a time per worker (both agents and the expiry timer
+share a lock).
 
 No event applied twice, none skipped, no verdict lost (at-least-once + bookkeeping)
 ------------------------------------------------------------------------------------
 Each entry carries, per input partition ``tp`` (``"topic:partition"``), the
 offset of the last event applied to it (``SessionState.last_offsets``) and
-that event's verdict record as published (``Entry.verdicts``); both are in
-the same changelog record as the state, so they move together. Per event:
+the verdict records, as published, of that key's events of ``tp`` handled in
+the batch that last applied one of them (``Entry.verdicts``); both are in the
+same changelog record as the state, so they move together. Per batch:
 
-1. If the event's offset is ``<= last_offsets[tp]``, the state already has it
-   (re-delivery after a crash or rebalance): it is not applied. If it is the
-   last one, its stored verdict bytes are published again (byte-identical);
-   an earlier one needs nothing (see 3).
-2. Otherwise it is applied; the new entry is written to the table and the
-   worker **waits for the broker to acknowledge the changelog record**; only
-   then is the verdict (and its loop events) produced. So a verdict on the
+1. An event whose offset is ``<= last_offsets[tp]`` is already in the state
+   (re-delivery after a crash or rebalance): it is not applied. If the entry
+   keeps its verdict, those bytes are published again (byte-identical);
+   otherwise its verdict was published before the entry was written (see 3)
+   and nothing is sent.
+2. Otherwise it is applied in memory. Once the whole batch is applied, each
+   touched entry is written (with the verdicts of all its events of this
+   batch, replayed ones included) and the worker **waits for the broker to
+   acknowledge every changelog record of the batch**; only then are the
+   verdicts (and loop events) produced, in event order. So a verdict on the
    verdicts topic always has its state durable, and is never computed twice:
-   a crash after the verdict re-delivers an event that step 1 answers from
-   the stored bytes.
-3. Before writing the next entry of the same key, the worker waits for the
-   acknowledgement of that key's previous verdict and loop events. So when an
-   entry is durable, every earlier event of that key has its verdict
-   published; only the last one may lack it, and step 1 covers exactly that.
+   a crash after the write re-delivers events that step 1 answers from the
+   stored bytes.
+3. Before the next batch writes any entry, the worker waits for the
+   acknowledgement of all verdicts and loop events of the previous batch. So
+   when an entry is durable, every event of that key from earlier batches has
+   its verdict published; only this batch's may lack it, and the entry keeps
+   exactly those (a key's verdict bytes per batch are bounded: a key reaching
+   256 KB ends the batch early).
 4. Offsets are committed by Faust only after it flushed the producer (all
-   changelog writes and verdicts above acknowledged), so a committed offset
-   never passes an event whose state or verdict is not durable.
+   changelog writes and verdicts above acknowledged), and only for events
+   acked after their batch, so a committed offset never passes an event whose
+   state or verdict is not durable.
 
 Result across a crash (kill -9): every event gets a verdict, none is applied
 twice or skipped, and duplicates on the verdicts topic are byte-identical.
 Keyless records go through the rekey topic; a duplicate forward after a
 crash carries the same origin offset and is skipped in step 1.
 
-Cost: one changelog round trip (acks=all) per applied event before its
-verdict, and events are processed one after another per worker; runners
-wait for each verdict anyway, so the per-key wait of step 3 is normally
-already over. Faust's ``exactly_once`` (transactions) would make verdicts
-visible to read_committed consumers only at each transaction commit (commit
-interval), i.e. add the commit interval to every verdict; it is selectable
+Cost: per batch, one changelog round trip (acks=all) before its verdicts and
+the previous batch's verdict round trip before its writes, however many
+events it holds; per touched key one state encoding. Faust's
+``exactly_once`` (transactions) would make verdicts visible to
+read_committed consumers only at each transaction commit (commit interval),
+i.e. add the commit interval to every verdict; it is selectable
 (``processing_guarantee``) but not the default.
 """
 
@@ -89,21 +111,47 @@ log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
+_KEY_BATCH_BYTES = 256 * 1024  # verdict bytes of one key per batch (bounds its changelog record, < 1 MB)
 
 
 class StateTable(faust.Table):
-    """A Faust table whose last changelog write can be awaited and whose keys' partitions are known."""
+    """A Faust table written in batches, with explicit partitions, whose keys' partitions are known."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.last_write: faust.types.FutureMessage | None = None
         self.key_partitions: dict[bytes, int] = {}
 
-    def on_key_set(self, key: Any, value: Any) -> None:
-        fut = self.send_changelog(self.partition_for_key(key), key, value)
-        self.last_write = fut
-        self.key_partitions[key] = fut.message.partition
-        self._sensor_on_set(self, key, value)
+    async def put_many(self, items: Iterable[tuple[bytes, bytes, int]]) -> list[asyncio.Future]:
+        """Set each ``(key, value, partition)`` and send its changelog record to ``partition``.
+
+        Returns the sends' futures (resolved when the broker acknowledged them).
+        Unlike ``table[key] = value``, which takes the partition of the stream's
+        current event and goes through Faust's per-message send buffer, this
+        writes the keys of a whole batch of events, straight to the producer.
+        """
+        producer = await self.app.maybe_start_producer()
+        send = producer.send
+        topic = self.changelog_topic.get_topic_name()
+        data, partitions, persisted = self.data, self.key_partitions, self._persisted
+        futures = []
+        for key, value, partition in items:
+            data[key] = value
+            partitions[key] = partition
+            future = await send(topic, key, value, partition, None, None)
+            future.add_done_callback(persisted)
+            futures.append(future)
+        return futures
+
+    def _persisted(self, future: asyncio.Future) -> None:
+        # What Table._on_changelog_sent does for a FutureMessage: keep the changelog
+        # offset of the stored data (RocksDB uses it to skip recovery at start-up).
+        if future.cancelled() or future.exception() is not None:
+            return
+        meta = future.result()
+        if self.app.in_transaction:
+            self.app.tables.persist_offset_on_commit(self.data, meta.topic_partition, meta.offset)
+        else:
+            self.data.set_persisted_offset(meta.topic_partition, meta.offset)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         batch = list(batch)
@@ -175,7 +223,12 @@ class Loopwatch:
         ))
 
         self._cache: dict[bytes, Entry] = {}
-        self._inflight: dict[bytes, list[asyncio.Future]] = {}  # key -> its last verdict/loop-event sends
+        self._unacked: list[asyncio.Future] = []  # the last batch's verdict and loop-event sends
+        self._lock = asyncio.Lock()  # one batch at a time (both agents, the expiry timer)
+        self._verdicts_topic = s.verdicts_topic
+        self._loop_events_topic = s.loop_events_topic
+        self._dead_letters_topic = s.dead_letters_topic
+        self._rekey_topic = f"{s.app_id}-rekey"
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
@@ -192,81 +245,162 @@ class Loopwatch:
     # ------------------------------------------------------------------ agents
 
     async def _process_input(self, stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            source = Source(message.topic, message.partition, message.offset)
-            self._positions[(message.topic, message.partition)] = message.offset
-            await self.handle(message.key, message.value, source, message.timestamp)
+        await self._consume(stream, rekeyed=False)
 
     async def _process_rekeyed(self, stream: Any) -> None:
+        await self._consume(stream, rekeyed=True)
+
+    async def _consume(self, stream: Any, rekeyed: bool) -> None:
+        """Natural batching: each batch is what the stream has buffered when the previous one is done.
+
+        At low load a batch is the one event that arrived (no waiting for more);
+        under load it is everything that arrived while the previous batch was
+        being written and published (up to ``batch_max_events``). Events are
+        acked (offsets committable) only after their batch is handled.
+        """
+        stream.enable_acks = False  # acked below, after the batch; as Stream.take() does
+        queue = stream.channel.queue
+        limit = self.settings.batch_max_events
+        batch: list[Any] = []
         async for event in stream.events():
-            message = event.message
+            batch.append(event)
+            if len(batch) < limit and not queue.empty():
+                continue
             try:
-                topic, partition, offset, raw, timestamp = msgpack.unpackb(message.value, raw=False)
-                source = Source(topic, partition, offset)
-            except Exception as exc:  # not written by us: keep it, keep going
-                here = Source(message.topic, message.partition, message.offset)
-                await self._publish(self.processor.dead_letter(message.value, message.key, here, "decode",
-                                                               f"not a loopwatch rekey record: {exc}"))
-                continue
-            event_, dead = self.processor.decode(raw, None, source)
-            if dead is not None:
-                await self._publish(dead)
-                continue
-            await self._apply(message.key, event_, source, raw, timestamp)
+                await self.handle_batch(batch, rekeyed)
+            finally:
+                for handled in batch:
+                    await stream.ack(handled)
+                batch = []
 
-    async def handle(self, key: bytes | None, raw: bytes | None, source: Source, timestamp: float | None) -> None:
-        """One input record: dead-letter it, forward it to the rekey topic, or apply it."""
-        event, dead = self.processor.decode(raw, key, source)
+    async def handle_batch(self, events: list[Any], rekeyed: bool = False) -> None:
+        """Handle a batch of Faust events of one stream (see the module docstring)."""
+        async with self._lock:
+            start = 0
+            while start < len(events):
+                start = await self._run_batch(events, start, rekeyed)
+
+    async def _run_batch(self, events: list[Any], start: int, rekeyed: bool) -> int:
+        """Handle ``events[start:]`` (up to a key's byte budget) as one batch; return where it stopped."""
+        processor = self.processor
+        apply = processor.apply
+        cache = self._cache
+        producer = await self.app.maybe_start_producer()
+        send = producer.send
+        verdicts_topic = self._verdicts_topic
+        loop_events_topic = self._loop_events_topic
+        positions = self._positions
+        last_seen = self._last_seen
+        touched: dict[bytes, tuple[Entry, int]] = {}  # key -> (entry, changelog partition), written below
+        handled: list[Entry] = []
+        outputs: list[tuple[bytes | None, bytes, list[bytes]]] = []  # (key, verdict, loop events), in order
+        latencies: list[float] = []
+        now = time.monotonic()
+        stop = len(events)
+        index = start
+        try:
+            for index in range(start, stop):
+                message = events[index].message
+                if rekeyed:
+                    item = await self._unwrap(message)
+                    if item is None:
+                        continue
+                    key, event, source, raw, timestamp = item
+                else:
+                    key, raw, timestamp = message.key, message.value, message.timestamp
+                    source = Source(message.topic, message.partition, message.offset)
+                    positions[(message.topic, message.partition)] = message.offset
+                    event, dead = processor.decode(raw, key, source)
+                    if dead is not None:
+                        await self._publish_dead(dead)
+                        continue
+                    if not key:
+                        await self._forward(event, source, raw, timestamp)
+                        continue
+                last_seen[key] = now
+                entry = cache.get(key)
+                if entry is None:
+                    entry = self._entry(key)
+                elif entry.batch_bytes >= _KEY_BATCH_BYTES:
+                    break  # this key's changelog record is big enough: write it, go on in a new batch
+                outcome = apply(key, event, source, entry, raw)
+                kind = outcome.kind
+                if kind == APPLIED:
+                    touched[key] = (entry, message.partition)
+                    record = outcome.record
+                    event_ts = record.get("event_ts")
+                    latencies.append(event_ts if isinstance(event_ts, (int, float)) else (timestamp or 0) * 1000.0)
+                elif kind == DEAD_LETTER:
+                    await self._publish_dead(outcome)
+                    continue
+                if outcome.verdict is not None:
+                    outputs.append((key, outcome.verdict, outcome.loop_events))
+                if entry.batch is not None:
+                    handled.append(entry)
+            else:
+                index = stop
+
+            # Step 3: the previous batch's verdicts acknowledged before any new state write.
+            previous, self._unacked = self._unacked, []
+            if previous:
+                await asyncio.gather(*previous)
+            # Step 2: one changelog record per touched key, all acknowledged before any verdict.
+            writes = await self.table.put_many(
+                [(key, entry.to_bytes(), partition) for key, (entry, partition) in touched.items()])
+            for entry in handled:
+                entry.seal()
+            if writes:
+                await asyncio.gather(*writes)
+        except BaseException:
+            for key in touched:  # the cached entries are ahead of the table
+                cache.pop(key, None)
+            for entry in handled:
+                entry.seal()
+            raise
+        unacked = self._unacked
+        for key, verdict, loop_values in outputs:
+            unacked.append(await send(verdicts_topic, key, verdict, None, None, None))
+            for value in loop_values:
+                unacked.append(await send(loop_events_topic, key, value, None, None, None))
+        if latencies:
+            observe = metrics.VERDICT_LATENCY_SECONDS.observe
+            wall = time.time() * 1000.0
+            for sent_ms in latencies:
+                if sent_ms:
+                    observe(max(0.0, (wall - sent_ms) / 1000.0))
+        return index
+
+    async def _unwrap(self, message: Any) -> tuple[bytes, dict[str, Any], Source, bytes, float | None] | None:
+        """A rekey record's (key, event, origin source, raw, timestamp); None if dead-lettered."""
+        try:
+            topic, partition, offset, raw, timestamp = msgpack.unpackb(message.value, raw=False)
+            source = Source(topic, partition, offset)
+        except Exception as exc:  # not written by us: keep it, keep going
+            here = Source(message.topic, message.partition, message.offset)
+            await self._publish_dead(self.processor.dead_letter(message.value, message.key, here, "decode",
+                                                                f"not a loopwatch rekey record: {exc}"))
+            return None
+        event, dead = self.processor.decode(raw, None, source)
         if dead is not None:
-            await self._publish(dead)
-            return
-        if not key:
-            state_key = self.processor.state_key(None, event)
-            envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp],
-                                     use_bin_type=True)
-            await self.rekey.send(key=state_key, value=envelope)
-            return
-        await self._apply(key, event, source, raw, timestamp)
+            await self._publish_dead(dead)
+            return None
+        return message.key, event, source, raw, timestamp
 
-    async def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
-                     timestamp: float | None) -> None:
-        self._last_seen[key] = time.monotonic()
-        previous = self._inflight.pop(key, None)
-        if previous:
-            # Step 3 of the module docstring: earlier verdicts of this key durable first.
-            await asyncio.gather(*previous)
-        entry = self._entry(key)
-        outcome = self.processor.apply(key, event, source, entry, raw)
-        if outcome.kind == APPLIED:
-            try:
-                self.table[key] = entry.to_bytes()
-                write = self.table.last_write
-                assert write is not None
-                await write  # step 2: state durable before its verdict is visible
-            except BaseException:
-                self._cache.pop(key, None)  # the cached entry is ahead of the table
-                raise
-        await self._publish(outcome)
-        if outcome.record is not None:
-            event_ts = outcome.record.get("event_ts")
-            sent_ms = event_ts if isinstance(event_ts, (int, float)) else (timestamp or 0) * 1000.0
-            if sent_ms:
-                metrics.VERDICT_LATENCY_SECONDS.observe(max(0.0, time.time() - sent_ms / 1000.0))
+    async def _forward(self, event: dict[str, Any], source: Source, raw: bytes | None,
+                       timestamp: float | None) -> None:
+        """A keyless record to the rekey topic, keyed by its state key, with its origin."""
+        state_key = self.processor.state_key(None, event)
+        envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp],
+                                 use_bin_type=True)
+        producer = await self.app.maybe_start_producer()
+        await producer.send(self._rekey_topic, state_key, envelope, None, None, None)
 
-    async def _publish(self, outcome: Outcome) -> None:
-        if outcome.kind == DEAD_LETTER:
-            await self.dead_letters.send(key=outcome.key, value=outcome.dead_letter)
-            return
-        sends = []
-        if outcome.verdict is not None:
-            sends.append(await self.verdicts.send(key=outcome.key, value=outcome.verdict))
-        for value in outcome.loop_events:
-            sends.append(await self.loop_events.send(key=outcome.key, value=value))
-        if sends and outcome.key is not None:
-            self._inflight[outcome.key] = sends
+    async def _publish_dead(self, outcome: Outcome) -> None:
+        producer = await self.app.maybe_start_producer()
+        await producer.send(self._dead_letters_topic, outcome.key, outcome.dead_letter, None, None, None)
 
     def _entry(self, key: bytes) -> Entry:
+        """The decoded entry of ``key``: from the cache, else decoded from the table once."""
         entry = self._cache.get(key)
         if entry is None:
             stored = self.table.get(key)
@@ -277,8 +411,7 @@ class Loopwatch:
     # ------------------------------------------------------ timers and signals
 
     async def _on_start(self) -> None:
-        for topic in (self.verdicts, self.loop_events, self.dead_letters):
-            await topic.maybe_declare()
+        # Metrics first (no await before it): verdicts can flow as soon as partitions are assigned.
         if self.settings.metrics_port and not self._metrics_started:
             from prometheus_client import start_http_server
 
@@ -289,6 +422,8 @@ class Loopwatch:
                          self.settings.metrics_port)
             except OSError as exc:
                 log.error("loopwatch: cannot serve metrics on port %d: %s", self.settings.metrics_port, exc)
+        for topic in (self.verdicts, self.loop_events, self.dead_letters):
+            await topic.maybe_declare()
 
     async def _on_rebalance(self, *args: Any, **kwargs: Any) -> None:
         # Decoded entries may be stale once partitions move; the table is the truth.
@@ -311,8 +446,6 @@ class Loopwatch:
     async def _update_gauges(self) -> None:
         self._tune_fetcher()  # the consumer may have been re-created
         metrics.ACTIVE_KEYS.set(len(self.table.data))
-        for key in [k for k, sends in self._inflight.items() if all(f.done() for f in sends)]:
-            self._inflight.pop(key, None)
         consumer = self.app.consumer
         for (topic, partition), offset in list(self._positions.items()):
             try:
@@ -324,6 +457,10 @@ class Loopwatch:
 
     async def _expire_idle(self) -> None:
         """Delete keys idle for ``state_ttl_s`` (OpenClaw's idle prune), with changelog tombstones."""
+        async with self._lock:  # not between a batch's state writes and its verdicts
+            self._expire_idle_now()
+
+    def _expire_idle_now(self) -> None:
         now = time.monotonic()
         active = self._active_partitions()
         ttl = self.settings.state_ttl_s
@@ -339,7 +476,6 @@ class Loopwatch:
             self.table.expire(key, partition)
             self._cache.pop(key, None)
             self._last_seen.pop(key, None)
-            self._inflight.pop(key, None)
 
 
 def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:

@@ -43,13 +43,14 @@ event is a function of its verdict record, so a verdict re-emitted from an
 from __future__ import annotations
 
 import time
+from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import msgpack
 
 from . import metrics
-from .codecs import DecodeError, decode_event, encode_json, encode_msgpack
+from .codecs import DecodeError, decode_event, encode_json
 from .detection import Engine, EventError, SessionState
 from .keys import partition_key
 from .replay import detection_action, verdict_record
@@ -67,13 +68,17 @@ __all__ = [
     "encode_dead_letter",
 ]
 
+EVENTS_BY_TYPE = metrics.EVENTS
+VERDICTS_BY_NAME = metrics.VERDICTS
+
 # What apply() did with an event.
 APPLIED = "applied"          # applied to the state; new verdict
 REPLAYED = "replayed"        # already in the state and the last one of its partition: stored verdict again
 SKIPPED = "skipped"          # already in the state, verdict known to be published: nothing to send
 DEAD_LETTER = "dead_letter"  # not an event (decode) or not a valid one (schema)
 
-_ENTRY_VERSION = 1
+_ENTRY_VERSION = 2
+_pack = msgpack.Packer(use_bin_type=True).pack
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,30 +99,69 @@ class Source:
 
 
 class Entry:
-    """What the state table holds for one key: the session state and the last verdicts.
+    """What the state table holds for one key: the session state and the verdicts of its last write.
 
     ``state.last_offsets[tp]`` is the offset of the last event applied from
-    input partition ``tp``; ``verdicts[tp]`` the verdict record (bytes, as
-    published) of that event, so that a re-delivered copy of it can be answered
-    byte-identically. Serialised as msgpack ``[1, state.to_bytes(), verdicts]``.
+    input partition ``tp``. ``verdicts[tp]`` is the list ``[[offset, verdict
+    bytes], ...]`` of the events of ``tp`` handled in the batch that last
+    applied an event of ``tp`` to this key (the worker writes an entry once
+    per batch): every verdict whose publication the write does not yet
+    guarantee, so that a re-delivered copy of any of them can be answered
+    byte-identically. Serialised as msgpack ``[2, state.to_bytes(), verdicts]``
+    (format 1, ``{tp: last verdict bytes}``, is still read).
+
+    Batches: :meth:`Processor.apply` adds to the current batch; :meth:`seal`
+    ends it (the worker calls it once the entry is written). The first event
+    of ``tp`` applied in a batch replaces ``verdicts[tp]`` by the batch's list
+    (which also holds the stored verdicts replayed earlier in the batch): the
+    verdicts it drops were published before this write (module
+    :mod:`streams.app`, step 3).
     """
 
-    __slots__ = ("state", "verdicts")
+    __slots__ = ("state", "verdicts", "batch", "batch_bytes")
 
-    def __init__(self, state: SessionState | None = None, verdicts: dict[str, bytes] | None = None) -> None:
+    def __init__(self, state: SessionState | None = None,
+                 verdicts: dict[str, list[list[Any]]] | None = None) -> None:
         self.state = state if state is not None else SessionState()
         self.verdicts = verdicts if verdicts is not None else {}
+        self.batch: dict[str, list[list[Any]]] | None = None  # tp -> [[offset, verdict], ...] of this batch
+        self.batch_bytes = 0  # verdict bytes applied in this batch (bounds the changelog record)
 
     def to_bytes(self) -> bytes:
-        return msgpack.packb([_ENTRY_VERSION, self.state.to_bytes(), self.verdicts], use_bin_type=True)
+        return _pack([_ENTRY_VERSION, self.state.to_bytes(), self.verdicts])
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Entry":
         """Inverse of :meth:`to_bytes`. Raises ``ValueError`` for anything else."""
         doc = msgpack.unpackb(data, raw=False)
-        if not isinstance(doc, list) or len(doc) != 3 or doc[0] != _ENTRY_VERSION:
+        if not isinstance(doc, list) or len(doc) != 3 or doc[0] not in (1, _ENTRY_VERSION):
             raise ValueError("not a loopwatch state table entry (unknown format version)")
-        return cls(SessionState.from_bytes(doc[1]), dict(doc[2]))
+        state = SessionState.from_bytes(doc[1])
+        if doc[0] == 1:  # {tp: verdict of the last offset}
+            last = state.last_offsets
+            return cls(state, {tp: [[last[tp], v]] for tp, v in doc[2].items() if tp in last})
+        return cls(state, dict(doc[2]))
+
+    def stored_verdict(self, tp: str, offset: int) -> bytes | None:
+        """The stored verdict of the event at ``offset`` of ``tp``, if this entry keeps it."""
+        for item in reversed(self.verdicts.get(tp, ())):
+            if item[0] == offset:
+                return item[1]
+        return None
+
+    def _batch_list(self, tp: str) -> list[list[Any]]:
+        batch = self.batch
+        if batch is None:
+            batch = self.batch = {}
+        items = batch.get(tp)
+        if items is None:
+            items = batch[tp] = []
+        return items
+
+    def seal(self) -> None:
+        """End the current batch: the entry as it is now has been written."""
+        self.batch = None
+        self.batch_bytes = 0
 
 
 @dataclass(slots=True)
@@ -182,7 +226,8 @@ class Processor:
         clock: epoch seconds, for ``verdict_ts``.
     """
 
-    __slots__ = ("engine", "key_by", "codec", "clock", "_encode", "_decode")
+    __slots__ = ("engine", "key_by", "codec", "clock", "_encode", "_decode", "_events", "_verdicts",
+                 "_engine_seconds", "_redelivered")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
                  clock: Callable[[], float] = time.time) -> None:
@@ -192,8 +237,13 @@ class Processor:
         self.key_by = key_by
         self.codec = codec
         self.clock = clock
-        self._encode = encode_msgpack if codec == "msgpack" else encode_json
+        self._encode = _pack if codec == "msgpack" else encode_json
         self._decode = decode_event
+        # metric children bound once (a labels() lookup per event costs more than the increment)
+        self._events: dict[Any, Any] = {}
+        self._verdicts: dict[Any, Any] = {}
+        self._engine_seconds = metrics.ENGINE_SECONDS.observe
+        self._redelivered = metrics.REDELIVERED
 
     # ---------------------------------------------------------------- decoding
 
@@ -223,27 +273,32 @@ class Processor:
 
         An event whose offset is not above ``entry.state.last_offsets[source.tp]``
         is already in the state (re-delivered after a crash or rebalance): it is
-        not applied again; the last one of its partition gets its stored verdict
-        (REPLAYED), earlier ones nothing (SKIPPED: their verdicts were published
-        before this entry was written, see :mod:`streams.app`).
+        not applied again; if the entry keeps its verdict (it was handled in the
+        entry's last written batch) that verdict is returned again (REPLAYED),
+        else nothing (SKIPPED: its verdict was published before this entry was
+        written, see :mod:`streams.app`). Both count as handled in the current
+        batch of ``entry`` (see :class:`Entry`).
         An event the engine rejects is dead-lettered with reason class ``schema``
         (an unexpected engine failure with ``error``); ``entry`` is then unchanged.
         """
         state = entry.state
         tp = source.tp
+        offset = source.offset
         last = state.last_offsets.get(tp)
-        if last is not None and source.offset <= last:
-            stored = entry.verdicts.get(tp)
-            metrics.REDELIVERED.inc()
-            if source.offset == last and stored is not None:
+        if last is not None and offset <= last:
+            self._redelivered.inc()
+            stored = entry.stored_verdict(tp, offset)
+            if stored is not None:
+                items = entry._batch_list(tp)
+                if items is not entry.verdicts.get(tp):  # else it is in there already
+                    items.append([offset, stored])
                 record = self._decode_record(stored)
                 return Outcome(REPLAYED, key, verdict=stored,
                                loop_events=[self._encode(e) for e in loop_events(record)])
             return Outcome(SKIPPED, key)
 
-        key_text = key.decode("utf-8", "replace")
-        ref = [event.get("event_id"), source.partition, source.offset]
-        started = time.perf_counter()
+        ref = [event.get("event_id"), source.partition, offset]
+        started = _perf_counter()
         try:
             verdict = self.engine.process(event, state, ref)
         except EventError as exc:
@@ -251,27 +306,42 @@ class Processor:
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept
             return self.dead_letter(raw, key, source, "error", f"{type(exc).__name__}: {exc}")
         finally:
-            metrics.ENGINE_SECONDS.observe(time.perf_counter() - started)
+            self._engine_seconds(_perf_counter() - started)
 
-        record = verdict_record(verdict, event, key_text)
+        record = verdict_record(verdict, event, key.decode("utf-8", "replace"))
         if "source" in event:
             record["event_source"] = record["source"]
-        record["source"] = source.as_dict()
+        record["source"] = {"topic": source.topic, "partition": source.partition, "offset": offset}
         record["verdict_ts"] = int(self.clock() * 1000)
         encoded = self._encode(record)
-        state.last_offsets[tp] = source.offset
-        entry.verdicts[tp] = encoded
-        events = loop_events(record)
-        self._count(event, record, events)
-        return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode(e) for e in events], record=record)
+        state.last_offsets[tp] = offset
+        items = entry._batch_list(tp)
+        items.append([offset, encoded])
+        entry.verdicts[tp] = items
+        entry.batch_bytes += len(encoded)
+        self._child(self._events, EVENTS_BY_TYPE, event.get("type")).inc()
+        self._child(self._verdicts, VERDICTS_BY_NAME, record["verdict"]).inc()
+        detection = record.get("detection")
+        guard = record.get("guard")
+        if (detection and detection.get("stuck")) or (guard and guard.get("abort")):
+            events = loop_events(record)
+            self._count_detections(events)
+            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode(e) for e in events],
+                           record=record)
+        return Outcome(APPLIED, key, verdict=encoded, record=record)
+
+    @staticmethod
+    def _child(cache: dict[Any, Any], metric: Any, label: Any) -> Any:
+        child = cache.get(label)
+        if child is None:
+            child = cache[label] = metric.labels(str(label))
+        return child
 
     def _decode_record(self, data: bytes) -> dict[str, Any]:
         return decode_event(data)
 
     @staticmethod
-    def _count(event: Mapping[str, Any], record: Mapping[str, Any], events: list[dict[str, Any]]) -> None:
-        metrics.EVENTS.labels(str(event.get("type"))).inc()
-        metrics.VERDICTS.labels(record["verdict"]).inc()
+    def _count_detections(events: list[dict[str, Any]]) -> None:
         for loop_event in events:
             metrics.DETECTIONS.labels(loop_event["detector"], loop_event["level"], loop_event["action"]).inc()
             if loop_event["action"] == "abort":

@@ -128,6 +128,12 @@ class WorkerSettings(BaseSettings):
     stream_buffer_maxsize: int = Field(
         4096, ge=1, description="Records buffered per stream before the consumer pauses fetching.",
     )
+    batch_max_events: int = Field(
+        1000, ge=1,
+        description="Most events handled as one batch (one state write per key, verdicts published together). "
+                    "A batch is whatever is buffered when the previous one is done, so at low load it is one "
+                    "event and nothing waits for a batch to fill.",
+    )
     fetch_backoff_ms: float = Field(
         1.0, ge=0,
         description="Milliseconds aiokafka's fetcher holds back the next fetch from a broker while fetched "

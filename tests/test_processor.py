@@ -79,15 +79,71 @@ def test_abort_loop_event():
     assert abort["level"] == "critical" and len(abort["evidence"]) == 3
 
 
+def applied_one_by_one(proc, entry, events_and_sources):
+    """Each event its own batch (the entry written after each), as at low load."""
+    outs = []
+    for event, source in events_and_sources:
+        outs.append(proc.apply(b"r1", event, source, entry))
+        entry.seal()
+    return outs
+
+
 def test_redelivered_last_event_gets_identical_verdict_and_state_is_not_touched():
     proc, entry = processor(), Entry()
-    first = [proc.apply(b"r1", call(i), src(i), entry) for i in range(12)]
+    first = applied_one_by_one(proc, entry, [(call(i), src(i)) for i in range(12)])
     before = entry.to_bytes()
     again = proc.apply(b"r1", call(11), src(11), entry)
     assert again.kind == REPLAYED and again.verdict == first[-1].verdict
     assert again.loop_events == first[-1].loop_events
     assert proc.apply(b"r1", call(5), src(5), entry).kind == SKIPPED
     assert entry.to_bytes() == before
+
+
+def test_a_batch_keeps_every_verdict_it_applied_until_the_next_batch_of_that_partition():
+    proc, entry = processor(), Entry()
+    applied_one_by_one(proc, entry, [(call(i), src(i)) for i in range(3)])
+    batch = [proc.apply(b"r1", call(i), src(i), entry) for i in range(3, 7)]  # one batch, one write
+    assert entry.batch_bytes == sum(len(o.verdict) for o in batch)
+    entry.seal()
+    stored = Entry.from_bytes(entry.to_bytes())
+    for i, out in zip(range(3, 7), batch):  # any of them re-delivered: its own verdict, byte-identical
+        again = proc.apply(b"r1", call(i), src(i), stored)
+        assert again.kind == REPLAYED and again.verdict == out.verdict
+    assert proc.apply(b"r1", call(2), src(2), stored).kind == SKIPPED  # published before that write
+    assert stored.state == entry.state
+    # the next batch of the partition replaces the list; a batch on another partition leaves it
+    stored.seal()
+    proc.apply(b"r1", call(7), src(3, partition=1), stored)
+    stored.seal()
+    assert proc.apply(b"r1", call(4), src(4), stored).kind == REPLAYED
+    stored.seal()
+    proc.apply(b"r1", call(8), src(7), stored)
+    stored.seal()
+    assert proc.apply(b"r1", call(4), src(4), stored).kind == SKIPPED
+    assert [o for o, _ in stored.verdicts["events:0"]] == [7]
+
+
+def test_verdicts_replayed_in_a_batch_that_then_applies_stay_stored():
+    """Re-delivery after a crash: the stored ones are answered again, then new events applied; one write."""
+    proc, entry = processor(), Entry()
+    old = [proc.apply(b"r1", call(i), src(i), entry) for i in range(3)]
+    entry.seal()
+    again = [proc.apply(b"r1", call(i), src(i), entry) for i in (1, 2)]  # 0 was committed
+    new = proc.apply(b"r1", call(3), src(3), entry)
+    assert [o.kind for o in again] == [REPLAYED, REPLAYED] and new.kind == APPLIED
+    entry.seal()
+    stored = Entry.from_bytes(entry.to_bytes())
+    assert [o for o, _ in stored.verdicts["events:0"]] == [1, 2, 3]
+    assert proc.apply(b"r1", call(2), src(2), stored).verdict == old[2].verdict
+
+
+def test_format_1_entries_are_read():
+    proc, entry = processor(), Entry()
+    out = proc.apply(b"r1", call(0), src(4), entry)
+    v1 = msgpack.packb([1, entry.state.to_bytes(), {"events:0": out.verdict}], use_bin_type=True)
+    restored = Entry.from_bytes(v1)
+    assert restored.verdicts == {"events:0": [[4, out.verdict]]}
+    assert proc.apply(b"r1", call(0), src(4), restored).verdict == out.verdict
 
 
 def test_offsets_are_tracked_per_topic_partition():
