@@ -266,12 +266,12 @@ class Loopwatch:
             batch.append(event)
             if len(batch) < limit and not queue.empty():
                 continue
-            try:
-                await self.handle_batch(batch, rekeyed)
-            finally:
-                for handled in batch:
-                    await stream.ack(handled)
-                batch = []
+            # Not acked if the batch fails: their offsets are never committed, so they are
+            # delivered again (to this worker after a restart, or to the next owner).
+            await self.handle_batch(batch, rekeyed)
+            for handled in batch:
+                await stream.ack(handled)
+            batch = []
 
     async def handle_batch(self, events: list[Any], rekeyed: bool = False) -> None:
         """Handle a batch of Faust events of one stream (see the module docstring)."""
