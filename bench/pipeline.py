@@ -1,0 +1,415 @@
+"""Pipeline benchmark: the loopwatch worker against a raw Kafka pass-through, on one broker.
+
+Two processors, each run as its own process against the same local broker:
+
+(a) pass-through -- an aiokafka consumer + producer that copies every record of
+    the input topic to an output topic, no decoding, no state (the floor: what
+    Kafka and aiokafka cost on this machine);
+(b) worker -- one ``loopwatch worker`` subprocess (detection enabled, default
+    thresholds, state in its changelog-backed table).
+
+For each, on fresh topics:
+
+* throughput at saturation: N events of bench.workload's synthetic fleet are
+  pre-loaded into the input topic, then the processor is started; the figure is
+  outputs / (last output - first output), i.e. start-up excluded;
+* round-trip latency at a fixed offered load (default 1,000 events/s for 20 s):
+  a producer sends fresh events keyed by run id; a consumer takes, per output,
+  arrival time - send time (same clock). p50/p99/max are printed, with the
+  achieved send rate and how many outputs arrived.
+
+    deploy/kafka/kafka.sh start
+    .venv/bin/python bench/pipeline.py                       # 50,000 events, 1,000/s for 20 s
+    .venv/bin/python bench/pipeline.py --events 20000 --rate 500 --duration 10 --bootstrap 127.0.0.1:9092
+
+Every topic is named ``bench.<random>...`` and deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import msgpack  # noqa: E402
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
+
+from bench.workload import generate  # noqa: E402
+
+READY_TIMEOUT_S = 120.0
+DRAIN_TIMEOUT_S = 600.0  # longest wait for the last output of a phase
+
+
+# ----------------------------------------------------------------------------- workload
+
+def _events(count: int, seed: int, prefix: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """``count`` events of the synthetic fleet as (key, event); run ids prefixed so phases do not share runs."""
+    runs = max(50, count // 24 + 1)  # ~24 events per run on average
+    events = generate(runs=runs, seed=seed)
+    while len(events) < count:
+        runs *= 2
+        events = generate(runs=runs, seed=seed)
+    out = []
+    for number, event in enumerate(events[:count]):
+        event["run_id"] = f"{prefix}{event['run_id']}"
+        event["event_id"] = f"{prefix}{number}"
+        out.append((event["run_id"].encode(), event))
+    return out
+
+
+# ----------------------------------------------------------------------------- pass-through process
+
+async def _passthrough(bootstrap: str, source: str, sink: str) -> None:
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=25, max_poll_records=2000)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await consumer.start()
+    await producer.start()
+    print("READY", flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=100, max_records=2000)
+            for records in batches.values():
+                for record in records:
+                    await producer.send(sink, value=record.value, key=record.key)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+# ----------------------------------------------------------------------------- processors
+
+class Processor:
+    """A processor subprocess: ``start()`` returns once it is ready to consume."""
+
+    name = ""
+
+    def __init__(self, bootstrap: str, tag: str, partitions: int, workdir: Path) -> None:
+        self.bootstrap = bootstrap
+        self.partitions = partitions
+        self.workdir = workdir
+        self.input = f"bench.{tag}.{self.name}.in"
+        self.output = f"bench.{tag}.{self.name}.out"
+        self.proc: subprocess.Popen | None = None
+        self.log = workdir / f"{self.name}.log"
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        raise NotImplementedError
+
+    def ready(self, text: str) -> bool:
+        raise NotImplementedError
+
+    def topics(self) -> list[str]:
+        return [self.input, self.output]
+
+    def start(self) -> None:
+        args, env = self.command()
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+                                         start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready(self.log.read_text("utf-8", "replace")):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(self.log.read_text("utf-8", "replace").splitlines()[-30:])
+                raise RuntimeError(f"{self.name} did not start (exit {self.proc.poll()}):\n{tail}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def sent_key(self, value: bytes) -> str:
+        """The event_id an output record answers."""
+        raise NotImplementedError
+
+
+class PassThrough(Processor):
+    name = "passthrough"
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        return [sys.executable, str(Path(__file__).resolve()), "_passthrough", self.bootstrap, self.input,
+                self.output], {}
+
+    def ready(self, text: str) -> bool:
+        return "READY" in text
+
+    def sent_key(self, value: bytes) -> str:
+        return msgpack.unpackb(value, raw=False)["event_id"]
+
+
+class Worker(Processor):
+    name = "worker"
+
+    def __init__(self, *args: Any, config: str | None = None) -> None:
+        super().__init__(*args)
+        self.app_id = f"bench-{self.input.split('.')[1]}"
+        self.config = config
+
+    def topics(self) -> list[str]:
+        return [self.input, self.output, f"{self.input}.loop-events", f"{self.input}.dead-letters"]
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        config = self.config or str(self.workdir / "openclaw.json")
+        if not self.config:
+            Path(config).write_text("{tools: {loopDetection: {enabled: true}}}\n")
+        # Environment, not flags: faust's import scans argv for "--loop*" (see loopwatch demo).
+        env = {
+            "LOOPWATCH_BROKER": f"kafka://{self.bootstrap}", "LOOPWATCH_APP_ID": self.app_id,
+            "LOOPWATCH_INPUT_TOPICS": self.input, "LOOPWATCH_VERDICTS_TOPIC": self.output,
+            "LOOPWATCH_LOOP_EVENTS_TOPIC": f"{self.input}.loop-events",
+            "LOOPWATCH_DEAD_LETTERS_TOPIC": f"{self.input}.dead-letters",
+            "LOOPWATCH_PARTITIONS": str(self.partitions), "LOOPWATCH_STANDBY_REPLICAS": "0",
+            "LOOPWATCH_CONFIG": config, "LOOPWATCH_METRICS_PORT": "0",
+            "LOOPWATCH_DATA_DIR": str(self.workdir / "worker-data"), "LOOPWATCH_LOG_LEVEL": "info",  # the Ready line is info
+        }
+        return [sys.executable, "-c", "from streams.cli import main; main()", "worker"], env
+
+    def ready(self, text: str) -> bool:
+        return "[^Worker]: Ready" in text
+
+    def sent_key(self, value: bytes) -> str:
+        return msgpack.unpackb(value, raw=False)["event_id"]
+
+
+# ----------------------------------------------------------------------------- measuring
+
+async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    await admin.start()
+    return admin
+
+
+async def _preload(bootstrap: str, topic: str, events: list[tuple[bytes, dict[str, Any]]]) -> float:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=512 * 1024)
+    await producer.start()
+    t0 = time.monotonic()
+    try:
+        for key, event in events:
+            await producer.send(topic, value=msgpack.packb(event, use_bin_type=True), key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return time.monotonic() - t0
+
+
+class Collector:
+    """Consumes an output topic from the start; records arrival times per event_id."""
+
+    def __init__(self, bootstrap: str, topic: str, processor: Processor) -> None:
+        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                         auto_offset_reset="earliest", fetch_max_wait_ms=10, max_poll_records=5000)
+        self.processor = processor
+        self.arrivals: dict[str, float] = {}
+        self.first: float | None = None
+        self.last: float | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=100)
+            now = time.time()
+            for records in batches.values():
+                for record in records:
+                    event_id = self.processor.sent_key(record.value)
+                    if event_id not in self.arrivals:
+                        self.arrivals[event_id] = now
+                        if self.first is None:
+                            self.first = time.monotonic()
+                        self.last = time.monotonic()
+
+    async def wait_for(self, ids: set[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not ids <= self.arrivals.keys():
+            if time.monotonic() > deadline:
+                break
+            if self._task is not None and self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.consumer.stop()
+
+
+async def _paced(bootstrap: str, topic: str, events: list[tuple[bytes, dict[str, Any]]], rate: float
+                 ) -> tuple[dict[str, float], float]:
+    """Send at ``rate`` events/s; returns send times (epoch s) by event_id and the elapsed seconds."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await producer.start()
+    sent: dict[str, float] = {}
+    encoded = [(key, event["event_id"], event) for key, event in events]
+    try:
+        t0 = time.monotonic()
+        for index, (key, event_id, event) in enumerate(encoded):
+            due = t0 + index / rate
+            delay = due - time.monotonic()
+            if delay > 0.001:
+                await asyncio.sleep(delay)
+            now = time.time()
+            event["ts"] = int(now * 1000)
+            sent[event_id] = now
+            await producer.send(topic, value=msgpack.packb(event, use_bin_type=True), key=key)
+        await producer.flush()
+        elapsed = time.monotonic() - t0
+    finally:
+        await producer.stop()
+    return sent, elapsed
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run_one(processor: Processor, bootstrap: str, throughput_events: list, latency_events: list,
+                  rate: float) -> dict[str, Any]:
+    admin = await _admin(bootstrap)
+    try:
+        await admin.create_topics([NewTopic(t, processor.partitions, 1) for t in processor.topics()],
+                                  timeout_ms=30_000)
+    finally:
+        await admin.close()
+    result: dict[str, Any] = {"name": processor.name}
+    preload_s = await _preload(bootstrap, processor.input, throughput_events)
+    result["preload_s"] = preload_s
+    collector = Collector(bootstrap, processor.output, processor)
+    await collector.start()
+    try:
+        t0 = time.monotonic()
+        await asyncio.to_thread(processor.start)
+        result["startup_s"] = time.monotonic() - t0
+        ids = {event["event_id"] for _, event in throughput_events}
+        await collector.wait_for(ids, DRAIN_TIMEOUT_S)
+        got = len(ids & collector.arrivals.keys())
+        span = (collector.last or 0) - (collector.first or 0)
+        result["throughput_outputs"] = got
+        result["throughput_eps"] = (got - 1) / span if span > 0 else float("nan")
+        result["throughput_wall_s"] = (collector.last or time.monotonic()) - t0
+
+        sent, elapsed = await _paced(bootstrap, processor.input, latency_events, rate)
+        await collector.wait_for(set(sent), DRAIN_TIMEOUT_S)
+        latencies = [(collector.arrivals[i] - t) * 1000.0 for i, t in sent.items() if i in collector.arrivals]
+        result.update(
+            offered=len(sent) / elapsed, latency_sent=len(sent), latency_received=len(latencies),
+            p50_ms=statistics.median(latencies) if latencies else float("nan"),
+            p99_ms=_quantile(latencies, 0.99) if latencies else float("nan"),
+            max_ms=max(latencies) if latencies else float("nan"),
+        )
+    finally:
+        await collector.stop()
+        await asyncio.to_thread(processor.stop)
+    return result
+
+
+async def _cleanup(bootstrap: str, tag: str) -> int:
+    admin = await _admin(bootstrap)
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith((f"bench.{tag}.", f"bench-{tag}-"))]
+        if names:
+            await admin.delete_topics(names, timeout_ms=30_000)
+        return len(names)
+    finally:
+        await admin.close()
+
+
+def _report(results: list[dict[str, Any]], events: int, rate: float, duration: float) -> None:
+    print()
+    print(f"{'':<13} {'throughput':>12} {'startup':>8}   latency at {rate:,.0f} ev/s offered for {duration:g} s")
+    print(f"{'processor':<13} {'events/s':>12} {'s':>8}   {'offered':>8} {'received':>13} {'p50 ms':>9} "
+          f"{'p99 ms':>9} {'max ms':>9}")
+    for r in results:
+        received = f"{r['latency_received']}/{r['latency_sent']}"
+        print(f"{r['name']:<13} {r['throughput_eps']:>12,.0f} {r['startup_s']:>8.1f}   {r['offered']:>8,.0f} "
+              f"{received:>13} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} {r['max_ms']:>9.1f}")
+        if r["offered"] > r["throughput_eps"]:
+            print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
+                  f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
+        if r["throughput_outputs"] != events:
+            print(f"  ! {r['name']}: only {r['throughput_outputs']} of {events} outputs in the throughput phase")
+    by = {r["name"]: r for r in results}
+    if "worker" in by and "passthrough" in by:
+        w, p = by["worker"], by["passthrough"]
+        print()
+        print(f"worker / pass-through: throughput {w['throughput_eps'] / p['throughput_eps']:.2f}x, "
+              f"p50 latency {w['p50_ms'] / p['p50_ms']:.1f}x, p99 latency {w['p99_ms'] / p['p99_ms']:.1f}x")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_passthrough":
+        asyncio.run(_passthrough(*sys.argv[2:5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default=os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--events", type=int, default=50_000, help="events pre-loaded for throughput (50,000)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="offered load of the latency phase, events/s")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of the latency phase (20)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of every topic (4, the worker's default)")
+    parser.add_argument("--config", help="openclaw.json for the worker (default: enabled: true, default thresholds)")
+    parser.add_argument("--only", choices=["passthrough", "worker"], help="run one processor only")
+    parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
+    options = parser.parse_args()
+
+    tag = uuid.uuid4().hex[:8]
+    t0 = time.monotonic()
+    throughput_events = _events(options.events, seed=7, prefix="t-")
+    latency_events = _events(int(options.rate * options.duration), seed=11, prefix="l-")
+    sizes = [len(msgpack.packb(e, use_bin_type=True)) for _, e in throughput_events[:2000]]
+    print(f"workload: {len(throughput_events):,} events pre-loaded for throughput, {len(latency_events):,} paced at "
+          f"{options.rate:,.0f}/s for latency; mean record {statistics.mean(sizes) / 1024:.1f} KB msgpack; "
+          f"{options.partitions} partitions; broker {options.bootstrap}; topics bench.{tag}.* "
+          f"(generated in {time.monotonic() - t0:.1f} s)", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as workdir:
+        kinds = [PassThrough, Worker] if options.only is None else [
+            {"passthrough": PassThrough, "worker": Worker}[options.only]]
+        try:
+            for kind in kinds:
+                args = (options.bootstrap, tag, options.partitions, Path(workdir))
+                processor = kind(*args, config=options.config) if kind is Worker else kind(*args)
+                print(f"{processor.name}: pre-loading, starting, draining, then {options.duration:g} s paced ...",
+                      flush=True)
+                # fresh copies: the latency phase stamps ts into the events
+                result = asyncio.run(run_one(processor, options.bootstrap, throughput_events,
+                                             [(k, dict(e)) for k, e in latency_events], options.rate))
+                results.append(result)
+                print(f"  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})}",
+                      flush=True)
+        finally:
+            deleted = asyncio.run(_cleanup(options.bootstrap, tag))
+            print(f"deleted {deleted} bench topic(s)", flush=True)
+    _report(results, options.events, options.rate, options.duration)
+    if options.json_out:
+        Path(options.json_out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
