@@ -8,6 +8,7 @@ drift apart. Precedence: flag, then ``LOOPWATCH_*`` environment, then default.
 from __future__ import annotations
 
 import json
+import sys
 import typing
 from typing import Any, Callable
 
@@ -79,6 +80,9 @@ def worker(**options: Any) -> None:
     except ValidationError as exc:
         raise click.UsageError(_validation_message(exc)) from None
 
+    # faust scans sys.argv for its own --loop*/-L and --datadir when first imported;
+    # ours (e.g. --loop-events-topic) are parsed already, so it must not see them.
+    sys.argv = sys.argv[:1]
     from streams.app import create_app
     from streams.detection import ConfigError
 
