@@ -3,6 +3,9 @@
 Generates the synthetic fleet workload of :mod:`bench.workload` (decoded
 events, as the worker hands them to the engine), then times
 ``Engine.process`` per event with run-keyed states, as the worker keeps them.
+Throughput is events per second of the process's CPU time (one core, not
+counting time other processes take from it), with the wall-clock rate beside
+it; the best of several passes is reported.
 
     python bench/engine.py                 # 2,000 runs (~50k events)
     python bench/engine.py --runs 5000 --config openclaw.json
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, SessionState, load_config  # noqa: E402
+from streams.detection.canonical import ACCELERATED  # noqa: E402
 from streams.keys import partition_key  # noqa: E402
 
 
@@ -30,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000, help="agent runs in the workload (default 2000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--config", help="openclaw.json to use (default: enabled: true, all defaults)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best is reported (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes; the best is reported (default 5)")
     options = parser.parse_args()
 
     config = load_config(options.config) if options.config else OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
@@ -51,6 +55,7 @@ def main() -> None:
         gc.disable()
         clock = time.perf_counter_ns
         start = clock()
+        cpu_start = time.process_time()
         for event, key in zip(events, keys):
             state = states.get(key)
             if state is None:
@@ -60,15 +65,17 @@ def main() -> None:
             timings.append(clock() - before)
             verdicts[verdict["verdict"]] += 1
         total_s = (clock() - start) / 1e9
+        cpu_s = time.process_time() - cpu_start
         gc.enable()
-        if best is None or total_s < best[0]:
-            best = (total_s, timings, verdicts, states)
-    total_s, timings, verdicts, states = best
+        if best is None or cpu_s < best[0]:
+            best = (cpu_s, total_s, timings, verdicts, states)
+    cpu_s, total_s, timings, verdicts, states = best
     timings.sort()
     p50 = timings[len(timings) // 2] / 1000
     p99 = timings[int(len(timings) * 0.99)] / 1000
-    print(f"engine:   {len(events) / total_s:,.0f} events/s on one core (best of {options.repeat}); "
-          f"per event p50 {p50:.1f} µs, p99 {p99:.1f} µs")
+    print(f"engine:   {len(events) / cpu_s:,.0f} events/s per core of CPU time ({len(events) / total_s:,.0f}/s "
+          f"wall clock; best of {options.repeat}); per event p50 {p50:.1f} µs, p99 {p99:.1f} µs "
+          f"(C accelerator: {'on' if ACCELERATED else 'off'})")
     print("verdicts: " + ", ".join(f"{n:,} {v}" for v, n in sorted(verdicts.items())))
     keep_full = config.smallest_warning_threshold
     state_sizes = sorted(len(s.to_bytes(keep_full)) for s in states.values())

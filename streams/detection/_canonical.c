@@ -15,12 +15,20 @@
  * pure-Python serialiser, which handles those. The output is byte-identical
  * to streams.detection.canonical._exact_text(value).encode("utf-8").
  *
+ * digest_hex(value, number_text, undefined, prefix) -> str
+ *
+ *   prefix + lower-case hex SHA-256 of those bytes, in one call (built only
+ *   where OpenSSL's headers are present; the Python side uses hashlib else).
+ *
  * Object keys sort by UTF-16 code unit, as JavaScript's default sort does.
  * Strings are escaped as JSON.stringify does: \" \\ \b \f \n \r \t, other
  * code points below U+0020 as \u00xx, lone surrogates as \udxxx, all else raw.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#ifdef LOOPWATCH_OPENSSL
+#include <openssl/evp.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
@@ -313,12 +321,70 @@ static PyObject *canonical_bytes(PyObject *self, PyObject *const *args, Py_ssize
     return out;
 }
 
+#ifdef LOOPWATCH_OPENSSL
+static EVP_MD *sha256_md = NULL; /* fetched once: implicit fetches cost per call in OpenSSL 3 */
+
+static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "digest_hex(value, number_text, undefined, prefix: str)");
+        return NULL;
+    }
+    Buf b = {NULL, 0, 0};
+    if (put_value(&b, args[0], args[1], args[2], 0) < 0) {
+        PyMem_Free(b.data);
+        return NULL;
+    }
+    unsigned char md[32];
+    unsigned int md_len = 0;
+    int ok = EVP_Digest(b.data ? b.data : "", (size_t)b.len, md, &md_len, sha256_md, NULL);
+    PyMem_Free(b.data);
+    if (!ok || md_len != 32) {
+        PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
+        return NULL;
+    }
+    Py_ssize_t plen;
+    const char *prefix = PyUnicode_AsUTF8AndSize(args[3], &plen);
+    if (!prefix) return NULL;
+    if (!PyUnicode_IS_ASCII(args[3])) {
+        PyObject *hex = PyUnicode_New(64, 127);
+        if (!hex) return NULL;
+        Py_UCS1 *h = PyUnicode_1BYTE_DATA(hex);
+        for (int i = 0; i < 32; i++) { h[2 * i] = HEX[md[i] >> 4]; h[2 * i + 1] = HEX[md[i] & 0xf]; }
+        PyObject *out = PyUnicode_Concat(args[3], hex);
+        Py_DECREF(hex);
+        return out;
+    }
+    PyObject *out = PyUnicode_New(plen + 64, 127);
+    if (!out) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(out);
+    memcpy(o, prefix, (size_t)plen);
+    for (int i = 0; i < 32; i++) {
+        o[plen + 2 * i] = HEX[md[i] >> 4];
+        o[plen + 2 * i + 1] = HEX[md[i] & 0xf];
+    }
+    return out;
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"canonical_bytes", (PyCFunction)(void (*)(void))canonical_bytes, METH_FASTCALL,
      "canonical_bytes(value, number_text, undefined) -> bytes: OpenClaw's canonical text, UTF-8."},
+#ifdef LOOPWATCH_OPENSSL
+    {"digest_hex", (PyCFunction)(void (*)(void))digest_hex, METH_FASTCALL,
+     "digest_hex(value, number_text, undefined, prefix) -> str: prefix + hex SHA-256 of the canonical text."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_canonical", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__canonical(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__canonical(void) {
+#ifdef LOOPWATCH_OPENSSL
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (!sha256_md) {
+        PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA256");
+        return NULL;
+    }
+#endif
+    return PyModule_Create(&module);
+}

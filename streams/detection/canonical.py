@@ -230,6 +230,10 @@ try:
     from ._canonical import canonical_bytes as _c_canonical_bytes
 except ImportError:  # no compiler at install time: same bytes, more slowly
     _c_canonical_bytes = None
+try:
+    from ._canonical import digest_hex as _c_digest_hex
+except ImportError:  # built without OpenSSL's headers: hashlib hashes instead
+    _c_digest_hex = None
 
 ACCELERATED = _c_canonical_bytes is not None
 
@@ -264,14 +268,19 @@ def stable_stringify(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 
 
-def digest(value: Any) -> str:
-    """Lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
-    if _c_canonical_bytes is not None:
-        try:  # inlined canonical_bytes: this is the engine's hottest call
-            return _sha256(_c_canonical_bytes(value, _number, UNDEFINED)).hexdigest()
+def digest(value: Any, prefix: str = "") -> str:
+    """``prefix`` + lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
+    if _c_digest_hex is not None:
+        try:  # the engine's hottest call: serialise and hash without leaving C
+            return _c_digest_hex(value, _number, UNDEFINED, prefix)
         except TypeError:
             pass
-    return _sha256(canonical_bytes(value)).hexdigest()
+    elif _c_canonical_bytes is not None:
+        try:
+            return prefix + _sha256(_c_canonical_bytes(value, _number, UNDEFINED)).hexdigest()
+        except TypeError:
+            pass
+    return prefix + _sha256(canonical_bytes(value)).hexdigest()
 
 
 _sha256 = hashlib.sha256

@@ -117,7 +117,7 @@ def is_known_poll(tool: str, args: Any) -> bool:
 
 
 def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, known_poll: bool,
-           settings: LoopDetectionSettings) -> Detection | None:
+           settings: LoopDetectionSettings, call_key: str | None = None) -> Detection | None:
     """Run the detectors for one call (Spec §5).
 
     Arguments:
@@ -126,19 +126,25 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
             that run are read (Spec §8.2).
         tool, args_hash: the call's normalised tool name and args hash.
         known_poll: :func:`is_known_poll` of the call.
+        call_key: ``hash_key(args_hash)`` when the caller has it already.
         settings: the resolved settings of the call's agent; the caller checks
             ``settings.detectors_enabled``.
     Returns:
         The first matching rule of the precedence table (Spec §5.2), or None.
     """
     history = state.history
-    call_key = hash_key(args_hash)
+    if call_key is None:
+        call_key = hash_key(args_hash)
     if call_key not in state.args_counts:
         # Nothing repeats this call: no streak, no recent count and no ping-pong
         # (which needs this args hash in the history). Only an unknown-tool
         # streak of the run's newest records can still fire.
-        newest = next((record for record in reversed(history) if record.run_id == run_id), None)
-        if newest is None or newest.tool != tool or newest.unknown_tool is None:
+        for newest in reversed(history):
+            if newest.run_id == run_id:
+                if newest.tool != tool or newest.unknown_tool is None:
+                    return None
+                break
+        else:
             return None
     scoped = [record for record in history if record.run_id == run_id]
     if not scoped:

@@ -85,7 +85,7 @@ class Engine:
         Raises:
             EventError: the event does not fit the schema; ``state`` is unchanged.
         """
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):
             raise EventError(f"an event must be an object, got {type(event).__name__}")
         kind = event.get("type")
         if kind == "tool_call":
@@ -122,12 +122,13 @@ class Engine:
         tool = normalize_tool_name(event.get("tool_name"))
         args = event.get("args", UNDEFINED)
         call_hash = args_hash(tool, args)
+        call_key = hash_key(call_hash)
         session_id = event.get("session_id")
         has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
 
         detection: Detection | None = None
         if has_session_key and settings.enabled is True:
-            detection = detect(state, run_id, tool, call_hash, is_known_poll(tool, args), settings)
+            detection = detect(state, run_id, tool, call_hash, is_known_poll(tool, args), settings, call_key)
         follows = event.get("outcome_follows") is True
 
         if detection is not None and detection.level == CRITICAL:
@@ -150,7 +151,8 @@ class Engine:
                 decision = "warn"
         recorded_call = has_session_key and settings.enabled is not False
         if recorded_call:
-            state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref), settings.history_size)
+            state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key),
+                         settings.history_size)
         verdict: dict[str, Any] = {
             "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": decision,
             "detection": detection.as_dict() if detection is not None else {"stuck": False},

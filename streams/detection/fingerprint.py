@@ -64,7 +64,7 @@ def normalize_tool_name(name: Any) -> str:
 
 def args_hash(tool: str, args: Any) -> str:
     """Spec §4.2: ``<normalised tool>:<digest of the canonical args>``."""
-    return tool + ":" + digest(args)
+    return digest(args, tool + ":")
 
 
 # ----------------------------------------------------------------- outcome rules
@@ -227,7 +227,7 @@ def outcome_hash(profile: OutcomeProfile, result: Any, error: Any) -> str | None
         no result and for the detector's own veto (``tool-loop`` block).
     """
     if error is not None:
-        return "error:" + digest(error_text(error))
+        return digest(error_text(error), "error:")
     if result is None or result is UNDEFINED:
         return None
     if not isinstance(result, dict):
