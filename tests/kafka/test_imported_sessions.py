@@ -30,6 +30,10 @@ def _imported_events() -> list[dict]:
     events: list[dict] = []
     for fmt in ("openclaw", "claude-code", "codex", "swe-agent"):
         events.extend(import_paths(fmt, [FIXTURES / fmt]))
+    # The small fixtures hold few loops: retry one imported call the way a stuck agent would.
+    call = next(e for e in events if e["type"] == "tool_call" and e.get("result") is not None)
+    events.extend({**call, "event_id": f"{call['event_id']}:retry{n}", "tool_call_id": f"retry-{n}"}
+                  for n in range(7))
     return events
 
 
