@@ -3,9 +3,9 @@ PY := .venv/bin/python
 
 .PHONY: venv kafka-start kafka-stop test run
 
-# Re-install only when pyproject.toml changed since the last install (stamp file).
+# Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
-.venv/.installed: pyproject.toml
+.venv/.installed: pyproject.toml setup.py streams/detection/_canonical.c
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
