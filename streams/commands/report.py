@@ -44,25 +44,17 @@ def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple
         import os
         records = _file_events(paths, sum(os.path.getsize(p) for p in paths if p != "-"))
     else:
-        try:
-            records = _session_events(fmt, paths)
-            out = []
-            for path, position, event, error in records:
-                if event is None:
-                    bad[0] += 1
-                    click.echo(f"loopwatch report: {path}:{position}: skipped: {error}", err=True)
-                else:
-                    out.append((path, position, event))
-            return out
-        except (ValueError, FileNotFoundError) as exc:
-            raise click.UsageError(str(exc)) from None
+        records = _session_events(fmt, paths)
     out = []
-    for path, position, event, error in records:
-        if event is None:
-            bad[0] += 1
-            click.echo(f"loopwatch report: {path}:{position}: skipped: {error}", err=True)
-        else:
-            out.append((path, position, event))
+    try:  # importers raise while iterating, for a path of the wrong kind
+        for path, position, event, error in records:
+            if event is None:
+                bad[0] += 1
+                click.echo(f"loopwatch report: {path}:{position}: skipped: {error}", err=True)
+            else:
+                out.append((path, position, event))
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.UsageError(str(exc)) from None
     return out
 
 
