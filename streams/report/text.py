@@ -54,7 +54,10 @@ def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]
     if not t.detections:
         out.append("  detections: none")
         return out
-    out.append(f"  detections: {t.detection_count}")
+    # "Flagged" is what OpenClaw acts on; a suppressed warning is a detection it logs nowhere.
+    flagged = t.warnings_emitted + t.blocks + t.aborts
+    out.append(f"  detections: {t.detection_count} ({flagged} flagged: warned, blocked or aborted; "
+               f"{t.warnings_suppressed} suppressed by OpenClaw's warning dedupe)")
     for detector, level, actions in t.by_detector():
         out.append(f"    {detector:<26} {level:<9} {_action_summary(actions)}")
     for run in session.runs.values():

@@ -15,7 +15,7 @@ def test_session_blocks(sensitive_records):
     assert lines[0] == "loopwatch report: 4 sessions, 5 runs, 26 calls (config: sensitive.json)"
     assert lines[1] == "paths relative to rec"
     s1 = lines[lines.index("session s1"):lines.index("session s2")]
-    assert s1[:4] == ["session s1", "  file: s1.jsonl", "  1 run, 6 calls", "  detections: 3"]
+    assert s1[:4] == ["session s1", "  file: s1.jsonl", "  1 run, 6 calls", "  detections: 3 (1 flagged: warned, blocked or aborted; 2 suppressed by OpenClaw's warning dedupe)"]
     assert "    generic_repeat             critical  1 block" in s1
     assert "    generic_repeat             warning   2 suppressed" in s1
     assert "    s1.jsonl:20  exec  generic_repeat critical block  count 5" in s1
