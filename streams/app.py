@@ -22,71 +22,82 @@ Topics and keys
   The runner's order is kept only if its keyless records share one input
   partition; key your records.
 * The state table ``states`` (changelog ``<app_id>-states-changelog``,
-  compacted): key = state key, value = :class:`streams.processor.Entry`
-  bytes = msgpack ``[2, SessionState.to_bytes(), {tp: [[offset, verdict bytes], ...]}]``.
-  Decoded entries are cached in process (an entry is decoded from the table
-  only on a cache miss); the cache is dropped on every rebalance. Keys idle
-  for ``state_ttl_s`` are deleted (a tombstone in the changelog) by a timer.
+  compacted): key = state key, value = ``SessionState.to_bytes()``
+  (:func:`streams.processor.encode_state`; the entries of earlier versions,
+  msgpack ``[1|2, state bytes, verdicts]``, are still read). Decoded states
+  are cached in process (decoded from the table only on a cache miss); the
+  cache is dropped on every rebalance. Keys idle for ``state_ttl_s`` are
+  deleted (a tombstone in the changelog) by a timer.
 
-Batches
--------
-Each agent takes what its stream has buffered: it reads events until the
-stream's queue is empty (or ``batch_max_events``) and handles them as one
-batch, so at low load a batch is the single event that arrived (nothing waits
-for a batch to fill) and under load it is everything that arrived while the
-previous batch was being written. Per batch: every event is applied to its
-key's decoded entry in memory; each touched key's entry is encoded and
-written to the changelog ONCE; all those writes are awaited together; then
-all verdicts and loop events are produced together (their acknowledgements
-are awaited before the next batch's writes, while that batch is computed).
-Events are acked to Faust (their offsets become committable) after their
-batch. One batch at a time per worker (both agents and the expiry timer
-share a lock).
+Processing: per event, then checkpoints (snapshot + offsets)
+------------------------------------------------------------
+Per event, nothing waits for the broker: the event is applied to its key's
+cached state in memory, its verdict (and loop events) are handed to the
+producer at once, the key is marked dirty and the event is kept, un-acked,
+for the next checkpoint. The agents consume their streams with acks off
+(as ``Stream.noack()``), so Faust never commits the offset of an event that
+no checkpoint covers.
 
-No event applied twice, none skipped, no verdict lost (at-least-once + bookkeeping)
-------------------------------------------------------------------------------------
-Each entry carries, per input partition ``tp`` (``"topic:partition"``), the
-offset of the last event applied to it (``SessionState.last_offsets``) and
-the verdict records, as published, of that key's events of ``tp`` handled in
-the batch that last applied one of them (``Entry.verdicts``); both are in the
-same changelog record as the state, so they move together. Per batch:
+A checkpoint runs every ``checkpoint_interval_s`` (timer) and whenever
+``checkpoint_max_events`` events wait for one. It snapshots, in one step
+with no event being handled (both agents, the timers and the rebalance
+handlers share one lock): the send futures of every record published so far,
+the encoded state of every dirty key, and the events handled so far. Then,
+in the background while later events are handled:
 
-1. An event whose offset is ``<= last_offsets[tp]`` is already in the state
-   (re-delivery after a crash or rebalance): it is not applied. If the entry
-   keeps its verdict, those bytes are published again (byte-identical);
-   otherwise its verdict was published before the entry was written (see 3)
-   and nothing is sent.
-2. Otherwise it is applied in memory. Once the whole batch is applied, each
-   touched entry is written (with the verdicts of all its events of this
-   batch, replayed ones included) and the worker **waits for the broker to
-   acknowledge every changelog record of the batch**; only then are the
-   verdicts (and loop events) produced, in event order. So a verdict on the
-   verdicts topic always has its state durable, and is never computed twice:
-   a crash after the write re-delivers events that step 1 answers from the
-   stored bytes.
-3. Before the next batch writes any entry, the worker waits for the
-   acknowledgement of all verdicts and loop events of the previous batch. So
-   when an entry is durable, every event of that key from earlier batches has
-   its verdict published; only this batch's may lack it, and the entry keeps
-   exactly those (a key's verdict bytes per batch are bounded: a key reaching
-   256 KB ends the batch early).
-4. Offsets are committed by Faust only after it flushed the producer (all
-   changelog writes and verdicts above acknowledged), and only for events
-   acked after their batch, so a committed offset never passes an event whose
-   state or verdict is not durable.
+(a) wait until every verdict, loop event, dead letter and rekey forward of
+    the snapshot is acknowledged by the broker (``acks=all``);
+(b) write each snapshotted state to the table (its changelog record goes to
+    the key's partition) and wait for those acknowledgements;
+(c) only then ack the snapshot's events to Faust, whose committer commits
+    their offsets at its next commit (``commit_interval_s``).
 
-Result across a crash (kill -9): every event gets a verdict, none is applied
-twice or skipped, and duplicates on the verdicts topic are byte-identical.
-Keyless records go through the rekey topic; a duplicate forward after a
-crash carries the same origin offset and is skipped in step 1.
+One checkpoint at a time, so a key's snapshots reach the changelog in order.
 
-Cost: per batch, one changelog round trip (acks=all) before its verdicts and
-the previous batch's verdict round trip before its writes, however many
-events it holds; per touched key one state encoding. Faust's
-``exactly_once`` (transactions) would make verdicts visible to
-read_committed consumers only at each transaction commit (commit interval),
-i.e. add the commit interval to every verdict; it is selectable
-(``processing_guarantee``) but not the default.
+Why nothing is lost, applied twice or changed across a crash (kill -9)
+---------------------------------------------------------------------
+Each state carries ``last_offsets[tp]``: the offset of the last event of
+input partition ``tp`` (``"topic:partition"``) applied to it, in the same
+changelog record as the state. The detection engine is deterministic and a
+verdict record is a function of (state, event) alone (no ``verdict_ts``;
+the Kafka record timestamp carries the produce time), so re-applying an event
+to the same state gives byte-identical records.
+
+After a crash the table is restored from the changelog (the last checkpointed
+state of each key) and each input partition resumes at its last committed
+offset, which by (c) is never beyond a checkpoint. For each event then:
+
+1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
+   state, which was written in some checkpoint's step (b), after step (a)
+   acknowledged its verdict: it is skipped, nothing is sent;
+2. otherwise it is not in the state (states are snapshotted whole, so the
+   restored state has exactly the events up to its ``last_offsets``, in
+   order); it is applied, and its verdict is published -- a byte-identical
+   duplicate if it had been published before the crash.
+
+So every event is applied exactly once to the durable state, none is
+skipped, and every event has a verdict (duplicates are identical). Keyless
+records go through the rekey topic; a duplicate forward after a crash
+carries the same origin offset and is skipped by 1. An event that failed
+validation is dead-lettered (again, after a crash) and leaves no trace in the
+state.
+
+Rebalances: when partitions are revoked (Faust's eager protocol: before any
+other member gets them) the worker runs a last checkpoint (a, b) without
+acking, drops its cache and pending events; the next owner skips what that
+checkpoint covered (1) and re-applies the rest (2). A graceful stop runs a
+last full checkpoint before Faust's final commit, so a restart re-sends
+nothing. A failed checkpoint (a send or write not acknowledged) crashes the
+worker: the in-memory states are ahead of the table, and a restart resumes
+from the last checkpoint.
+
+Cost: per event, no broker round trip and no state encoding on the verdict
+path; per checkpoint, one encoding per dirty key and one changelog round trip.
+After a crash up to one checkpoint interval of events is re-applied (and
+their verdicts possibly sent twice). Faust's ``exactly_once`` (transactions)
+would make verdicts visible to read_committed consumers only at each
+transaction commit, i.e. add the commit interval to every verdict; it is
+selectable (``processing_guarantee``) but not the default.
 """
 
 from __future__ import annotations
@@ -101,8 +112,8 @@ import msgpack
 from aiokafka.partitioner import DefaultPartitioner
 
 from . import metrics
-from .detection import Engine, load_config
-from .processor import APPLIED, DEAD_LETTER, Entry, Outcome, Processor, Source
+from .detection import Engine, SessionState, load_config
+from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
 from .settings import WorkerSettings
 
 __all__ = ["Loopwatch", "StateTable", "create_app"]
@@ -111,7 +122,6 @@ log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
-_KEY_BATCH_BYTES = 256 * 1024  # verdict bytes of one key per batch (bounds its changelog record, < 1 MB)
 
 
 class StateTable(faust.Table):
@@ -219,12 +229,16 @@ class Loopwatch:
         self.dead_letters = app.topic(s.dead_letters_topic, **topic)
         self.table: StateTable = app.tables.add(StateTable(
             app, name="states", default=None, key_type=bytes, value_type=bytes, partitions=s.partitions,
-            beacon=app.tables.beacon, help="loopwatch state per key (processor.Entry bytes)",
+            beacon=app.tables.beacon, help="loopwatch state per key (SessionState bytes)",
         ))
 
-        self._cache: dict[bytes, Entry] = {}
-        self._unacked: list[asyncio.Future] = []  # the last batch's verdict and loop-event sends
-        self._lock = asyncio.Lock()  # one batch at a time (both agents, the expiry timer)
+        self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
+        self._dirty: dict[bytes, int] = {}  # key -> changelog partition, changed since the last snapshot
+        self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
+        self._pending: list[tuple[Any, Any]] = []  # (stream, event) handled since the last snapshot, un-acked
+        self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
+        self._failed: BaseException | None = None
+        self._lock = asyncio.Lock()  # one event or snapshot at a time (agents, timers, rebalance)
         self._verdicts_topic = s.verdicts_topic
         self._loop_events_topic = s.loop_events_topic
         self._dead_letters_topic = s.dead_letters_topic
@@ -233,142 +247,152 @@ class Loopwatch:
         self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
         self._partitioner = DefaultPartitioner()
+        self._send: Any = None  # the producer's send, bound once started
+        self._observe_latency = metrics.VERDICT_LATENCY_SECONDS.observe
 
         app.agent(self.input, name=f"{s.app_id}.process")(self._process_input)
         app.agent(self.rekey, name=f"{s.app_id}.process-rekeyed")(self._process_rekeyed)
+        app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
         app.timer(_GAUGE_INTERVAL_S, name=f"{s.app_id}.gauges")(self._update_gauges)
         app.timer(s.expiry_interval_s, name=f"{s.app_id}.expire")(self._expire_idle)
         app.task(self._on_start)
-        app.on_partitions_revoked.connect(self._on_rebalance)
-        app.on_partitions_assigned.connect(self._on_rebalance)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_before_shutdown.connect(self._on_shutdown)
 
     # ------------------------------------------------------------------ agents
 
     async def _process_input(self, stream: Any) -> None:
-        await self._consume(stream, rekeyed=False)
+        await self._consume(stream, self._handle_input)
 
     async def _process_rekeyed(self, stream: Any) -> None:
-        await self._consume(stream, rekeyed=True)
+        await self._consume(stream, self._handle_rekeyed)
 
-    async def _consume(self, stream: Any, rekeyed: bool) -> None:
-        """Natural batching: each batch is what the stream has buffered when the previous one is done.
-
-        At low load a batch is the one event that arrived (no waiting for more);
-        under load it is everything that arrived while the previous batch was
-        being written and published (up to ``batch_max_events``). Events are
-        acked (offsets committable) only after their batch is handled.
-        """
-        stream.enable_acks = False  # acked below, after the batch; as Stream.take() does
-        queue = stream.channel.queue
-        limit = self.settings.batch_max_events
-        batch: list[Any] = []
+    async def _consume(self, stream: Any, handle: Any) -> None:
+        """Handle each event at once; ack it only at the checkpoint that covers it (module docstring)."""
+        stream.enable_acks = False  # as Stream.noack(): acked by the checkpoint
+        lock = self._lock
+        limit = self.settings.checkpoint_max_events
+        if self._send is None:
+            self._send = (await self.app.maybe_start_producer()).send
         async for event in stream.events():
-            batch.append(event)
-            if len(batch) < limit and not queue.empty():
-                continue
-            # Not acked if the batch fails: their offsets are never committed, so they are
-            # delivered again (to this worker after a restart, or to the next owner).
-            await self.handle_batch(batch, rekeyed)
-            for handled in batch:
-                await stream.ack(handled)
-            batch = []
+            async with lock:
+                await handle(event.message)
+                pending = self._pending
+                pending.append((stream, event))
+                if len(pending) >= limit:
+                    checkpoint = self._checkpoint
+                    if checkpoint is not None and not checkpoint.done():
+                        await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
+                    self._start_checkpoint()
 
-    async def handle_batch(self, events: list[Any], rekeyed: bool = False) -> None:
-        """Handle a batch of Faust events of one stream (see the module docstring)."""
-        async with self._lock:
-            start = 0
-            while start < len(events):
-                start = await self._run_batch(events, start, rekeyed)
+    async def _handle_input(self, message: Any) -> None:
+        key, raw = message.key, message.value
+        source = Source(message.topic, message.partition, message.offset)
+        self._positions[(message.topic, message.partition)] = message.offset
+        event, dead = self.processor.decode(raw, key, source)
+        if dead is not None:
+            await self._publish_dead(dead)
+        elif not key:
+            await self._forward(event, source, raw, message.timestamp)
+        else:
+            await self._apply(key, event, source, raw, message.partition, message.timestamp)
 
-    async def _run_batch(self, events: list[Any], start: int, rekeyed: bool) -> int:
-        """Handle ``events[start:]`` (up to a key's byte budget) as one batch; return where it stopped."""
-        processor = self.processor
-        apply = processor.apply
-        cache = self._cache
-        producer = await self.app.maybe_start_producer()
-        send = producer.send
-        verdicts_topic = self._verdicts_topic
-        loop_events_topic = self._loop_events_topic
-        positions = self._positions
-        last_seen = self._last_seen
-        touched: dict[bytes, tuple[Entry, int]] = {}  # key -> (entry, changelog partition), written below
-        handled: list[Entry] = []
-        outputs: list[tuple[bytes | None, bytes, list[bytes]]] = []  # (key, verdict, loop events), in order
-        latencies: list[float] = []
-        now = time.monotonic()
-        stop = len(events)
-        index = start
+    async def _handle_rekeyed(self, message: Any) -> None:
+        item = await self._unwrap(message)
+        if item is not None:
+            key, event, source, raw, timestamp = item
+            await self._apply(key, event, source, raw, message.partition, timestamp)
+
+    async def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
+                     partition: int, timestamp: float | None) -> None:
+        """Apply one event to its key's state and publish its verdict and loop events (no wait)."""
+        self._last_seen[key] = time.monotonic()
+        state = self._cache.get(key)
+        if state is None:
+            state = self._load(key)
+        outcome = self.processor.apply(key, event, source, state, raw)
+        kind = outcome.kind
+        if kind == APPLIED:
+            self._dirty[key] = partition
+            send, outputs = self._send, self._outputs
+            outputs.append(await send(self._verdicts_topic, key, outcome.verdict, None, None, None))
+            for value in outcome.loop_events:
+                outputs.append(await send(self._loop_events_topic, key, value, None, None, None))
+            event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
+            sent_ms = event_ts if isinstance(event_ts, (int, float)) else (timestamp or 0) * 1000.0
+            if sent_ms:
+                self._observe_latency(max(0.0, time.time() - sent_ms / 1000.0))
+        elif kind == DEAD_LETTER:
+            await self._publish_dead(outcome)
+
+    # ------------------------------------------------------------- checkpoints
+
+    def _snapshot(self) -> tuple[list[asyncio.Future], list[tuple[bytes, bytes, int]], list[tuple[Any, Any]]]:
+        """Sends, dirty states (encoded) and events so far; call with the lock held, no await."""
+        outputs, self._outputs = self._outputs, []
+        pending, self._pending = self._pending, []
+        dirty, self._dirty = self._dirty, {}
+        cache, engine = self._cache, self.processor.engine
+        min_calls = engine.config.smallest_warning_threshold
+        writes = [(key, cache[key].to_bytes(min_calls), partition) for key, partition in dirty.items()]
+        return outputs, writes, pending
+
+    def _start_checkpoint(self) -> None:
+        """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
+        if self._checkpoint is not None and not self._checkpoint.done():
+            return
+        if self._failed is not None or not (self._pending or self._outputs or self._dirty):
+            return
+        self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
+
+    async def _run_checkpoint(self, outputs: list[asyncio.Future], writes: list[tuple[bytes, bytes, int]],
+                              pending: list[tuple[Any, Any]], ack: bool = True) -> None:
+        """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
+        started = time.perf_counter()
         try:
-            for index in range(start, stop):
-                message = events[index].message
-                if rekeyed:
-                    item = await self._unwrap(message)
-                    if item is None:
-                        continue
-                    key, event, source, raw, timestamp = item
-                else:
-                    key, raw, timestamp = message.key, message.value, message.timestamp
-                    source = Source(message.topic, message.partition, message.offset)
-                    positions[(message.topic, message.partition)] = message.offset
-                    event, dead = processor.decode(raw, key, source)
-                    if dead is not None:
-                        await self._publish_dead(dead)
-                        continue
-                    if not key:
-                        await self._forward(event, source, raw, timestamp)
-                        continue
-                last_seen[key] = now
-                entry = cache.get(key)
-                if entry is None:
-                    entry = self._entry(key)
-                elif entry.batch_bytes >= _KEY_BATCH_BYTES:
-                    break  # this key's changelog record is big enough: write it, go on in a new batch
-                outcome = apply(key, event, source, entry, raw)
-                kind = outcome.kind
-                if kind == APPLIED:
-                    touched[key] = (entry, message.partition)
-                    record = outcome.record
-                    event_ts = record.get("event_ts")
-                    latencies.append(event_ts if isinstance(event_ts, (int, float)) else (timestamp or 0) * 1000.0)
-                elif kind == DEAD_LETTER:
-                    await self._publish_dead(outcome)
-                    continue
-                if outcome.verdict is not None:
-                    outputs.append((key, outcome.verdict, outcome.loop_events))
-                if entry.batch is not None:
-                    handled.append(entry)
-            else:
-                index = stop
-
-            # Step 3: the previous batch's verdicts acknowledged before any new state write.
-            previous, self._unacked = self._unacked, []
-            if previous:
-                await asyncio.gather(*previous)
-            # Step 2: one changelog record per touched key, all acknowledged before any verdict.
-            writes = await self.table.put_many(
-                [(key, entry.to_bytes(), partition) for key, (entry, partition) in touched.items()])
-            for entry in handled:
-                entry.seal()
+            if outputs:
+                await asyncio.gather(*outputs)  # (a) every record published so far acknowledged
             if writes:
-                await asyncio.gather(*writes)
-        except BaseException:
-            for key in touched:  # the cached entries are ahead of the table
-                cache.pop(key, None)
-            for entry in handled:
-                entry.seal()
+                await asyncio.gather(*await self.table.put_many(writes))  # (b) the states acknowledged
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._fail(exc)
             raise
-        unacked = self._unacked
-        for key, verdict, loop_values in outputs:
-            unacked.append(await send(verdicts_topic, key, verdict, None, None, None))
-            for value in loop_values:
-                unacked.append(await send(loop_events_topic, key, value, None, None, None))
-        if latencies:
-            observe = metrics.VERDICT_LATENCY_SECONDS.observe
-            wall = time.time() * 1000.0
-            for sent_ms in latencies:
-                if sent_ms:
-                    observe(max(0.0, (wall - sent_ms) / 1000.0))
-        return index
+        # (c) offsets committable; not while partitions move (Faust dropped their bookkeeping:
+        # the events go to the next owner, which skips what this checkpoint wrote).
+        if ack and not self.app.rebalancing:
+            generation = self.app.consumer_generation_id
+            for stream, event in pending:
+                if event.message.generation_id == generation:
+                    await stream.ack(event)
+        metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failed is None:
+            self._failed = exc
+            log.error("loopwatch: checkpoint failed, stopping (a restart resumes from the last checkpoint): %r",
+                      exc)
+            asyncio.ensure_future(self.app.crash(exc))
+
+    async def _checkpoint_tick(self) -> None:
+        async with self._lock:
+            self._start_checkpoint()
+
+    async def _final_checkpoint(self, ack: bool) -> None:
+        """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
+        if self._checkpoint is not None:
+            await asyncio.wait([self._checkpoint])
+            self._checkpoint = None
+        if self._failed is None and (self._pending or self._outputs or self._dirty):
+            await self._run_checkpoint(*self._snapshot(), ack=ack)
+
+    def _load(self, key: bytes) -> SessionState:
+        """The decoded state of ``key``, from the table (cached)."""
+        stored = self.table.get(key)
+        state = decode_state(stored) if stored else SessionState()
+        self._cache[key] = state
+        return state
 
     async def _unwrap(self, message: Any) -> tuple[bytes, dict[str, Any], Source, bytes, float | None] | None:
         """A rekey record's (key, event, origin source, raw, timestamp); None if dead-lettered."""
@@ -392,21 +416,11 @@ class Loopwatch:
         state_key = self.processor.state_key(None, event)
         envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp],
                                  use_bin_type=True)
-        producer = await self.app.maybe_start_producer()
-        await producer.send(self._rekey_topic, state_key, envelope, None, None, None)
+        self._outputs.append(await self._send(self._rekey_topic, state_key, envelope, None, None, None))
 
     async def _publish_dead(self, outcome: Outcome) -> None:
-        producer = await self.app.maybe_start_producer()
-        await producer.send(self._dead_letters_topic, outcome.key, outcome.dead_letter, None, None, None)
-
-    def _entry(self, key: bytes) -> Entry:
-        """The decoded entry of ``key``: from the cache, else decoded from the table once."""
-        entry = self._cache.get(key)
-        if entry is None:
-            stored = self.table.get(key)
-            entry = Entry.from_bytes(stored) if stored else Entry()
-            self._cache[key] = entry
-        return entry
+        self._outputs.append(
+            await self._send(self._dead_letters_topic, outcome.key, outcome.dead_letter, None, None, None))
 
     # ------------------------------------------------------ timers and signals
 
@@ -425,11 +439,35 @@ class Loopwatch:
         for topic in (self.verdicts, self.loop_events, self.dead_letters):
             await topic.maybe_declare()
 
-    async def _on_rebalance(self, *args: Any, **kwargs: Any) -> None:
-        # Decoded entries may be stale once partitions move; the table is the truth.
-        self._cache.clear()
-        self._last_seen.clear()
+    async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
+        """Partitions move: checkpoint the states (no acks, see the module docstring), drop the cache."""
+        async with self._lock:
+            try:
+                await self._final_checkpoint(ack=False)
+            except Exception as exc:  # the next owner re-applies from the previous checkpoint
+                log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
+            self._drop()
+
+    async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
+        async with self._lock:
+            self._drop()  # the table is the truth
         self._tune_fetcher()
+
+    async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
+        """Graceful stop: a last checkpoint, acked, before Faust's final commit (a restart re-sends nothing)."""
+        async with self._lock:
+            try:
+                await self._final_checkpoint(ack=True)
+            except Exception as exc:
+                log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
+            self._drop()
+
+    def _drop(self) -> None:
+        self._cache.clear()
+        self._dirty.clear()
+        self._pending.clear()
+        self._outputs.clear()
+        self._last_seen.clear()
 
     def _tune_fetcher(self) -> None:
         """Set aiokafka's prefetch backoff and fetch max wait (see ``WorkerSettings``); Faust has no knob for them."""
@@ -457,7 +495,9 @@ class Loopwatch:
 
     async def _expire_idle(self) -> None:
         """Delete keys idle for ``state_ttl_s`` (OpenClaw's idle prune), with changelog tombstones."""
-        async with self._lock:  # not between a batch's state writes and its verdicts
+        async with self._lock:
+            if self._checkpoint is not None and not self._checkpoint.done():
+                return  # its state writes must not land after a tombstone: next time
             self._expire_idle_now()
 
     def _expire_idle_now(self) -> None:
@@ -465,6 +505,8 @@ class Loopwatch:
         active = self._active_partitions()
         ttl = self.settings.state_ttl_s
         for key in list(self.table.data.keys()):
+            if key in self._dirty:
+                continue
             seen = self._last_seen.setdefault(key, now)  # recovered keys: idle since now
             if now - seen < ttl:
                 continue

@@ -114,7 +114,7 @@ class Verdict:
             module docstring).
         record: the full verdict record as published by the worker (see
             :mod:`streams.processor`: ``decision``, ``detection``, ``warning``,
-            ``guard``, ``evidence``, ``verdict_ts``, ...); ``None`` on a timeout.
+            ``guard``, ``evidence``, ...); ``None`` on a timeout.
         timed_out: True when no verdict arrived within the timeout.
         latency_s: seconds from just before the event was sent to the verdict's
             arrival (or to the timeout).

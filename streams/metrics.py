@@ -21,6 +21,7 @@ __all__ = [
     "ACTIVE_KEYS",
     "CONSUMER_LAG",
     "REDELIVERED",
+    "CHECKPOINT_SECONDS",
     "METRIC_NAMES",
 ]
 
@@ -72,6 +73,12 @@ REDELIVERED = Counter(
     registry=REGISTRY,
 )
 
+CHECKPOINT_SECONDS = Histogram(
+    "loopwatch_checkpoint_seconds",
+    "Duration of a state checkpoint (outputs acknowledged, dirty states written and acknowledged), in seconds.",
+    buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+)
+
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
@@ -79,6 +86,6 @@ METRIC_NAMES = frozenset(
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix
-    for metric in (ENGINE_SECONDS, VERDICT_LATENCY_SECONDS)
+    for metric in (ENGINE_SECONDS, VERDICT_LATENCY_SECONDS, CHECKPOINT_SECONDS)
     for suffix in ("_bucket", "_sum", "_count")
 ) | {ACTIVE_KEYS._name, CONSUMER_LAG._name}

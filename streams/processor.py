@@ -5,9 +5,9 @@
 * :meth:`Processor.decode` -- record value -> event, or a dead letter;
 * :meth:`Processor.state_key` -- the record key, else the key derived from the
   event (:func:`streams.keys.partition_key`);
-* :meth:`Processor.apply` -- one event against the :class:`Entry` of its key:
-  the engine's verdict as a verdict record, its loop events, and the updated
-  entry; or, for an event the entry already contains, the stored verdict again.
+* :meth:`Processor.apply` -- one event against the :class:`SessionState` of
+  its key: the engine's verdict as a verdict record and its loop events, the
+  state updated in place; or nothing for an event the state already contains.
 
 Record shapes (values encoded with the output codec, msgpack by default;
 dead letters always msgpack because they carry raw bytes):
@@ -17,35 +17,36 @@ dead letters always msgpack because they carry raw bytes):
     {event_id, key, run_id, session_id, tool_call_id, [event_ts],
      source: {topic, partition, offset}, [event_source],
      <every field of the engine's verdict: type, verdict, decision, detection, ...,
-      evidence: [[event_id, partition, offset], ...]>,
-     verdict_ts}
+      evidence: [[event_id, partition, offset], ...]>}
 
   ``event_ts`` is the event's ``ts`` (epoch ms) when it has one;
-  ``event_source`` is the event's own ``source`` (importers' file position);
-  ``verdict_ts`` is epoch ms when the verdict was made.
+  ``event_source`` is the event's own ``source`` (importers' file position).
+  The time the verdict was produced is the Kafka record's timestamp.
 * loop event (``loopwatch.loop-events``), one per detection that warns
   (emitted), is suppressed, blocks, or aborts (post-compaction guard)::
 
     {detector, level, action (warn|suppressed|block|abort), count, message,
      warning_key, tool_name, run_id, session_id, key, event_id, evidence,
-     source: {topic, partition, offset}, event_ts, verdict_ts}
+     source: {topic, partition, offset}, event_ts}
 
 * dead letter (``loopwatch.dead-letters``)::
 
     {reason_class (decode|schema|error), reason, source: {topic, partition, offset},
      key: bin|None, value: bin}
 
-Everything here is deterministic given the input and the clock, and a loop
-event is a function of its verdict record, so a verdict re-emitted from an
-:class:`Entry` comes with byte-identical loop events.
+Determinism: a verdict record and its loop events are a function of (state,
+event, key, source) only -- no clock, no counter -- so applying the same event
+to the same state yields byte-identical records. The worker's crash recovery
+relies on it (:mod:`streams.app`): events after the last checkpoint are
+re-applied to the checkpointed state and their verdicts, if they had been
+published before the crash, are published again identically.
 """
 
 from __future__ import annotations
 
-import time
 from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import msgpack
 
@@ -57,15 +58,15 @@ from .replay import detection_action, verdict_record
 
 __all__ = [
     "Source",
-    "Entry",
     "Outcome",
     "Processor",
     "APPLIED",
-    "REPLAYED",
     "SKIPPED",
     "DEAD_LETTER",
     "loop_events",
     "encode_dead_letter",
+    "encode_state",
+    "decode_state",
 ]
 
 EVENTS_BY_TYPE = metrics.EVENTS
@@ -73,11 +74,9 @@ VERDICTS_BY_NAME = metrics.VERDICTS
 
 # What apply() did with an event.
 APPLIED = "applied"          # applied to the state; new verdict
-REPLAYED = "replayed"        # already in the state and the last one of its partition: stored verdict again
-SKIPPED = "skipped"          # already in the state, verdict known to be published: nothing to send
+SKIPPED = "skipped"          # already in the state (its verdict was published before the checkpoint): nothing to send
 DEAD_LETTER = "dead_letter"  # not an event (decode) or not a valid one (schema)
 
-_ENTRY_VERSION = 2
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -98,75 +97,28 @@ class Source:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
 
 
-class Entry:
-    """What the state table holds for one key: the session state and the verdicts of its last write.
+def encode_state(state: SessionState, engine: Engine) -> bytes:
+    """The state table value of ``state``: ``SessionState.to_bytes`` (full result hashes only where printable)."""
+    return state.to_bytes(engine.config.smallest_warning_threshold)
 
-    ``state.last_offsets[tp]`` is the offset of the last event applied from
-    input partition ``tp``. ``verdicts[tp]`` is the list ``[[offset, verdict
-    bytes], ...]`` of the events of ``tp`` handled in the batch that last
-    applied an event of ``tp`` to this key (the worker writes an entry once
-    per batch): every verdict whose publication the write does not yet
-    guarantee, so that a re-delivered copy of any of them can be answered
-    byte-identically. Serialised as msgpack ``[2, state.to_bytes(), verdicts]``
-    (format 1, ``{tp: last verdict bytes}``, is still read).
 
-    Batches: :meth:`Processor.apply` adds to the current batch; :meth:`seal`
-    ends it (the worker calls it once the entry is written). The first event
-    of ``tp`` applied in a batch replaces ``verdicts[tp]`` by the batch's list
-    (which also holds the stored verdicts replayed earlier in the batch): the
-    verdicts it drops were published before this write (module
-    :mod:`streams.app`, step 3).
+def decode_state(data: bytes) -> SessionState:
+    """Inverse of :func:`encode_state`; also reads the entries of earlier worker versions.
+
+    Earlier versions stored msgpack ``[1 | 2, state bytes, stored verdicts]``;
+    their stored verdicts are not needed any more (see :mod:`streams.app`).
+    Raises ``ValueError`` for anything else.
     """
-
-    __slots__ = ("state", "verdicts", "batch", "batch_bytes")
-
-    def __init__(self, state: SessionState | None = None,
-                 verdicts: dict[str, list[list[Any]]] | None = None) -> None:
-        self.state = state if state is not None else SessionState()
-        self.verdicts = verdicts if verdicts is not None else {}
-        self.batch: dict[str, list[list[Any]]] | None = None  # tp -> [[offset, verdict], ...] of this batch
-        self.batch_bytes = 0  # verdict bytes applied in this batch (bounds the changelog record)
-
-    def to_bytes(self) -> bytes:
-        return _pack([_ENTRY_VERSION, self.state.to_bytes(), self.verdicts])
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "Entry":
-        """Inverse of :meth:`to_bytes`. Raises ``ValueError`` for anything else."""
+    if data[:1] == b"\x93":  # a 3-element msgpack array: [version, state bytes, verdicts] (a state has 7)
         doc = msgpack.unpackb(data, raw=False)
-        if not isinstance(doc, list) or len(doc) != 3 or doc[0] not in (1, _ENTRY_VERSION):
-            raise ValueError("not a loopwatch state table entry (unknown format version)")
-        state = SessionState.from_bytes(doc[1])
-        if doc[0] == 1:  # {tp: verdict of the last offset}
-            last = state.last_offsets
-            return cls(state, {tp: [[last[tp], v]] for tp, v in doc[2].items() if tp in last})
-        return cls(state, dict(doc[2]))
-
-    def stored_verdict(self, tp: str, offset: int) -> bytes | None:
-        """The stored verdict of the event at ``offset`` of ``tp``, if this entry keeps it."""
-        for item in reversed(self.verdicts.get(tp, ())):
-            if item[0] == offset:
-                return item[1]
-        return None
-
-    def _batch_list(self, tp: str) -> list[list[Any]]:
-        batch = self.batch
-        if batch is None:
-            batch = self.batch = {}
-        items = batch.get(tp)
-        if items is None:
-            items = batch[tp] = []
-        return items
-
-    def seal(self) -> None:
-        """End the current batch: the entry as it is now has been written."""
-        self.batch = None
-        self.batch_bytes = 0
+        if doc[0] in (1, 2) and isinstance(doc[1], bytes):
+            return SessionState.from_bytes(doc[1])
+    return SessionState.from_bytes(data)
 
 
 @dataclass(slots=True)
 class Outcome:
-    """What to publish for one record, and whether the entry changed.
+    """What to publish for one record, and whether the state changed.
 
     ``verdict``/``loop_events``/``dead_letter`` are encoded record values;
     ``record`` the verdict as a dict (None when not applied now).
@@ -195,7 +147,7 @@ def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     base = {
         "run_id": record.get("run_id"), "session_id": record.get("session_id"), "key": record.get("key"),
         "event_id": record.get("event_id"), "evidence": record.get("evidence", []),
-        "source": record.get("source"), "event_ts": record.get("event_ts"), "verdict_ts": record.get("verdict_ts"),
+        "source": record.get("source"), "event_ts": record.get("event_ts"),
     }
     detection = record.get("detection")
     if detection and detection.get("stuck"):
@@ -216,27 +168,24 @@ def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class Processor:
-    """Applies events to entries and builds the records to publish.
+    """Applies events to session states and builds the records to publish.
 
     Arguments:
         engine: the detection engine (with the loop-detection config).
         key_by: how to derive the state key of a record without a Kafka key
             (``run`` or ``session``, see :mod:`streams.keys`).
         codec: ``msgpack`` or ``json``, the encoding of verdicts and loop events.
-        clock: epoch seconds, for ``verdict_ts``.
     """
 
-    __slots__ = ("engine", "key_by", "codec", "clock", "_encode", "_decode", "_events", "_verdicts",
+    __slots__ = ("engine", "key_by", "codec", "_encode", "_decode", "_events", "_verdicts",
                  "_engine_seconds", "_redelivered")
 
-    def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack") -> None:
         if codec not in ("msgpack", "json"):
             raise ValueError(f"codec must be msgpack or json, got {codec!r}")
         self.engine = engine
         self.key_by = key_by
         self.codec = codec
-        self.clock = clock
         self._encode = _pack if codec == "msgpack" else encode_json
         self._decode = decode_event
         # metric children bound once (a labels() lookup per event costs more than the increment)
@@ -267,34 +216,25 @@ class Processor:
 
     # ---------------------------------------------------------------- applying
 
-    def apply(self, key: bytes, event: Mapping[str, Any], source: Source, entry: Entry,
+    def apply(self, key: bytes, event: Mapping[str, Any], source: Source, state: SessionState,
               raw: bytes | None = None) -> Outcome:
-        """Apply one event to ``entry`` (changed in place when the outcome is APPLIED).
+        """Apply one event to ``state`` (changed in place when the outcome is APPLIED).
 
-        An event whose offset is not above ``entry.state.last_offsets[source.tp]``
-        is already in the state (re-delivered after a crash or rebalance): it is
-        not applied again; if the entry keeps its verdict (it was handled in the
-        entry's last written batch) that verdict is returned again (REPLAYED),
-        else nothing (SKIPPED: its verdict was published before this entry was
-        written, see :mod:`streams.app`). Both count as handled in the current
-        batch of ``entry`` (see :class:`Entry`).
+        An event whose offset is not above ``state.last_offsets[source.tp]``
+        is already in the state (re-delivered after a crash or rebalance): it
+        is not applied again and nothing is returned to publish (SKIPPED; the
+        worker published and acknowledged its verdict before it checkpointed
+        that state, see :mod:`streams.app`).
         An event the engine rejects is dead-lettered with reason class ``schema``
-        (an unexpected engine failure with ``error``); ``entry`` is then unchanged.
+        (an unexpected engine failure with ``error``); ``state`` is then unchanged.
+        The verdict and loop-event records are a function of (state, event,
+        key, source): the same event applied to the same state gives the same bytes.
         """
-        state = entry.state
         tp = source.tp
         offset = source.offset
         last = state.last_offsets.get(tp)
         if last is not None and offset <= last:
             self._redelivered.inc()
-            stored = entry.stored_verdict(tp, offset)
-            if stored is not None:
-                items = entry._batch_list(tp)
-                if items is not entry.verdicts.get(tp):  # else it is in there already
-                    items.append([offset, stored])
-                record = self._decode_record(stored)
-                return Outcome(REPLAYED, key, verdict=stored,
-                               loop_events=[self._encode(e) for e in loop_events(record)])
             return Outcome(SKIPPED, key)
 
         ref = [event.get("event_id"), source.partition, offset]
@@ -312,13 +252,8 @@ class Processor:
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = {"topic": source.topic, "partition": source.partition, "offset": offset}
-        record["verdict_ts"] = int(self.clock() * 1000)
         encoded = self._encode(record)
         state.last_offsets[tp] = offset
-        items = entry._batch_list(tp)
-        items.append([offset, encoded])
-        entry.verdicts[tp] = items
-        entry.batch_bytes += len(encoded)
         self._child(self._events, EVENTS_BY_TYPE, event.get("type")).inc()
         self._child(self._verdicts, VERDICTS_BY_NAME, record["verdict"]).inc()
         detection = record.get("detection")
@@ -336,9 +271,6 @@ class Processor:
         if child is None:
             child = cache[label] = metric.labels(str(label))
         return child
-
-    def _decode_record(self, data: bytes) -> dict[str, Any]:
-        return decode_event(data)
 
     @staticmethod
     def _count_detections(events: list[dict[str, Any]]) -> None:

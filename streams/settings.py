@@ -8,9 +8,10 @@ default. List-valued settings take a comma-separated string in the
 environment (``LOOPWATCH_INPUT_TOPICS=a,b``) or a JSON list.
 
 Latency-relevant defaults (runners wait for each verdict): producer linger 0 ms,
-``acks=all`` (the no-double-apply design relies on acknowledged writes, see
-:mod:`streams.app`), commit interval 0.5 s (commits are off the hot path; a
-shorter interval only shortens the re-delivery window after a crash).
+``acks=all`` (the checkpoint design relies on acknowledged writes, see
+:mod:`streams.app`), checkpoint interval and commit interval 0.5 s (both off
+the verdict path; shorter intervals only shorten the re-applied input after a
+crash).
 """
 
 from __future__ import annotations
@@ -128,11 +129,17 @@ class WorkerSettings(BaseSettings):
     stream_buffer_maxsize: int = Field(
         4096, ge=1, description="Records buffered per stream before the consumer pauses fetching.",
     )
-    batch_max_events: int = Field(
-        1000, ge=1,
-        description="Most events handled as one batch (one state write per key, verdicts published together). "
-                    "A batch is whatever is buffered when the previous one is done, so at low load it is one "
-                    "event and nothing waits for a batch to fill.",
+    checkpoint_interval_s: float = Field(
+        0.5, gt=0,
+        description="Seconds between state checkpoints: wait for the verdicts published so far, write the changed "
+                    "states to the changelog, then let their input offsets be committed. Off the verdict path; "
+                    "after a crash up to this much input is re-applied (its verdicts may be sent again, "
+                    "byte-identical).",
+    )
+    checkpoint_max_events: int = Field(
+        10000, ge=1,
+        description="Events handled since the last checkpoint that start one at once (bounds the memory "
+                    "and the re-applied input after a crash under load).",
     )
     fetch_backoff_ms: float = Field(
         1.0, ge=0,

@@ -192,7 +192,7 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
             seen[event_id] = record
             if event_id in sent_at:
                 latencies.append(time.time() - sent_at[event_id])
-            click.echo(f"[{len(seen):>4}] {format_verdict(record)}")
+            click.echo(f"[{len(seen):>4}] {format_verdict(record, message.timestamp)}")
             if out is not None:
                 out.write(json.dumps(json_safe(record), ensure_ascii=False) + "\n")
                 out.flush()

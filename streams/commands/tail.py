@@ -41,8 +41,13 @@ def _short(text: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def format_verdict(record: Mapping[str, Any]) -> str:
-    """One line for a verdict record: time, run, event type/tool, VERDICT, detector level xcount."""
+def _time_of(record: Mapping[str, Any], ts: Any) -> Any:
+    # the Kafka record timestamp (produce time); verdict_ts in records of earlier workers
+    return ts if ts is not None else record.get("verdict_ts")
+
+
+def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
+    """One line for a verdict record: time (``ts``, epoch ms), run, event type/tool, VERDICT, detector level xcount."""
     kind = record.get("type")
     what = record.get("tool_name") if kind in ("tool_call", "tool_result") else kind
     if kind == "tool_result":
@@ -62,19 +67,19 @@ def format_verdict(record: Mapping[str, Any]) -> str:
         detail = f"guard armed for {guard.get('remaining')} outcome(s)"
     elif record.get("verdict") == "ignore":
         detail = _short(record.get("ignored"), 60)
-    return (f"{_clock(record.get('verdict_ts'))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
+    return (f"{_clock(_time_of(record, ts))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
             f"{_short(what, 24):<24} {verdict:<6} {detail}").rstrip()
 
 
-def format_loop_event(record: Mapping[str, Any]) -> str:
-    """One line for a loop event: time, run, tool, action, detector level xcount, message."""
-    return (f"{_clock(record.get('verdict_ts'))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
+def format_loop_event(record: Mapping[str, Any], ts: float | None = None) -> str:
+    """One line for a loop event: time (``ts``, epoch ms), run, tool, action, detector level xcount, message."""
+    return (f"{_clock(_time_of(record, ts))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
             f"{_short(record.get('tool_name'), 16):<16} {str(record.get('action', '?')).upper():<10} "
             f"{record.get('detector')} {record.get('level')} x{record.get('count')}: "
             f"{_short(record.get('message'), 90)}")
 
 
-def format_dead_letter(record: Mapping[str, Any]) -> str:
+def format_dead_letter(record: Mapping[str, Any], ts: float | None = None) -> str:
     """One line for a dead letter: reason class, where the record was, reason."""
     source = record.get("source") or {}
     key = record.get("key")
@@ -83,7 +88,7 @@ def format_dead_letter(record: Mapping[str, Any]) -> str:
             f"@{source.get('offset')}  key={key_text!r}  {_short(record.get('reason'), 120)}")
 
 
-_FORMATTERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+_FORMATTERS: dict[str, Callable[..., str]] = {
     "verdicts": format_verdict,
     "loop-events": format_loop_event,
     "dead-letters": format_dead_letter,
@@ -131,11 +136,11 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                     record = {"undecodable": str(exc), "value": message.value}
                 if as_json:
                     line = json.dumps({"partition": message.partition, "offset": message.offset,
-                                       **json_safe(record)}, ensure_ascii=False, separators=(",", ":"))
+                                       "timestamp": message.timestamp, **json_safe(record)}, ensure_ascii=False, separators=(",", ":"))
                 elif "undecodable" in record:
                     line = f"p{message.partition}@{message.offset}: not a loopwatch record: {record['undecodable']}"
                 else:
-                    line = formatter(record)
+                    line = formatter(record, message.timestamp)
                 click.echo(line)
                 count += 1
                 if max_records is not None and count >= max_records:

@@ -362,6 +362,9 @@ def test_idle_keys_expire_with_a_changelog_tombstone(kafka_bootstrap, tmp_path):
         async with running_worker(settings) as loopwatch:
             await produce(kafka_bootstrap, settings.input_topics[0], [(b"run-x", encode(_calls("run-x", 0, 1)[0]))])
             assert len(await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=20)) == 1
+            deadline = time.monotonic() + 10  # in the table from its checkpoint on
+            while b"run-x" not in loopwatch.table.data and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
             assert b"run-x" in loopwatch.table.data
             records = await consume_all(kafka_bootstrap, changelog, 2, timeout=20)
             assert b"run-x" not in loopwatch.table.data
