@@ -233,10 +233,7 @@ class Engine:
         for record in reversed(state.history):
             if (record.result_key is None and record.run_id == run_id and record.tool == tool
                     and record.args_key == call_key and (not call_id or record.call_id == call_id)):
-                record.set_result(result_hash, unknown)
-                record.call_id = None  # only pending records are matched by call id
-                if ref is not None and record.ref is None:
-                    record.ref = ref
+                record.set_result(result_hash, unknown, ref)
                 break
         else:
             state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref), settings.history_size)

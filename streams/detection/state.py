@@ -29,7 +29,7 @@ MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
 MAX_PENDING_CALLS = 64  # deferred or blocked calls remembered per state
 MAX_RUNS = 64  # run states kept per partition key; the oldest idle ones go first
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 
 
 def hash_key(full_hash: str) -> str:
@@ -54,7 +54,7 @@ class CallRecord:
     """
 
     __slots__ = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key",
-                 "unknown_tool", "ref")
+                 "unknown_tool", "ref", "_row")
 
     def __init__(self, tool: str, args_hash: str | None, call_id: str | None, run_id: str | None,
                  result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None,
@@ -68,14 +68,35 @@ class CallRecord:
         self.result_key = result_key if result_key is not None or result_hash is None else hash_key(result_hash)
         self.unknown_tool = unknown_tool
         self.ref = ref
+        self._row: list | None = None  # serialised form, built once (records rarely change)
 
-    def set_result(self, result_hash: str, unknown_tool: str | None) -> None:
-        """Attach an outcome to this pending record (Spec §3 step 6)."""
+    def set_result(self, result_hash: str, unknown_tool: str | None, ref: Any = None) -> None:
+        """Attach an outcome to this pending record (Spec §3 step 6).
+
+        The call id is dropped (only pending records are matched by it); ``ref``
+        is kept when the record has none yet.
+        """
         self.result_hash = result_hash
         self.result_key = hash_key(result_hash)
         self.unknown_tool = unknown_tool
+        self.call_id = None
+        if self.ref is None:
+            self.ref = ref
+        self._row = None
+
+    def row(self) -> list:
+        """``[args key, call id, result key, unknown tool, ref]`` with keys as raw bytes (cached)."""
+        row = self._row
+        if row is None:
+            row = self._row = [
+                bytes.fromhex(self.args_key[len(self.tool) + 1:]), self.call_id,
+                _pack_hash(self.result_key) if self.result_key is not None else None,
+                self.unknown_tool, self.ref,
+            ]
+        return row
 
     _IDENTITY = ("tool", "args_key", "call_id", "run_id", "result_key", "unknown_tool", "ref")
+    _SHOWN = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key", "unknown_tool", "ref")
 
     def __eq__(self, other: object) -> bool:
         """Records are equal when detectors cannot tell them apart (full hashes
@@ -85,7 +106,7 @@ class CallRecord:
         )
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._SHOWN)
         return f"CallRecord({fields})"
 
 
@@ -230,7 +251,7 @@ class SessionState:
     # -------------------------------------------------------------- serialisation
 
     def to_bytes(self, full_result_min_calls: int = 1) -> bytes:
-        """Compact msgpack form (strings interned, hex digests as bytes).
+        """Compact msgpack form: hash keys as raw bytes, tool names and run ids in tables.
 
         Arguments:
             full_result_min_calls: a call's result hash can only be printed (in a
@@ -238,18 +259,18 @@ class SessionState:
                 no-progress streak: pass the smallest ``warningThreshold`` in
                 effect (:attr:`OpenClawConfig.smallest_warning_threshold`) so
                 calls seen fewer times keep only their 128-bit key. 1 keeps all.
-        """
-        table: dict[Any, int] = {}
-        strings: list[Any] = []
 
-        def intern(value: Any) -> int:
-            if value is None:
-                return -1
-            index = table.get(value)
-            if index is None:
-                index = table[value] = len(strings)
-                strings.append(_pack_hash(value))
-            return index
+        Layout (format 2): ``[2, tools, run_ids, tool_of_record, run_of_record,
+        rows, full_args, full_results, warning_buckets, runs, calls,
+        last_offsets]`` where ``rows[i]`` is :meth:`CallRecord.row` and
+        ``full_args``/``full_results`` map a record index to the second half of
+        its full hash.
+        """
+        history = self.history
+        tools: dict[str, int] = {}
+        run_ids: dict[str | None, int] = {}
+        tool_of = [tools.setdefault(r.tool, len(tools)) for r in history]
+        run_of = [run_ids.setdefault(r.run_id, len(run_ids)) for r in history]
 
         # Full hashes only where a verdict can print them: the args hash of each
         # run's newest record (ping-pong's paired signature) and the result hash
@@ -257,52 +278,82 @@ class SessionState:
         # the call is frequent enough to reach a threshold. Eviction drops the
         # oldest first, so these stay the newest until a newer (full) record
         # replaces them. The rest keep 128-bit keys.
-        calls_per_key: dict[tuple[str | None, str], int] = {}
-        if full_result_min_calls > 1:
-            for r in self.history:
+        full_args: dict[int, bytes] = {}
+        full_results: dict[int, bytes] = {}
+        single_run = len(run_ids) <= 1
+        if single_run:  # the usual case with run keys: groups are args keys, counted already
+            calls_per_key: dict[Any, int] = self.args_counts
+        else:
+            calls_per_key = {}
+            for r in history:
                 group = (r.run_id, r.args_key)
                 calls_per_key[group] = calls_per_key.get(group, 0) + 1
         newest_of_run: set[str | None] = set()
-        newest_result: set[tuple[str | None, str]] = set()
-        full_args = [False] * len(self.history)
-        full_result = [False] * len(self.history)
-        for index in range(len(self.history) - 1, -1, -1):
-            r = self.history[index]
+        newest_result: set[Any] = set()
+        for index in range(len(history) - 1, -1, -1):
+            r = history[index]
             if r.run_id not in newest_of_run:
                 newest_of_run.add(r.run_id)
-                full_args[index] = r.args_hash is not None
-            group = (r.run_id, r.args_key)
-            if r.result_key is not None and group not in newest_result:
-                newest_result.add(group)
-                full_result[index] = r.result_hash is not None and (
-                    full_result_min_calls <= 1 or calls_per_key[group] >= full_result_min_calls)
-        prefix = len
-        history = [
-            [intern(r.tool),
-             intern((r.args_hash if full_args[i] else r.args_key)[prefix(r.tool) + 1:]),
-             intern(r.call_id), intern(r.run_id),
-             intern(r.result_hash if full_result[i] else r.result_key),
-             intern(r.unknown_tool)] + ([r.ref] if r.ref is not None else [])
-            for i, r in enumerate(self.history)
-        ]
+                if r.args_hash is not None:
+                    full_args[index] = bytes.fromhex(r.args_hash[-32:])
+            if r.result_key is None:
+                continue
+            group = r.args_key if single_run else (r.run_id, r.args_key)
+            if group in newest_result:
+                continue
+            newest_result.add(group)
+            if r.result_hash is not None and calls_per_key[group] >= full_result_min_calls:
+                full_results[index] = bytes.fromhex(r.result_hash[-32:])
         runs = {
             key: [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
-                  [[intern(t), intern(a[len(t) + 1:]), intern(h), ref] for t, a, h, ref in run.window]]
+                  [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
             for key, run in self.runs.items()
         }
         calls = {
-            key: [intern(c.tool), intern(c.args_hash[len(c.tool) + 1:]), intern(c.run_id), c.profile, int(c.blocked)]
+            key: [c.tool, _pack_hash(c.args_hash[len(c.tool) + 1:]), c.run_id, c.profile, int(c.blocked)]
             for key, c in self.calls.items()
         }
-        doc = [_FORMAT_VERSION, strings, history, self.warning_buckets, runs, calls, self.last_offsets]
-        return msgpack.packb(doc, use_bin_type=True)
+        doc = [_FORMAT_VERSION, list(tools), list(run_ids), tool_of, run_of, [r.row() for r in history],
+               full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets]
+        return _packb(doc)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SessionState":
         """Inverse of :meth:`to_bytes`. Raises ``ValueError`` for an unknown format."""
         doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        if not isinstance(doc, list) or not doc or doc[0] != _FORMAT_VERSION:
+        if not isinstance(doc, list) or not doc or doc[0] not in (1, _FORMAT_VERSION):
             raise ValueError("not a loopwatch session state (unknown format version)")
+        if doc[0] == 1:
+            return cls._from_v1(doc)
+        (_, tools, run_ids, tool_of, run_of, rows, full_args, full_results,
+         buckets, runs, calls, offsets) = doc
+        state = cls()
+        for index, (args_bin, call_id, result_bin, unknown, ref) in enumerate(rows):
+            tool = tools[tool_of[index]]
+            args_key = tool + ":" + args_bin.hex()
+            result_key = _unpack_hash(result_bin) if result_bin is not None else None
+            tail = full_args.get(index)
+            result_tail = full_results.get(index)
+            state.history.append(CallRecord(
+                tool, args_key + tail.hex() if tail is not None else None, call_id, run_ids[run_of[index]],
+                result_key + result_tail.hex() if result_tail is not None else None, unknown, ref,
+                args_key=args_key, result_key=result_key,
+            ))
+        state.reindex()
+        state.warning_buckets = dict(buckets)
+        for key, (enabled, window_size, remaining, aborted, window) in runs.items():
+            state.runs[key] = RunState(
+                bool(enabled), window_size, remaining,
+                [(t, t + ":" + _unpack_hash(a), _unpack_hash(h), ref) for t, a, h, ref in window], bool(aborted),
+            )
+        for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
+            state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
+        state.last_offsets = dict(offsets)
+        return state
+
+    @classmethod
+    def _from_v1(cls, doc: list) -> "SessionState":
+        """Format 1 (strings interned in one table), written by earlier releases."""
         _, strings, history, buckets, runs, calls, offsets = doc
         strings = [_unpack_hash(s) for s in strings]
 
@@ -334,6 +385,9 @@ class SessionState:
             state.calls[key] = PendingCall(tool, tool + ":" + get(args_i), get(run_i), profile, bool(blocked))
         state.last_offsets = dict(offsets)
         return state
+
+
+_packb = msgpack.Packer(use_bin_type=True).pack
 
 
 # Hex digests and keys (64 or 32 lower-case hex chars, optionally "error:"-prefixed)
