@@ -8,8 +8,10 @@ benchmarks call it): events in, one Kafka record each, keyed by
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -70,7 +72,9 @@ async def publish_events(
     key_by: str = "run",
     rate: float | None = None,
     stamp: bool = False,
+    fill_ids: bool = False,
     summary: ProduceSummary | None = None,
+    on_bad: Callable[[str, int, str], None] | None = None,
     on_progress: Callable[[ProduceSummary], None] | None = None,
     on_sent: Callable[[dict[str, Any], float], None] | None = None,
     linger_ms: int = 5,
@@ -85,10 +89,13 @@ async def publish_events(
         codec: ``msgpack`` or ``json`` record values.
         rate: events per second to pace the sends to (None: as fast as possible).
         stamp: set each event's ``ts`` to the send time (epoch ms) before encoding
-            (latency measurement).
+            (the producer time the worker measures verdict latency from).
+        fill_ids: give an event without ``event_id`` a fresh one (uuid4 hex).
         summary: counts to add to (e.g. with ``bad`` already counted by the reader).
         on_progress: called about every 2 s while sending, with the summary so far.
         on_sent: called with ``(event, time.time())`` just before each send.
+        on_bad: called with ``("<events>", index, reason)`` for an event that cannot
+            be encoded at all (it is counted in ``bad`` and skipped).
         linger_ms: producer batching delay (0 with ``rate``: send at once).
     Returns:
         The summary; ``failed`` counts records the broker did not acknowledge.
@@ -97,7 +104,7 @@ async def publish_events(
     """
     from aiokafka import AIOKafkaProducer
 
-    encode = encode_msgpack if codec == "msgpack" else encode_json
+    encode = _encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",
                                 linger_ms=0 if rate else linger_ms, max_batch_size=256 * 1024)
@@ -120,17 +127,26 @@ async def publish_events(
                 if delay > 0:
                     await asyncio.sleep(delay)
             key_text = partition_key(event, key_by) if isinstance(event, dict) else ""
-            key = key_text.encode("utf-8") if key_text else None
+            key = key_text.encode("utf-8", "surrogatepass") if key_text else None
+            now = time.time()
+            if stamp:
+                event["ts"] = int(now * 1000)
+            if fill_ids and "event_id" not in event:
+                event["event_id"] = uuid.uuid4().hex
+            try:
+                value = encode(event)
+            except ValueError as exc:
+                summary.bad += 1
+                if on_bad is not None:
+                    on_bad("<events>", index + 1, str(exc))
+                continue
             if key is None:
                 summary.keyless += 1
             else:
                 summary.keys.add(key)
-            now = time.time()
-            if stamp:
-                event["ts"] = int(now * 1000)
             if on_sent is not None:
                 on_sent(event, now)
-            future = await producer.send(topic, value=encode(event), key=key)
+            future = await producer.send(topic, value=value, key=key)
             pending.add(future)
             future.add_done_callback(done)
             summary.sent += 1
@@ -146,12 +162,32 @@ async def publish_events(
     return summary
 
 
+def _encoder(codec: str) -> Callable[[dict[str, Any]], bytes]:
+    """The record encoder; an event msgpack cannot carry (integers beyond 64 bits,
+    lone surrogates) goes as ASCII-escaped JSON, which the worker also reads.
+    Raises ``ValueError`` for an event neither can encode."""
+    primary = encode_msgpack if codec == "msgpack" else encode_json
+
+    def encode(event: dict[str, Any]) -> bytes:
+        try:
+            return primary(event)
+        except (OverflowError, TypeError, ValueError, UnicodeEncodeError):
+            pass
+        try:
+            return json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"cannot encode the event: {exc}") from None
+
+    return encode
+
+
 @click.command("produce", epilog="""\b
 Examples:
   loopwatch produce examples/events.jsonl
   loopwatch produce --rate 50 examples/events.jsonl          # 50 events/s, like a live fleet
   loopwatch produce --codec json --topic my.events a.jsonl b.msgpack
-  loopwatch import openclaw ~/.openclaw/agents -o - | loopwatch produce -
+  loopwatch import --format openclaw ~/.openclaw/agents | loopwatch produce -
+  loopwatch produce --keep-ts recorded.jsonl                # keep the events' own ts
 """)
 @click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
               show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
@@ -164,10 +200,13 @@ Examples:
                    "their events; 'session' = session key, else session id.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Events per second (default: as fast as the broker takes them).")
+@click.option("--keep-ts", is_flag=True,
+              help="Keep each event's own ts. By default ts is set to the send time (the producer time "
+                   "the worker measures verdict latency from), and a missing event_id is filled in.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; bad records are still reported.")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, quiet: bool,
-            files: tuple[str, ...]) -> None:
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, keep_ts: bool,
+            quiet: bool, files: tuple[str, ...]) -> None:
     """Publish the events of FILES to Kafka, one record per event.
 
     FILES are JSON Lines (one event object per line) or msgpack streams of
@@ -197,7 +236,8 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
 
     try:
         asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad), codec=codec, key_by=key_by,
-                                   rate=rate, summary=summary, on_progress=on_progress))
+                                   rate=rate, stamp=not keep_ts, fill_ids=True, summary=summary,
+                                   on_progress=on_progress, on_bad=on_bad))
     except KafkaConnectionError as exc:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     if not quiet:

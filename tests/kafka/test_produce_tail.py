@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import time
+
 import msgpack
 import pytest
 from click.testing import CliRunner
@@ -44,7 +46,10 @@ def test_produce_keys_by_run_skips_bad_lines_and_tail_reads_back(kafka_bootstrap
         record = by_id[event["event_id"]]
         assert record.key == event["run_id"].encode()
         assert record.partition == verdict_partition(record.key, 3)
-        assert msgpack.unpackb(record.value) == event
+        published = msgpack.unpackb(record.value)
+        # ts is the send time (producer time), unless --keep-ts
+        assert abs(published.pop("ts") - time.time() * 1000) < 120_000
+        assert published == {k: v for k, v in event.items() if k != "ts"}
 
     tailed = runner.invoke(main, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                   "--from-beginning", "--json", "--max", "10"])
