@@ -51,6 +51,31 @@ class EventError(ValueError):
     """An event that does not fit the schema; ``str()`` says which field and why."""
 
 
+_STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id")
+
+
+def _check_envelope(event: Mapping[str, Any]) -> None:
+    """Field types every event kind shares, and a session to belong to.
+
+    Raises EventError. Absent and null are allowed where OpenClaw has a default
+    (Spec §10: ``session_key`` null = no session key; a missing tool name is
+    ``tool``), but an event with neither session id nor session key belongs
+    to no session at all and is rejected.
+    """
+    for field in _STRING_FIELDS:
+        value = event.get(field)
+        if value is not None and type(value) is not str:
+            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    if not (event.get("session_id") or event.get("session_key")):
+        raise EventError("an event needs a session_id (or a session_key)")
+    ts = event.get("ts")
+    if ts is not None and (type(ts) is bool or not isinstance(ts, (int, float))):
+        raise EventError(f"ts must be epoch milliseconds (a number), got {type(ts).__name__}")
+    follows = event.get("outcome_follows")
+    if follows is not None and type(follows) is not bool:
+        raise EventError(f"outcome_follows must be true or false, got {type(follows).__name__}")
+
+
 def state_key(event: Mapping[str, Any]) -> str | None:
     """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1)."""
     key = event["session_key"] if "session_key" in event else event.get("session_id")
@@ -88,13 +113,14 @@ class Engine:
         if type(event) is not dict and not isinstance(event, Mapping):
             raise EventError(f"an event must be an object, got {type(event).__name__}")
         kind = event.get("type")
+        if kind not in EVENT_TYPES:
+            raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
+        _check_envelope(event)
         if kind == "tool_call":
             return self._tool_call(event, state, ref)
         if kind == "tool_result":
             return self._tool_result(event, state, ref)
-        if kind == "compaction_retry":
-            return self._compaction_retry(event, state)
-        raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
+        return self._compaction_retry(event, state)
 
     # ---------------------------------------------------------------- event kinds
 
@@ -103,10 +129,6 @@ class Engine:
         """Settings of the event's agent, its raw and trimmed run id, and its run state."""
         agent_id = event.get("agent_id")
         raw_run = event.get("run_id")
-        if agent_id is not None and type(agent_id) is not str:
-            raise EventError(f"agent_id must be a string or null, got {type(agent_id).__name__}")
-        if raw_run is not None and type(raw_run) is not str:
-            raise EventError(f"run_id must be a string or null, got {type(raw_run).__name__}")
         settings = self.config.for_agent(agent_id)
         run_id = (js_trim(raw_run) or None) if raw_run else None
         run = state.runs.get(raw_run or "")
@@ -116,8 +138,6 @@ class Engine:
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
-        if call_id is not None and type(call_id) is not str:
-            raise EventError(f"tool_call_id must be a string or null, got {type(call_id).__name__}")
         settings, raw_run, run_id, run = self._context(event, state)
         tool = normalize_tool_name(event.get("tool_name"))
         args = event.get("args", UNDEFINED)
@@ -177,7 +197,7 @@ class Engine:
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
-        if not call_id or type(call_id) is not str:
+        if not call_id:
             raise EventError("a tool_result needs the tool_call_id (a non-empty string) of its tool_call")
         settings, _, _, run = self._context(event, state)
         call = state.calls.pop(call_id, None)

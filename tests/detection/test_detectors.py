@@ -604,10 +604,11 @@ def test_keyless_call_skips_detection_but_feeds_history():
     assert session.call()["detection"]["count"] == 15  # a keyed call sees them
 
 
-def test_call_without_session_key_or_id_records_nothing():
+def test_call_without_session_key_or_id_is_rejected():
+    # OpenClaw would record nothing for it; on a stream it is a producer bug (dead-lettered)
     session = Session(ENABLED)
-    verdict = session.call(session=None, session_key=None)
-    assert verdict["recorded_call"] is False and verdict["outcome"] == NOT_RECORDED
+    with pytest.raises(EventError, match=r"^an event needs a session_id \(or a session_key\)$"):
+        session.call(session=None, session_key=None)
     assert session.state.history == []
 
 
@@ -680,8 +681,14 @@ def test_result_for_unknown_call_is_ignored():
     ({"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": ""},
      "a tool_result needs the tool_call_id (a non-empty string) of its tool_call"),
     ({"type": "compaction_retry", "run_id": 1.5, "session_id": "s1"}, "run_id must be a string or null, got float"),
+    ({"type": "tool_call"}, "an event needs a session_id (or a session_key)"),
+    (tool_call(tool=42), "tool_name must be a string or null, got int"),
+    ({**tool_call(), "outcome_follows": "yes"}, "outcome_follows must be true or false, got str"),
+    ({**tool_call(), "ts": "yesterday"}, "ts must be epoch milliseconds (a number), got str"),
+    ({**tool_call(), "event_id": 5}, "event_id must be a string or null, got int"),
 ], ids=["not-mapping", "unknown-type", "no-type", "run-id-int", "call-id-list", "agent-id-int",
-        "result-without-call-id", "result-empty-call-id", "compaction-run-id-float"])
+        "result-without-call-id", "result-empty-call-id", "compaction-run-id-float", "no-session",
+        "tool-name-int", "outcome-follows-str", "ts-str", "event-id-int"])
 def test_malformed_events_raise_and_leave_state_unchanged(event, message):
     session = Session(ENABLED)
     session.repeat(3)
