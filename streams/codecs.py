@@ -2,7 +2,7 @@
 
 An event record's value is one msgpack map, or one JSON object (UTF-8). The
 decoder tells them apart by the first byte: a JSON object starts with ``{``
-(after optional whitespace), which is never the first byte of a msgpack map
+(or `[`, after optional whitespace), which is never the first byte of a msgpack map
 (``0x80``-``0x8f``, ``0xde``, ``0xdf``).
 
 Event files (``loopwatch replay``, ``loopwatch produce``) are JSON Lines or a
@@ -35,7 +35,7 @@ class DecodeError(ValueError):
     """A record that is not a msgpack map or JSON object; ``str()`` gives the reason."""
 
 
-_JSON_START = frozenset(b" \t\r\n{")
+_JSON_START = frozenset(b" \t\r\n{[")
 
 
 def decode_event(data: bytes) -> dict[str, Any]:
@@ -53,9 +53,9 @@ def decode_event(data: bytes) -> dict[str, Any]:
             raise DecodeError(f"invalid JSON: {exc}") from None
     else:
         try:
-            value = msgpack.unpackb(data, raw=False)
+            value = msgpack.unpackb(data, raw=False, strict_map_key=False)
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-            raise DecodeError(f"invalid msgpack: {exc}") from None
+            raise DecodeError(f"invalid msgpack: {str(exc) or type(exc).__name__}") from None
     if not isinstance(value, dict):
         raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
     return value
@@ -84,8 +84,11 @@ class FileRecord:
     error: str | None = None
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _sniff_msgpack(head: bytes) -> bool:
-    stripped = head.lstrip()
+    stripped = head.removeprefix(_BOM).lstrip()
     return bool(stripped) and stripped[0] not in b"{["
 
 
@@ -114,6 +117,8 @@ def read_event_file(path: str | Path, stream: IO[bytes] | None = None) -> Iterat
 
 def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
     for number, line in enumerate(handle, start=1):
+        if number == 1:
+            line = line.removeprefix(_BOM)  # editors on Windows write one
         if not line.strip():
             continue
         try:
@@ -128,19 +133,31 @@ def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
 
 
 def _read_msgpack(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
-    unpacker = msgpack.Unpacker(handle, raw=False)
+    unpacker = msgpack.Unpacker(handle, raw=False, strict_map_key=False)
     number = 0
     while True:
         number += 1
+        start = unpacker.tell()
         try:
             value = unpacker.unpack()
         except msgpack.OutOfData:
+            if start < _consumed(handle, start):
+                yield FileRecord(name, number, None, "truncated msgpack record at the end of the file")
             return
         except (ValueError, msgpack.FormatError, msgpack.StackError) as exc:
-            # A corrupt msgpack stream has no line boundaries to resynchronise on.
-            yield FileRecord(name, number, None, f"invalid msgpack, rest of file skipped: {exc}")
+            # A corrupt msgpack stream has no record boundaries to resynchronise on.
+            reason = str(exc) or type(exc).__name__
+            yield FileRecord(name, number, None, f"invalid msgpack ({reason}); the rest of the file is skipped")
             return
         if not isinstance(value, dict):
             yield FileRecord(name, number, None, f"an event must be a map, got {type(value).__name__}")
             continue
         yield FileRecord(name, number, value)
+
+
+def _consumed(handle: IO[bytes], default: int) -> int:
+    """Bytes read from ``handle`` so far (everything the unpacker was fed)."""
+    try:
+        return handle.tell()
+    except (OSError, ValueError):
+        return default  # a pipe: cannot tell, assume nothing is left over

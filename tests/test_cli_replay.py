@@ -171,3 +171,23 @@ def test_conformance_unreadable_scenario_file_exits_2(tmp_path):
     result = run("conformance", str(path))
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {path}:3: not JSON: ")
+
+
+def test_replay_of_a_folder_says_to_use_a_session_format(tmp_path):
+    from click.testing import CliRunner
+
+    from streams.cli import main
+    result = CliRunner().invoke(main, ["replay", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is a folder: event files are read one by one" in result.output
+
+
+def test_report_on_event_files_without_format_says_which_format(tmp_path):
+    from click.testing import CliRunner
+
+    from streams.cli import main
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"type": "tool_call", "run_id": "r", "session_id": "s", "tool_name": "read"}\n')
+    result = CliRunner().invoke(main, ["report", str(events)])
+    assert result.exit_code == 2
+    assert "give --format events" in result.output

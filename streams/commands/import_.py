@@ -66,6 +66,11 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
+    if files and not by_type:
+        others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
+        click.echo(f"loopwatch import: no events in {len(files)} file(s) read as {fmt}: is --format right? "
+                   f"(the others: {others})", err=True)
+        sys.exit(1)
     if errors:
         sys.exit(1)
 

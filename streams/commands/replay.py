@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Iterator
 
@@ -111,7 +112,10 @@ def replay(config_path: str | None, fmt: str, key_by: str, output: str, quiet: b
     engine = Engine(load_config_or_exit(config_path))
     replayer = Replayer(engine, key_by=key_by)
     if fmt == "events":
-        import os
+        folders = [p for p in files if p != "-" and os.path.isdir(p)]
+        if folders:
+            raise click.UsageError(f"{folders[0]} is a folder: event files are read one by one "
+                                   "(recorded session folders need --format openclaw|claude-code|codex|swe-agent)")
         total = sum(os.path.getsize(p) for p in files if p != "-")
         records = _file_events(files, total)
     else:

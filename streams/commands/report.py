@@ -122,7 +122,11 @@ def report(config_path: str | None, fmt: str, compare_path: str | None, key_by: 
         if config_path or compare_path:
             raise click.UsageError("--config and --compare replay events: give --format events or a session "
                                    "format (verdict files are already decided)")
-        result = build_report(_verdict_records(files, bad))
+        records = list(_verdict_records(files, bad))
+        if not records and bad[0]:
+            raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
+                                   "give --format events (or openclaw, claude-code, codex, swe-agent)")
+        result = build_report(records)
     else:
         events = _load_events(fmt, files, bad)
         records = _replay(events, config_path, key_by, bad)
@@ -141,6 +145,9 @@ def report(config_path: str | None, fmt: str, compare_path: str | None, key_by: 
         sys.stdout.write(out)
         sys.stdout.flush()
     if html_path:
-        with open(html_path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(result, comparison))
+        try:
+            with open(html_path, "w", encoding="utf-8") as fh:
+                fh.write(render_html(result, comparison))
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {html_path}: {exc.strerror or exc}") from None
         click.echo(f"loopwatch report: wrote {html_path}", err=True)
