@@ -146,7 +146,7 @@ def test_state_table_rejects_other_bytes():
 
 @pytest.mark.parametrize("raw, reason", [
     (b"\xc1garbage", "invalid msgpack"),
-    (b"[1, 2]", "invalid msgpack"),  # no leading "{": read as msgpack
+    (b"[1, 2]", "must be a map/object"),  # read as JSON: a msgpack map never starts with "["
     (b" [1, 2]", "must be a map/object"),
     (b"", "empty record value"),
     (None, "empty record value"),
