@@ -311,6 +311,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     started_broker = _ensure_broker(bootstrap)
     worker: _Worker | None = None
     status = 1
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` cleans up like Ctrl-C
     try:
         # Settings go through LOOPWATCH_* variables, not flags: faust's import-time argv scan takes
         # any argument starting with "--loop" (as --loop-events-topic does) for its --loop option.
@@ -335,7 +336,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
                                       metrics_port))
     except KeyboardInterrupt:
         click.echo("", err=True)
-        _say("Ctrl-C: stopping")
+        _say("interrupted: stopping")
         status = 0
     finally:
         if worker is not None:
@@ -350,3 +351,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
         if started_broker:
             _stop_broker()
     sys.exit(status)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
