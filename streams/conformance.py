@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from .detection import Engine, OpenClawConfig, SessionStore
 
-__all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "run_scenario", "spec_view"]
+__all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "scenario_lines", "run_scenario", "spec_view"]
 
 # The verdict fields a scenario's ``expected`` entries pin (Spec §10).
 SPEC_FIELDS = frozenset({
@@ -47,6 +47,14 @@ def spec_view(verdict: dict[str, Any]) -> dict[str, Any]:
 
 def load_scenarios(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield the scenarios of a file. Raises ``ValueError`` naming the line of a bad one."""
+    for number, scenario, error in scenario_lines(path):
+        if scenario is None:
+            raise ValueError(f"{path}:{number}: {error}")
+        yield scenario
+
+
+def scenario_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield ``(line, scenario, None)`` per scenario of a file, or ``(line, None, reason)`` for a bad line."""
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -54,11 +62,16 @@ def load_scenarios(path: str | Path) -> Iterator[dict[str, Any]]:
             try:
                 scenario = json.loads(line)
             except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+                yield number, None, f"not JSON: {exc}"
+                continue
+            if not isinstance(scenario, dict):
+                yield number, None, f"a scenario must be an object, got {type(scenario).__name__}"
+                continue
             missing = {"name", "events", "expected"} - set(scenario)
             if missing:
-                raise ValueError(f"{path}:{number}: scenario lacks {', '.join(sorted(missing))}")
-            yield scenario
+                yield number, None, f"scenario lacks {', '.join(sorted(missing))}"
+                continue
+            yield number, scenario, None
 
 
 def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:

@@ -165,12 +165,20 @@ def test_conformance_tampered_copy_fails_naming_scenario_event_field(tmp_path):
     ]
 
 
-def test_conformance_unreadable_scenario_file_exits_2(tmp_path):
+def test_conformance_counts_a_line_that_is_not_a_scenario_as_failed(tmp_path):
     lines = VECTORS.read_text(encoding="utf-8").splitlines()[:2] + ["{broken"]
     path = write_jsonl(tmp_path / "broken.jsonl", lines)
     result = run("conformance", str(path))
-    assert result.exit_code == 2
-    assert result.stderr.startswith(f"error: {path}:3: not JSON: ")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0].startswith(f"FAIL {path}:3: not JSON: ")
+    assert result.stdout.splitlines()[-1] == "2 passed, 1 failed"
+
+
+def test_conformance_on_a_file_without_scenarios_fails(tmp_path):
+    path = write_jsonl(tmp_path / "empty.jsonl", [])
+    result = run("conformance", str(path))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-1] == "0 passed, 0 failed"
 
 
 def test_replay_of_a_folder_says_to_use_a_session_format(tmp_path):

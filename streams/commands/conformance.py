@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..conformance import load_scenarios, run_scenario
+from ..conformance import run_scenario, scenario_lines
 
 
 @click.command()
@@ -18,7 +18,8 @@ def conformance(files: tuple[str, ...], verbose: bool) -> None:
     Each FILE holds one scenario per line: {"name", "description", "config",
     "events", "expected"}, as produced by running OpenClaw's own code. For each
     failing scenario one line names the first differing event and field; the
-    last line is "N passed, M failed". Exit status 1 if any failed.
+    last line is "N passed, M failed". A line that is not a scenario counts
+    as a failure. Exit status 1 if any failed or there was none.
 
     \b
     Example:
@@ -26,18 +27,21 @@ def conformance(files: tuple[str, ...], verbose: bool) -> None:
     """
     passed = failed = 0
     for path in files:
-        try:
-            for scenario in load_scenarios(path):
-                mismatch = run_scenario(scenario)
-                if mismatch is None:
-                    passed += 1
-                    if verbose:
-                        click.echo(f"ok   {scenario['name']}")
-                else:
-                    failed += 1
-                    click.echo(f"FAIL {mismatch}")
-        except ValueError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+        for line, scenario, error in scenario_lines(path):
+            if scenario is None:
+                failed += 1
+                click.echo(f"FAIL {path}:{line}: {error}")
+                continue
+            mismatch = run_scenario(scenario)
+            if mismatch is None:
+                passed += 1
+                if verbose:
+                    click.echo(f"ok   {scenario['name']}")
+            else:
+                failed += 1
+                click.echo(f"FAIL {mismatch}")
     click.echo(f"{passed} passed, {failed} failed")
+    if passed + failed == 0:
+        click.echo("loopwatch conformance: no scenarios in the given file(s)", err=True)
+        sys.exit(1)
     sys.exit(1 if failed else 0)
