@@ -364,7 +364,8 @@ def load_config(path: str | Path | None, *, strict: bool = True) -> OpenClawConf
     try:
         raw = json5.loads(text)
     except ValueError as exc:
-        raise ConfigError([("(file)", f"not valid JSON5: {exc}")], str(path)) from None
+        reason = str(exc).replace("<string>:", "line ")  # json5 names no file; ConfigError does
+        raise ConfigError([("(file)", f"not valid JSON5: {reason}")], str(path)) from None
     if not isinstance(raw, dict):
         raise ConfigError([("(file)", "the top level must be an object")], str(path))
     if strict:
