@@ -121,6 +121,8 @@ from .settings import WorkerSettings
 
 __all__ = ["Loopwatch", "StateTable", "create_app"]
 
+_METADATA_MAX_AGE_MS = 5_000
+
 log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
@@ -219,6 +221,10 @@ class Loopwatch:
             broker_heartbeat_interval=s.heartbeat_interval_s,
             broker_rebalance_timeout=s.rebalance_timeout_s,
             consumer_auto_offset_reset="earliest",
+            # A topic created just after the group leader computed the assignment (the rekey
+            # topic, on a fresh app) is "ignored" until the next metadata refresh, 5 min by
+            # default: refresh often so such partitions are picked up (and rebalanced) quickly.
+            consumer_metadata_max_age_ms=_METADATA_MAX_AGE_MS,
             web_enabled=False,
             key_serializer="raw",
             value_serializer="raw",
