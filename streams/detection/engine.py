@@ -62,16 +62,17 @@ def _check_envelope(event: Mapping[str, Any]) -> None:
     ``tool``), but an event with neither session id nor session key belongs
     to no session at all and is rejected.
     """
-    for field in _STRING_FIELDS:
-        value = event.get(field)
-        if value is not None and type(value) is not str:
-            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
-    if not (event.get("session_id") or event.get("session_key")):
+    get = event.get
+    values = [get(field) for field in _STRING_FIELDS]
+    if not all(value is None or type(value) is str for value in values):
+        field, value = next((f, v) for f, v in zip(_STRING_FIELDS, values) if v is not None and type(v) is not str)
+        raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    if not (values[0] or values[1]):
         raise EventError("an event needs a session_id (or a session_key)")
-    ts = event.get("ts")
+    ts = get("ts")
     if ts is not None and (type(ts) is bool or not isinstance(ts, (int, float))):
         raise EventError(f"ts must be epoch milliseconds (a number), got {type(ts).__name__}")
-    follows = event.get("outcome_follows")
+    follows = get("outcome_follows")
     if follows is not None and type(follows) is not bool:
         raise EventError(f"outcome_follows must be true or false, got {type(follows).__name__}")
 
