@@ -113,10 +113,16 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                 idle_timeout: float | None, as_json: bool) -> int:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap.removeprefix("kafka://"), group_id=None,
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap.removeprefix("kafka://"), group_id=None,
                                 enable_auto_commit=False,
                                 auto_offset_reset="earliest" if from_beginning else "latest")
     await consumer.start()
+    # Subscribing to a missing topic would make the broker auto-create it: check first.
+    if topic not in await consumer.topics():
+        await consumer.stop()
+        raise click.ClickException(f"topic {topic!r} does not exist on {bootstrap} (the worker creates its "
+                                   "output topics when it starts: is it running, with these topic names?)")
+    consumer.subscribe([topic])
     formatter = _FORMATTERS[stream]
     count = 0
     last = time.monotonic()

@@ -60,3 +60,21 @@ def test_produce_keys_by_run_skips_bad_lines_and_tail_reads_back(kafka_bootstrap
     idle = runner.invoke(main, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                 "--idle-timeout", "1.5"])
     assert idle.exit_code == 0 and idle.output == ""  # only new records, and none came
+
+
+def test_tail_of_a_missing_topic_says_so_and_does_not_create_it(kafka_bootstrap, unique_topic):
+    result = CliRunner().invoke(main, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+                                       "--idle-timeout", "1"])
+    assert result.exit_code == 1
+    assert f"topic {unique_topic!r} does not exist" in result.output
+
+    async def topics() -> set:
+        from aiokafka import AIOKafkaConsumer
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)
+        await consumer.start()
+        try:
+            return await consumer.topics()
+        finally:
+            await consumer.stop()
+
+    assert unique_topic not in asyncio.run(topics())
