@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .detection import Engine, EventError, SessionState, SessionStore
+from .detection import Engine, SessionState, SessionStore
 from .keys import partition_key
 
 __all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action"]
@@ -113,7 +113,10 @@ class Replayer:
         return self._sessions.states if self.key_by == "session" else self._states
 
     def apply(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
-        """Apply one event; returns its verdict record. Raises :class:`EventError`."""
+        """Apply one event; returns its verdict record.
+
+        Raises :class:`~streams.detection.EventError` for an event that does not fit the schema.
+        """
         key = partition_key(event, self.key_by)
         if self.key_by == "session":
             verdict = self._sessions.process(event, ref)
@@ -126,7 +129,6 @@ class Replayer:
         return verdict_record(verdict, event, key)
 
     def skip(self) -> None:
+        """Count a record that could not be applied (reported by the caller)."""
         self.summary.bad += 1
 
-
-__all__ += ["EventError"]
