@@ -9,6 +9,7 @@ import asyncio
 import os
 import re
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -26,15 +27,54 @@ async def _kafka_answers(bootstrap: str) -> None:
         await admin.close()
 
 
+# Topics the tests create (unique_topic, worker_harness): removed again after the session, so
+# a long-lived development broker does not collect them.
+_TEST_TOPIC_PREFIXES = ("test.", "lw-it-")
+
+
+async def _topics(bootstrap: str) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+async def _delete_topics(bootstrap: str, names: set[str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        await admin.delete_topics(sorted(names))
+    finally:
+        await admin.close()
+
+
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    """Bootstrap string of the test broker (env LOOPWATCH_KAFKA_BOOTSTRAP), checked once."""
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap string of the test broker (env LOOPWATCH_KAFKA_BOOTSTRAP), checked once.
+
+    The topics the session's tests create are deleted at the end of the session.
+    """
     bootstrap = os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP_DEFAULT)
     try:
         asyncio.run(asyncio.wait_for(_kafka_answers(bootstrap), 15))
-        return bootstrap
+        before = asyncio.run(_topics(bootstrap))
     except Exception as exc:  # refused, timeout, not a Kafka broker, ...
         detail = str(exc) or type(exc).__name__
+    else:
+        yield bootstrap
+        try:
+            created = {t for t in asyncio.run(_topics(bootstrap)) - before if t.startswith(_TEST_TOPIC_PREFIXES)}
+            if created:
+                asyncio.run(_delete_topics(bootstrap, created))
+        except Exception:  # cleaning up must never fail the run
+            pass
+        return
     # outside the except block: no chained traceback, just the message
     pytest.fail(
         f"broker not reachable at {bootstrap}: start it with deploy/kafka/kafka.sh start ({detail})",
