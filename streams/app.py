@@ -23,8 +23,7 @@ Topics and keys
   partition; key your records.
 * The state table ``states`` (changelog ``<app_id>-states-changelog``,
   compacted): key = state key, value = ``SessionState.to_bytes()``
-  (:func:`streams.processor.encode_state`; the entries of earlier versions,
-  msgpack ``[1|2, state bytes, verdicts]``, are still read). Decoded states
+  (:func:`streams.processor.encode_state`). Decoded states
   are cached in process (decoded from the table only on a cache miss); the
   cache is dropped on every rebalance. Keys idle for ``state_ttl_s`` are
   deleted (a tombstone in the changelog) by a timer.

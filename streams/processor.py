@@ -103,16 +103,7 @@ def encode_state(state: SessionState, engine: Engine) -> bytes:
 
 
 def decode_state(data: bytes) -> SessionState:
-    """Inverse of :func:`encode_state`; also reads the entries of earlier worker versions.
-
-    Earlier versions stored msgpack ``[1 | 2, state bytes, stored verdicts]``;
-    their stored verdicts are not needed any more (see :mod:`streams.app`).
-    Raises ``ValueError`` for anything else.
-    """
-    if data[:1] == b"\x93":  # a 3-element msgpack array: [version, state bytes, verdicts] (a state has 7)
-        doc = msgpack.unpackb(data, raw=False)
-        if doc[0] in (1, 2) and isinstance(doc[1], bytes):
-            return SessionState.from_bytes(doc[1])
+    """Inverse of :func:`encode_state`. Raises ``ValueError`` for anything else."""
     return SessionState.from_bytes(data)
 
 

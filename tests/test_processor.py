@@ -110,35 +110,6 @@ def test_reapplying_to_a_checkpointed_state_gives_byte_identical_records():
     assert encode_state(restored, proc.engine) == encode_state(live, proc.engine)
 
 
-def test_entries_of_earlier_versions_are_read():
-    proc, state = processor(), SessionState()
-    out = proc.apply(b"r1", call(0), src(4), state)
-    for version, verdicts in ((1, {"events:0": out.verdict}), (2, {"events:0": [[4, out.verdict]]})):
-        old = msgpack.packb([version, state.to_bytes(), verdicts], use_bin_type=True)
-        restored = decode_state(old)
-        assert restored == state and restored.last_offsets == {"events:0": 4}
-        assert proc.apply(b"r1", call(0), src(4), restored).kind == SKIPPED
-
-
-def test_offsets_are_tracked_per_topic_partition():
-    proc, state = processor(), SessionState()
-    proc.apply(b"r1", call(0), src(5, 0), state)
-    assert proc.apply(b"r1", call(1), src(3, 1), state).kind == APPLIED
-    assert state.last_offsets == {"events:0": 5, "events:1": 3}
-
-
-def test_state_round_trip_through_the_changelog_form():
-    proc, state = processor(), SessionState()
-    for i in range(15):
-        proc.apply(b"r1", call(i), src(i), state)
-    restored = decode_state(encode_state(state, proc.engine))
-    assert restored.last_offsets == state.last_offsets
-    assert proc.apply(b"r1", call(14), src(14), restored).kind == SKIPPED
-    nxt_a = proc.apply(b"r1", call(15), src(15), state)
-    nxt_b = proc.apply(b"r1", call(15), src(15), restored)
-    assert nxt_a.verdict == nxt_b.verdict
-
-
 def test_state_table_rejects_other_bytes():
     with pytest.raises(ValueError, match="unknown format version"):
         decode_state(msgpack.packb([9, b"", {}]))

@@ -132,9 +132,7 @@ class Engine:
         raw_run = event.get("run_id")
         settings = self.config.for_agent(agent_id)
         run_id = (js_trim(raw_run) or None) if raw_run else None
-        run = state.runs.get(raw_run or "")
-        if run is None:
-            run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
+        run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
         return settings, raw_run, run_id, run
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
@@ -148,7 +146,7 @@ class Engine:
         has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
 
         detection: Detection | None = None
-        if has_session_key and settings.enabled is True:
+        if has_session_key and settings.detectors_enabled:
             detection = detect(state, run_id, tool, call_hash, is_known_poll(tool, args), settings, call_key)
         follows = event.get("outcome_follows") is True
 
@@ -170,7 +168,7 @@ class Engine:
             warning = self._dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
-        recorded_call = has_session_key and settings.enabled is not False
+        recorded_call = has_session_key and settings.records_calls
         if recorded_call:
             state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key),
                          settings.history_size)

@@ -260,7 +260,7 @@ class SessionState:
                 effect (:attr:`OpenClawConfig.smallest_warning_threshold`) so
                 calls seen fewer times keep only their 128-bit key. 1 keeps all.
 
-        Layout (format 2): ``[2, tools, run_ids, tool_of_record, run_of_record,
+        Layout: ``[2, tools, run_ids, tool_of_record, run_of_record,
         rows, full_args, full_results, warning_buckets, runs, calls,
         last_offsets]`` where ``rows[i]`` is :meth:`CallRecord.row` and
         ``full_args``/``full_results`` map a record index to the second half of
@@ -321,10 +321,8 @@ class SessionState:
     def from_bytes(cls, data: bytes) -> "SessionState":
         """Inverse of :meth:`to_bytes`. Raises ``ValueError`` for an unknown format."""
         doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        if not isinstance(doc, list) or not doc or doc[0] not in (1, _FORMAT_VERSION):
+        if not isinstance(doc, list) or not doc or doc[0] != _FORMAT_VERSION:
             raise ValueError("not a loopwatch session state (unknown format version)")
-        if doc[0] == 1:
-            return cls._from_v1(doc)
         (_, tools, run_ids, tool_of, run_of, rows, full_args, full_results,
          buckets, runs, calls, offsets) = doc
         state = cls()
@@ -348,41 +346,6 @@ class SessionState:
             )
         for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
             state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
-        state.last_offsets = dict(offsets)
-        return state
-
-    @classmethod
-    def _from_v1(cls, doc: list) -> "SessionState":
-        """Format 1 (strings interned in one table), written by earlier releases."""
-        _, strings, history, buckets, runs, calls, offsets = doc
-        strings = [_unpack_hash(s) for s in strings]
-
-        def get(index: int) -> Any:
-            return None if index < 0 else strings[index]
-
-        state = cls()
-        for row in history:
-            tool = get(row[0])
-            args = tool + ":" + get(row[1])
-            result = get(row[4])
-            full_args = len(args) - len(tool) == 65
-            full_result = result is not None and len(result) >= 64
-            state.history.append(CallRecord(
-                tool, args if full_args else None, get(row[2]), get(row[3]),
-                result if full_result else None, get(row[5]), row[6] if len(row) > 6 else None,
-                args_key=None if full_args else args,
-                result_key=None if full_result or result is None else result,
-            ))
-        state.reindex()
-        state.warning_buckets = dict(buckets)
-        for key, (enabled, window_size, remaining, aborted, window) in runs.items():
-            state.runs[key] = RunState(
-                bool(enabled), window_size, remaining,
-                [(get(t), get(t) + ":" + get(a), get(h), ref) for t, a, h, ref in window], bool(aborted),
-            )
-        for key, (tool_i, args_i, run_i, profile, blocked) in calls.items():
-            tool = get(tool_i)
-            state.calls[key] = PendingCall(tool, tool + ":" + get(args_i), get(run_i), profile, bool(blocked))
         state.last_offsets = dict(offsets)
         return state
 
