@@ -34,18 +34,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import ErrorHandler, EventIds, SessionFormatError, iso_to_ms, joined_text, read_jsonl, report
+from .events import discover_files, ErrorHandler, EventIds, SessionFormatError, iso_to_ms, joined_text, read_jsonl, report
 
 __all__ = ["discover", "read", "looks_like"]
 
 
 def discover(root: Path) -> Iterator[Path]:
     """``*.jsonl`` under ``root`` (recursively), each main log before its sub-agent logs."""
-    if root.is_dir():
-        # sorting on the path without ".jsonl" puts "<id>" before "<id>/subagents/..."
-        yield from sorted((p for p in root.rglob("*.jsonl") if p.is_file()), key=lambda p: str(p.with_suffix("")))
-    elif root.is_file():
-        yield root
+    # sorting on the path without ".jsonl" puts "<id>" before "<id>/subagents/..."
+    return discover_files(root, "*.jsonl", key=lambda p: str(p.with_suffix("")))
 
 
 def looks_like(first: Any) -> bool:

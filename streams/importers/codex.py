@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import ErrorHandler, EventIds, SessionFormatError, read_jsonl, report, text_result
+from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, read_jsonl, report, text_result
 
 __all__ = ["discover", "read", "looks_like", "TOOL_ITEMS"]
 
@@ -56,10 +56,7 @@ TOOL_ITEMS = {
 
 def discover(root: Path) -> Iterator[Path]:
     """``*.jsonl`` under ``root`` (recursively, sorted), or ``root`` itself."""
-    if root.is_dir():
-        yield from sorted(p for p in root.rglob("*.jsonl") if p.is_file())
-    elif root.is_file():
-        yield root
+    return discover_files(root, "*.jsonl")
 
 
 def looks_like(first: Any) -> bool:

@@ -58,6 +58,14 @@ class SessionFormatError(ValueError):
 ErrorHandler = Callable[[SessionFormatError], None]
 
 
+def discover_files(root: Path, pattern: str, key: Callable[[Path], Any] | None = None) -> Iterator[Path]:
+    """Files matching ``pattern`` under ``root`` (recursively, sorted by ``key``), or ``root`` itself."""
+    if root.is_dir():
+        yield from sorted((p for p in root.rglob(pattern) if p.is_file()), key=key)
+    elif root.is_file():
+        yield root
+
+
 def report(error: SessionFormatError, on_error: ErrorHandler | None) -> None:
     """Hand ``error`` to ``on_error``, or raise it when there is no handler."""
     if on_error is None:

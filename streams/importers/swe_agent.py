@@ -32,17 +32,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import ErrorHandler, EventIds, SessionFormatError, report, text_result
+from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, report, text_result
 
 __all__ = ["discover", "read", "looks_like"]
 
 
 def discover(root: Path) -> Iterator[Path]:
     """``*.traj`` under ``root`` (recursively, sorted), or ``root`` itself."""
-    if root.is_dir():
-        yield from sorted(p for p in root.rglob("*.traj") if p.is_file())
-    elif root.is_file():
-        yield root
+    return discover_files(root, "*.traj")
 
 
 def looks_like(first: Any) -> bool:
