@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import discover_files, ErrorHandler, EventIds, SessionFormatError, iso_to_ms, joined_text, read_jsonl, report
+from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, iso_to_ms, joined_text, read_jsonl, report
 
 __all__ = ["discover", "read", "looks_like"]
 
