@@ -61,8 +61,8 @@ Why nothing is lost, applied twice or changed across a crash (kill -9)
 Each state carries ``last_offsets[tp]``: the offset of the last event of
 input partition ``tp`` (``"topic:partition"``) applied to it, in the same
 changelog record as the state. The detection engine is deterministic and a
-verdict record is a function of (state, event) alone (no ``verdict_ts``;
-the Kafka record timestamp carries the produce time), so re-applying an event
+verdict record is a function of (state, event, key, source) -- it carries no
+production time; the Kafka record timestamp does -- so re-applying an event
 to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
@@ -111,11 +111,11 @@ from typing import Any, Iterable
 
 import faust
 import msgpack
-from aiokafka.partitioner import DefaultPartitioner
 
 from . import metrics
 from .detection import Engine, SessionState, load_config
-from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
+from .client import verdict_partition
+from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
 from .settings import WorkerSettings
 
 __all__ = ["Loopwatch", "StateTable", "create_app"]
@@ -251,11 +251,10 @@ class Loopwatch:
         self._verdicts_topic = s.verdicts_topic
         self._loop_events_topic = s.loop_events_topic
         self._dead_letters_topic = s.dead_letters_topic
-        self._rekey_topic = f"{s.app_id}-rekey"
+        self._rekey_topic = self.rekey.get_topic_name()
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
-        self._partitioner = DefaultPartitioner()
         self._send: Any = None  # the producer's send, bound once started
         self._observe_latency = metrics.VERDICT_LATENCY_SECONDS.observe
 
@@ -354,8 +353,7 @@ class Loopwatch:
         pending, self._pending = self._pending, []
         dirty, self._dirty = self._dirty, {}
         cache, engine = self._cache, self.processor.engine
-        min_calls = engine.config.smallest_warning_threshold
-        writes = [(key, cache[key].to_bytes(min_calls), partition) for key, partition in dirty.items()]
+        writes = [(key, encode_state(cache[key], engine), partition) for key, partition in dirty.items()]
         return outputs, writes, pending
 
     def _start_checkpoint(self) -> None:
@@ -532,7 +530,7 @@ class Loopwatch:
                 continue
             partition = self.table.key_partitions.get(key)
             if partition is None:
-                partition = self._partitioner(key, list(range(self.settings.partitions)), [])
+                partition = verdict_partition(key, self.settings.partitions)  # Kafka's default partitioner
             if partition not in active:
                 continue
             self.table.expire(key, partition)

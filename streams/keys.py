@@ -26,8 +26,7 @@ def _text(value: Any) -> str | None:
 
 def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
     """The partition key of ``event`` for ``key_by`` (``run`` or ``session``); "" if it has no ids."""
-    session = _text(event["session_key"] if "session_key" in event else event.get("session_id"))
-    session = session or _text(event.get("session_id"))
+    session = _text(event.get("session_key")) or _text(event.get("session_id"))
     if key_by == "session":
         return session or ""
     if key_by != "run":

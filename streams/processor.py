@@ -168,7 +168,7 @@ class Processor:
         codec: ``msgpack`` or ``json``, the encoding of verdicts and loop events.
     """
 
-    __slots__ = ("engine", "key_by", "codec", "_encode", "_decode", "_events", "_verdicts",
+    __slots__ = ("engine", "key_by", "codec", "_encode", "_events", "_verdicts",
                  "_engine_seconds", "_redelivered")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack") -> None:
@@ -178,7 +178,6 @@ class Processor:
         self.key_by = key_by
         self.codec = codec
         self._encode = _pack if codec == "msgpack" else encode_json
-        self._decode = decode_event
         # metric children bound once (a labels() lookup per event costs more than the increment)
         self._events: dict[Any, Any] = {}
         self._verdicts: dict[Any, Any] = {}
@@ -242,15 +241,13 @@ class Processor:
         record = verdict_record(verdict, event, key.decode("utf-8", "replace"))
         if "source" in event:
             record["event_source"] = record["source"]
-        record["source"] = {"topic": source.topic, "partition": source.partition, "offset": offset}
+        record["source"] = source.as_dict()
         encoded = self._encode(record)
         state.last_offsets[tp] = offset
         self._child(self._events, EVENTS_BY_TYPE, event.get("type")).inc()
         self._child(self._verdicts, VERDICTS_BY_NAME, record["verdict"]).inc()
-        detection = record.get("detection")
-        guard = record.get("guard")
-        if (detection and detection.get("stuck")) or (guard and guard.get("abort")):
-            events = loop_events(record)
+        events = loop_events(record)
+        if events:
             self._count_detections(events)
             return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode(e) for e in events],
                            record=record)

@@ -105,13 +105,6 @@ class Replayer:
         self._states: dict[str, SessionState] = {}
         self.summary = ReplaySummary()
 
-    @property
-    def state_count(self) -> int:
-        return len(self._sessions) if self.key_by == "session" else len(self._states)
-
-    def states(self) -> dict[str, SessionState]:
-        return self._sessions.states if self.key_by == "session" else self._states
-
     def apply(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
         """Apply one event; returns its verdict record.
 

@@ -68,13 +68,7 @@ def worker(**options: Any) -> None:
     loop events for warnings, blocks and aborts, and dead letters for records
     that are not valid events. Serves Prometheus metrics on /metrics.
     """
-    given = {name: value for name, value in options.items() if value is not None}
-    for name, value in list(given.items()):
-        args = typing.get_args(WorkerSettings.model_fields[name].annotation)
-        if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-            given[name] = int(value)  # Literal of ints, e.g. producer_acks
-    if "input_topics" in given:
-        given["input_topics"] = [t.strip() for t in given["input_topics"].split(",") if t.strip()]
+    given = {name: value for name, value in options.items() if value is not None}  # the model converts text
     try:
         settings = WorkerSettings(**given)
     except ValidationError as exc:
