@@ -10,6 +10,7 @@ import click
 
 from ..codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
+from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 
@@ -82,7 +83,7 @@ Examples:
 )
 @config_option
 @click.option("--format", "fmt", default="events", show_default=True,
-              type=click.Choice(["events", "openclaw", "claude-code", "codex", "swe-agent"]),
+              type=click.Choice(["events", *sorted(FORMATS)]),
               help="Input format: loopwatch event files (JSON Lines or msgpack, sniffed), or recorded "
                    "sessions read through an importer (see `loopwatch import`).")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,

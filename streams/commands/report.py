@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import click
 
 from ..detection import Engine, EventError
+from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
@@ -16,7 +17,7 @@ from .replay import _file_events, _session_events, config_option, load_config_or
 
 __all__ = ["report"]
 
-_SESSION_FORMATS = ("openclaw", "claude-code", "codex", "swe-agent")
+_SESSION_FORMATS = tuple(sorted(FORMATS))
 
 
 def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[str, Any]]:

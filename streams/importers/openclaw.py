@@ -100,7 +100,7 @@ def discover(root: Path) -> Iterator[Path]:
 
 def looks_like(first: dict[str, Any]) -> bool:
     """Whether a file's first JSON line is an OpenClaw/pi session header."""
-    return first.get("type") == "session" and "version" in first and "id" in first
+    return isinstance(first, dict) and first.get("type") == "session" and "version" in first and "id" in first
 
 
 def _agent_from_path(path: Path) -> str | None:

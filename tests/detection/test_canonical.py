@@ -300,8 +300,9 @@ def test_fast_path_declines_what_it_cannot_prove(value):
 # ------------------------------------------------------------------ digests (§4.2, §4.3)
 
 def test_args_hash_spec_example():
-    assert args_hash("read", {"path": "/workspace/notes.md"}) == READ_HASH
-    assert READ_HASH == "read:d358b22b4ff6f0515ebb0f5219842ac08c57d468c8f1d6d6bec0927dafb706a2"
+    # the spec's own worked example (§4.2)
+    assert args_hash("read", {"path": "/workspace/notes.md"}) == \
+        "read:d358b22b4ff6f0515ebb0f5219842ac08c57d468c8f1d6d6bec0927dafb706a2"
 
 
 def test_outcome_digest_spec_worked_example():

@@ -86,8 +86,11 @@ def test_runs_and_session_key_from_sidecar():
     assert events[0]["result"] == {"content": [{"type": "text", "text": "# tasks"}]}  # no details stored
 
 
-def test_import_is_deterministic():
-    assert _events(FIX) == _events(FIX)
+def test_event_ids_are_file_line_and_index_so_reimports_match():
+    # <session id>:<line of the call>:<n-th event of that line>: stable across imports and machines
+    assert [e["event_id"] for e in _events(FIX)] == [
+        "oc-s1:4:0", "oc-s1:4:1", "oc-s1:9:0", "oc-s1:11:0", "oc-s1:12:0", "oc-s1:20:0", "oc-s1:22:0",
+        "oc-s2:4:0", "oc-s2:6:0", "oc-s2:9:0"]
 
 
 def test_malformed_line_is_reported_with_path_and_line(tmp_path):
@@ -99,3 +102,10 @@ def test_malformed_line_is_reported_with_path_and_line(tmp_path):
     seen = []
     assert list(import_paths("openclaw", [bad], on_error=seen.append)) == []
     assert [(e.line, e.path) for e in seen] == [(2, str(bad))]
+
+
+def test_format_detection_tolerates_a_first_line_that_is_not_an_object(tmp_path):
+    from streams.importers import detect_format
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("[1]\n")
+    assert detect_format(odd) is None

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from html.parser import HTMLParser
 
 import pytest
@@ -48,9 +47,7 @@ def _dump_dom(path) -> str:
 def test_timeline_in_headless_chromium(sensitive_records, tmp_path):
     page = tmp_path / "report.html"
     page.write_text(render_html(build_report(sensitive_records, "sensitive.json")), encoding="utf-8")
-    started = time.monotonic()
     dom = _dump_dom(page)
-    assert time.monotonic() - started < 90
     parser = _Dom()
     parser.feed(dom)
     elements = parser.elements
