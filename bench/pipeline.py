@@ -76,7 +76,7 @@ def _events(count: int, seed: int, prefix: str) -> list[tuple[bytes, dict[str, A
 async def _passthrough(bootstrap: str, source: str, sink: str) -> None:
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", fetch_max_wait_ms=25, max_poll_records=2000)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, max_batch_size=1024 * 1024)
     await consumer.start()
     await producer.start()
     print("READY", flush=True)
@@ -185,7 +185,7 @@ class Worker(Processor):
             "LOOPWATCH_CONFIG": config, "LOOPWATCH_METRICS_PORT": "0",
             "LOOPWATCH_DATA_DIR": str(self.workdir / "worker-data"), "LOOPWATCH_LOG_LEVEL": "info",  # the Ready line is info
         }
-        return [sys.executable, "-c", "from streams.cli import main; main()", "worker"], env
+        return [sys.executable, "-c", os.environ.get("BENCH_PRELUDE", "") + "from streams.cli import main; main()", "worker"], env
 
     def ready(self, text: str) -> bool:
         return "[^Worker]: Ready" in text

@@ -115,6 +115,8 @@ import msgpack
 from . import metrics
 from .detection import Engine, SessionState, load_config
 from .client import verdict_partition
+from .consumer import Batch, Transport
+from .outputs import Outputs
 from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
 from .settings import WorkerSettings
 
@@ -126,7 +128,7 @@ log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
-_BATCH_MAX = 100  # most buffered events handled without a yield (bounds the delay of the first one's verdict)
+_ENCODE_SLICE = 200  # states encoded by a checkpoint between two yields to the event loop
 
 
 class StateTable(faust.Table):
@@ -185,7 +187,7 @@ class StateTable(faust.Table):
 
 
 class Loopwatch:
-    """The worker: a Faust app with its topics, state table, agents and timers.
+    """The worker: a Faust app with its topics, state table, batch handlers and timers.
 
     Arguments:
         settings: the worker settings.
@@ -210,12 +212,11 @@ class Loopwatch:
             topic_replication_factor=s.replication_factor,
             topic_disable_leader=True,
             table_standby_replicas=s.standby_replicas,
-            processing_guarantee=s.processing_guarantee,
             producer_linger=s.producer_linger_ms / 1000.0,
             producer_acks=s.producer_acks,
-            broker_commit_interval=s.commit_interval_s,
-            stream_buffer_maxsize=s.stream_buffer_maxsize,
-            stream_wait_empty=False,
+            producer_max_batch_size=s.producer_max_batch_size,
+            producer_max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536),
+            broker_max_poll_records=s.max_poll_records,
             broker_session_timeout=s.session_timeout_s,
             broker_heartbeat_interval=s.heartbeat_interval_s,
             broker_rebalance_timeout=s.rebalance_timeout_s,
@@ -231,8 +232,8 @@ class Loopwatch:
         topic = {**_RAW, "partitions": s.partitions, "replicas": s.replication_factor}
         # internal=True: Faust creates missing input topics with `partitions` before subscribing
         # (a broker auto-create would give num.partitions and break co-partitioning with the table).
-        self.input = app.topic(*s.input_topics, internal=True, allow_empty=True, **topic)
-        self.rekey = app.topic(f"{s.app_id}-rekey", internal=True, **topic)
+        self.input = app.topic(*s.input_topics, internal=True, acks=False, **topic)
+        self.rekey = app.topic(f"{s.app_id}-rekey", internal=True, acks=False, **topic)
         self.verdicts = app.topic(s.verdicts_topic, **topic)
         self.loop_events = app.topic(s.loop_events_topic, **topic)
         self.dead_letters = app.topic(s.dead_letters_topic, **topic)
@@ -240,14 +241,21 @@ class Loopwatch:
             app, name="states", default=None, key_type=bytes, value_type=bytes, partitions=s.partitions,
             beacon=app.tables.beacon, help="loopwatch state per key (SessionState bytes)",
         ))
+        app.topics.add(self.input)  # subscribed; their records reach _on_batch, not a Faust stream
+        app.topics.add(self.rekey)
 
         self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
         self._dirty: dict[bytes, int] = {}  # key -> changelog partition, changed since the last snapshot
+        self._handled: dict[Any, int] = {}  # input TP -> last offset handled since the last snapshot
+        self._since_snapshot = 0  # events handled since the last snapshot
         self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
-        self._pending: list[tuple[Any, Any]] = []  # (stream, event) handled since the last snapshot, un-acked
+        self._unencoded: dict[bytes, int] = {}  # keys of the snapshot in flight not encoded yet
+        self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
         self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
         self._failed: BaseException | None = None
-        self._lock = asyncio.Lock()  # one event or snapshot at a time (agents, timers, rebalance)
+        self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
+        self._out: Outputs | None = None  # opened with the producer, on the first batch
+        self._out_lock = asyncio.Lock()
         self._verdicts_topic = s.verdicts_topic
         self._loop_events_topic = s.loop_events_topic
         self._dead_letters_topic = s.dead_letters_topic
@@ -255,11 +263,12 @@ class Loopwatch:
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
-        self._send: Any = None  # the producer's send, bound once started
         self._observe_latency = metrics.VERDICT_LATENCY_SECONDS.observe
 
-        app.agent(self.input, name=f"{s.app_id}.process")(self._process_input)
-        app.agent(self.rekey, name=f"{s.app_id}.process-rekeyed")(self._process_rekeyed)
+        # Records of these topics are delivered a fetch at a time (streams.consumer), not through Faust streams.
+        handlers = {name: self._on_input_batch for name in s.input_topics}
+        handlers[self._rekey_topic] = self._on_rekeyed_batch
+        app.transport = Transport(app.conf.broker_consumer, app, handlers)
         app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
         app.timer(_GAUGE_INTERVAL_S, name=f"{s.app_id}.gauges")(self._update_gauges)
         app.timer(s.expiry_interval_s, name=f"{s.app_id}.expire")(self._expire_idle)
@@ -268,107 +277,162 @@ class Loopwatch:
         app.on_partitions_assigned.connect(self._on_assigned)
         app.on_before_shutdown.connect(self._on_shutdown)
 
-    # ------------------------------------------------------------------ agents
+    # ------------------------------------------------------------------ events
 
-    async def _process_input(self, stream: Any) -> None:
-        await self._consume(stream, self._handle_input)
+    async def _on_input_batch(self, batch: Batch, generation: int) -> None:
+        await self._on_batch(batch, generation, self._handle_input)
 
-    async def _process_rekeyed(self, stream: Any) -> None:
-        await self._consume(stream, self._handle_rekeyed)
+    async def _on_rekeyed_batch(self, batch: Batch, generation: int) -> None:
+        await self._on_batch(batch, generation, self._handle_rekeyed)
 
-    async def _consume(self, stream: Any, handle: Any) -> None:
-        """Handle each event at once (publishing its verdict); ack it only at the checkpoint that covers it."""
-        stream.enable_acks = False  # as Stream.noack(): acked by the checkpoint
-        lock = self._lock
-        limit = self.settings.checkpoint_max_events
-        if self._send is None:
-            self._send = (await self.app.maybe_start_producer()).send
-        queue = stream.channel.queue
-        batch: list[Any] = []
-        async for event in stream.events():
-            # What is already buffered is handled together, with no yield to the event loop
-            # between its sends, so that the producer packs their records into few requests
-            # (one request per record costs more than the engine). At low load that is the
-            # one event that arrived: nothing waits for a batch to fill.
-            batch.append(event)
-            if len(batch) < _BATCH_MAX and not queue.empty():
-                continue
-            async with lock:
-                for handled in batch:
-                    await handle(handled.message)
-                pending = self._pending
-                pending.extend((stream, handled) for handled in batch)
-                batch = []
-                if len(pending) >= limit:
-                    checkpoint = self._checkpoint
-                    if checkpoint is not None and not checkpoint.done():
-                        await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
-                    self._start_checkpoint()
+    async def _on_batch(self, batch: Batch, generation: int, handle: Any) -> None:
+        """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it."""
+        out = self._out or await self._open_outputs()
+        async with self._lock:
+            if generation != self.app.consumer_generation_id or self._failed is not None:
+                return  # fetched before a rebalance: delivered again from the committed offsets
+            now = time.monotonic()
+            handled, positions = self._handled, self._positions
+            for tp, records in batch:
+                topic, partition = tp.topic, tp.partition
+                for record in records:
+                    handle(topic, partition, record, now)
+                last = records[-1].offset
+                handled[tp] = positions[(topic, partition)] = last
+                self._since_snapshot += len(records)
+            if out:
+                self._outputs.extend(await out.send())
+            if self._since_snapshot >= self.settings.checkpoint_max_events:
+                checkpoint = self._checkpoint
+                if checkpoint is not None and not checkpoint.done():
+                    await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
+                self._start_checkpoint()
 
-    async def _handle_input(self, message: Any) -> None:
-        key, raw = message.key, message.value
-        source = Source(message.topic, message.partition, message.offset)
-        self._positions[(message.topic, message.partition)] = message.offset
+    def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
+        key, raw = record.key, record.value
+        source = Source(topic, partition, record.offset)
         event, dead = self.processor.decode(raw, key, source)
         if dead is not None:
-            await self._publish_dead(dead)
+            self._publish_dead(dead, partition)
         elif not key:
-            await self._forward(event, source, raw, message.timestamp)
+            self._forward(event, source, raw, record.timestamp, partition)
         else:
-            await self._apply(key, event, source, raw, message.partition, message.timestamp)
+            self._apply(key, event, source, raw, partition, record.timestamp, now)
 
-    async def _handle_rekeyed(self, message: Any) -> None:
-        item = await self._unwrap(message)
+    def _handle_rekeyed(self, topic: str, partition: int, record: Any, now: float) -> None:
+        item = self._unwrap(topic, partition, record)
         if item is not None:
             key, event, source, raw, timestamp = item
-            await self._apply(key, event, source, raw, message.partition, timestamp)
+            self._apply(key, event, source, raw, partition, timestamp, now)
 
-    async def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
-                     partition: int, timestamp: float | None) -> None:
-        """Apply one event to its key's state and publish its verdict and loop events (no wait)."""
-        self._last_seen[key] = time.monotonic()
+    def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
+               partition: int, timestamp_ms: int | None, now: float) -> None:
+        """Apply one event to its key's state and queue its verdict and loop events."""
+        self._last_seen[key] = now
         state = self._cache.get(key)
         if state is None:
             state = self._load(key)
+        elif key in self._unencoded:
+            self._encode_now(key)  # the snapshot in flight takes the state as it is before this event
         outcome = self.processor.apply(key, event, source, state, raw)
         kind = outcome.kind
         if kind == APPLIED:
             self._dirty[key] = partition
-            send, outputs = self._send, self._outputs
-            outputs.append(await send(self._verdicts_topic, key, outcome.verdict, None, None, None))
+            add = self._out.add  # type: ignore[union-attr]
+            add(self._verdicts_topic, key, outcome.verdict)
             for value in outcome.loop_events:
-                outputs.append(await send(self._loop_events_topic, key, value, None, None, None))
+                add(self._loop_events_topic, key, value)
             event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
-            sent_ms = event_ts if isinstance(event_ts, (int, float)) else (timestamp or 0) * 1000.0
+            sent_ms = event_ts if isinstance(event_ts, (int, float)) else timestamp_ms
             if sent_ms:
                 self._observe_latency(max(0.0, time.time() - sent_ms / 1000.0))
         elif kind == DEAD_LETTER:
-            await self._publish_dead(outcome)
+            self._publish_dead(outcome, partition)
+
+    def _unwrap(self, topic: str, partition: int, record: Any
+                ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:
+        """A rekey record's (key, event, origin source, raw, timestamp ms); None if dead-lettered."""
+        try:
+            origin_topic, origin_partition, offset, raw, timestamp_ms = msgpack.unpackb(record.value, raw=False)
+            source = Source(origin_topic, origin_partition, offset)
+        except Exception as exc:  # not written by us: keep it, keep going
+            here = Source(topic, partition, record.offset)
+            self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode",
+                                                          f"not a loopwatch rekey record: {exc}"), partition)
+            return None
+        event, dead = self.processor.decode(raw, None, source)
+        if dead is not None:
+            self._publish_dead(dead, partition)
+            return None
+        return record.key, event, source, raw, timestamp_ms
+
+    def _forward(self, event: dict[str, Any], source: Source, raw: bytes | None, timestamp_ms: int | None,
+                 partition: int) -> None:
+        """A keyless record to the rekey topic, keyed by its state key, with its origin."""
+        state_key = self.processor.state_key(None, event)
+        envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
+                                 use_bin_type=True)
+        self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]
+
+    def _publish_dead(self, outcome: Outcome, partition: int) -> None:
+        self._out.add(self._dead_letters_topic, outcome.key, outcome.dead_letter, partition)  # type: ignore[union-attr]
+
+    async def _open_outputs(self) -> Outputs:
+        """The output batches, once the producer runs and every output topic exists."""
+        async with self._out_lock:
+            if self._out is None:
+                for topic in (self.verdicts, self.loop_events, self.dead_letters):
+                    await topic.maybe_declare()
+                producer = (await self.app.maybe_start_producer())._ensure_producer()
+                names = (self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic, self._rekey_topic)
+                self._out = Outputs(producer, {name: len(await producer.partitions_for(name)) for name in names})
+            return self._out
 
     # ------------------------------------------------------------- checkpoints
 
-    def _snapshot(self) -> tuple[list[asyncio.Future], list[tuple[bytes, bytes, int]], list[tuple[Any, Any]]]:
-        """Sends, dirty states (encoded) and events so far; call with the lock held, no await."""
+    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], int]:
+        """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
+
+        The dirty states are encoded by the checkpoint (:meth:`_encode_snapshot`)
+        off the lock, and by :meth:`_apply` just before an event changes one
+        of them first: each is encoded as it was at this instant.
+        """
         outputs, self._outputs = self._outputs, []
-        pending, self._pending = self._pending, []
-        dirty, self._dirty = self._dirty, {}
-        cache, engine = self._cache, self.processor.engine
-        writes = [(key, encode_state(cache[key], engine), partition) for key, partition in dirty.items()]
-        return outputs, writes, pending
+        handled, self._handled = self._handled, {}
+        self._unencoded, self._dirty = self._dirty, {}
+        self._encoded = []
+        self._since_snapshot = 0
+        return outputs, handled, self.app.consumer_generation_id
+
+    def _encode_now(self, key: bytes) -> None:
+        partition = self._unencoded.pop(key)
+        self._encoded.append((key, encode_state(self._cache[key], self.processor.engine), partition))
+
+    async def _encode_snapshot(self) -> list[tuple[bytes, bytes, int]]:
+        """Encode the snapshot's states not encoded yet, a slice at a time (events are handled in between)."""
+        unencoded, encoded, cache, engine = self._unencoded, self._encoded, self._cache, self.processor.engine
+        while unencoded:
+            for _ in range(min(_ENCODE_SLICE, len(unencoded))):
+                key, partition = unencoded.popitem()
+                encoded.append((key, encode_state(cache[key], engine), partition))
+            await asyncio.sleep(0)
+        self._encoded = []
+        return encoded
 
     def _start_checkpoint(self) -> None:
         """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
         if self._checkpoint is not None and not self._checkpoint.done():
             return
-        if self._failed is not None or not (self._pending or self._outputs or self._dirty):
+        if self._failed is not None or not (self._handled or self._outputs or self._dirty):
             return
         self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
 
-    async def _run_checkpoint(self, outputs: list[asyncio.Future], writes: list[tuple[bytes, bytes, int]],
-                              pending: list[tuple[Any, Any]], ack: bool = True) -> None:
+    async def _run_checkpoint(self, outputs: list[asyncio.Future], handled: dict[Any, int], generation: int,
+                              commit: bool = True) -> None:
         """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
         started = time.perf_counter()
         try:
+            writes = await self._encode_snapshot()
             if outputs:
                 await asyncio.gather(*outputs)  # (a) every record published so far acknowledged
             if writes:
@@ -377,13 +441,9 @@ class Loopwatch:
             if not isinstance(exc, asyncio.CancelledError):
                 self._fail(exc)
             raise
-        # (c) offsets committable; not while partitions move (Faust dropped their bookkeeping:
-        # the events go to the next owner, which skips what this checkpoint wrote).
-        if ack and not self.app.rebalancing:
-            generation = self.app.consumer_generation_id
-            for stream, event in pending:
-                if event.message.generation_id == generation:
-                    await stream.ack(event)
+        # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
+        if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
+            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
         metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
 
     def _fail(self, exc: BaseException) -> None:
@@ -397,13 +457,16 @@ class Loopwatch:
         async with self._lock:
             self._start_checkpoint()
 
-    async def _final_checkpoint(self, ack: bool) -> None:
-        """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
+    async def _wait_checkpoint(self) -> None:
         if self._checkpoint is not None:
             await asyncio.wait([self._checkpoint])
             self._checkpoint = None
-        if self._failed is None and (self._pending or self._outputs or self._dirty):
-            await self._run_checkpoint(*self._snapshot(), ack=ack)
+
+    async def _final_checkpoint(self, commit: bool) -> None:
+        """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
+        await self._wait_checkpoint()
+        if self._failed is None and (self._handled or self._outputs or self._dirty):
+            await self._run_checkpoint(*self._snapshot(), commit=commit)
 
     def _load(self, key: bytes) -> SessionState:
         """The decoded state of ``key``, from the table (cached)."""
@@ -412,33 +475,6 @@ class Loopwatch:
         self._cache[key] = state
         return state
 
-    async def _unwrap(self, message: Any) -> tuple[bytes, dict[str, Any], Source, bytes, float | None] | None:
-        """A rekey record's (key, event, origin source, raw, timestamp); None if dead-lettered."""
-        try:
-            topic, partition, offset, raw, timestamp = msgpack.unpackb(message.value, raw=False)
-            source = Source(topic, partition, offset)
-        except Exception as exc:  # not written by us: keep it, keep going
-            here = Source(message.topic, message.partition, message.offset)
-            await self._publish_dead(self.processor.dead_letter(message.value, message.key, here, "decode",
-                                                                f"not a loopwatch rekey record: {exc}"))
-            return None
-        event, dead = self.processor.decode(raw, None, source)
-        if dead is not None:
-            await self._publish_dead(dead)
-            return None
-        return message.key, event, source, raw, timestamp
-
-    async def _forward(self, event: dict[str, Any], source: Source, raw: bytes | None,
-                       timestamp: float | None) -> None:
-        """A keyless record to the rekey topic, keyed by its state key, with its origin."""
-        state_key = self.processor.state_key(None, event)
-        envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp],
-                                 use_bin_type=True)
-        self._outputs.append(await self._send(self._rekey_topic, state_key, envelope, None, None, None))
-
-    async def _publish_dead(self, outcome: Outcome) -> None:
-        self._outputs.append(
-            await self._send(self._dead_letters_topic, outcome.key, outcome.dead_letter, None, None, None))
 
     # ------------------------------------------------------ timers and signals
 
@@ -454,28 +490,28 @@ class Loopwatch:
                          self.settings.metrics_port)
             except OSError as exc:
                 log.error("loopwatch: cannot serve metrics on port %d: %s", self.settings.metrics_port, exc)
-        for topic in (self.verdicts, self.loop_events, self.dead_letters):
-            await topic.maybe_declare()
+        await self._open_outputs()
 
     async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
-        """Partitions move: checkpoint the states (no acks, see the module docstring), drop the cache."""
+        """Partitions move: checkpoint the states (no commit, see the module docstring), drop the cache."""
         async with self._lock:
             try:
-                await self._final_checkpoint(ack=False)
+                await self._final_checkpoint(commit=False)
             except Exception as exc:  # the next owner re-applies from the previous checkpoint
                 log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
             self._drop()
 
     async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
         async with self._lock:
+            await self._wait_checkpoint()
             self._drop()  # the table is the truth
         self._tune_fetcher()
 
     async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
-        """Graceful stop: a last checkpoint, acked, before Faust's final commit (a restart re-sends nothing)."""
+        """Graceful stop: a last checkpoint, committed (a restart re-sends nothing)."""
         async with self._lock:
             try:
-                await self._final_checkpoint(ack=True)
+                await self._final_checkpoint(commit=True)
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
             self._drop()
@@ -483,8 +519,11 @@ class Loopwatch:
     def _drop(self) -> None:
         self._cache.clear()
         self._dirty.clear()
-        self._pending.clear()
+        self._handled.clear()
+        self._since_snapshot = 0
         self._outputs.clear()
+        self._unencoded.clear()
+        self._encoded = []
         self._last_seen.clear()
 
     def _tune_fetcher(self) -> None:
@@ -536,6 +575,8 @@ class Loopwatch:
             self.table.expire(key, partition)
             self._cache.pop(key, None)
             self._last_seen.pop(key, None)
+            if self._out is not None:
+                self._out.forget(key)
 
 
 def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:

@@ -287,7 +287,7 @@ def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
 def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
-    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, commit_interval_s=1.0)
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config)
     topic = settings.input_topics[0]
     events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))

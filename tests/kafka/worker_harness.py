@@ -50,7 +50,6 @@ def worker_settings(bootstrap: str, tmp_path: Path, **overrides: Any) -> WorkerS
         standby_replicas=0,
         metrics_port=0,
         data_dir=str(tmp_path / "faust-{app_id}"),
-        commit_interval_s=0.2,
         session_timeout_s=6,
         rebalance_timeout_s=6,
         expiry_interval_s=3600,
