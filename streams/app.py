@@ -263,7 +263,7 @@ class Loopwatch:
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
-        self._observe_latency = metrics.VERDICT_LATENCY_SECONDS.observe
+        self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
 
         # Records of these topics are delivered a fetch at a time (streams.consumer), not through Faust streams.
         handlers = {name: self._on_input_batch for name in s.input_topics}
@@ -302,6 +302,8 @@ class Loopwatch:
                 self._since_snapshot += len(records)
             if out:
                 self._outputs.extend(await out.send())
+            self._observe_latencies()
+            self.processor.flush_metrics()
             if self._since_snapshot >= self.settings.checkpoint_max_events:
                 checkpoint = self._checkpoint
                 if checkpoint is not None and not checkpoint.done():
@@ -345,9 +347,17 @@ class Loopwatch:
             event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
             sent_ms = event_ts if isinstance(event_ts, (int, float)) else timestamp_ms
             if sent_ms:
-                self._observe_latency(max(0.0, time.time() - sent_ms / 1000.0))
+                self._sent_ms.append(sent_ms)
         elif kind == DEAD_LETTER:
             self._publish_dead(outcome, partition)
+
+    def _observe_latencies(self) -> None:
+        """End-to-end latency of the batch's verdicts: handed to the producer now, sent at their ts."""
+        if self._sent_ms:
+            now_ms = time.time() * 1000.0
+            metrics.observe_many(metrics.VERDICT_LATENCY_SECONDS,
+                                 [max(0.0, now_ms - sent) / 1000.0 for sent in self._sent_ms])
+            self._sent_ms.clear()
 
     def _unwrap(self, topic: str, partition: int, record: Any
                 ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:

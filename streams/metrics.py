@@ -7,6 +7,9 @@ only these names (a test checks it).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from typing import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "REDELIVERED",
     "CHECKPOINT_SECONDS",
     "METRIC_NAMES",
+    "observe_many",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -89,3 +93,30 @@ METRIC_NAMES = frozenset(
     for metric in (ENGINE_SECONDS, VERDICT_LATENCY_SECONDS, CHECKPOINT_SECONDS)
     for suffix in ("_bucket", "_sum", "_count")
 ) | {ACTIVE_KEYS._name, CONSUMER_LAG._name}
+
+
+def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
+    """``histogram.observe(value)`` for every value, as one update per bucket.
+
+    The worker times every event; one ``observe`` per event (a lock per
+    bucket and sum) costs more than a tenth of its time per event at
+    saturation, so it gathers a batch's values and adds them here. Uses the
+    histogram's own buckets and values (prometheus_client's ``_upper_bounds``,
+    ``_buckets``, ``_sum``); where a prometheus_client lacks them, falls back
+    to ``observe``. ``histogram`` must have no labels (or be a child).
+    """
+    if not values:
+        return
+    buckets = getattr(histogram, "_buckets", None)
+    bounds = getattr(histogram, "_upper_bounds", None)
+    if buckets is None or bounds is None or len(buckets) != len(bounds):
+        for value in values:
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect_left(bounds, value)] += 1  # the first bucket with value <= bound, as observe()
+    histogram._sum.inc(sum(values))
+    for bucket, count in zip(buckets, counts):
+        if count:
+            bucket.inc(count)

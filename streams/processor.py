@@ -168,8 +168,8 @@ class Processor:
         codec: ``msgpack`` or ``json``, the encoding of verdicts and loop events.
     """
 
-    __slots__ = ("engine", "key_by", "codec", "_encode", "_events", "_verdicts",
-                 "_engine_seconds", "_redelivered")
+    __slots__ = ("engine", "key_by", "codec", "_encode", "_event_counts", "_verdict_counts",
+                 "_engine_times", "_redelivered")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack") -> None:
         if codec not in ("msgpack", "json"):
@@ -178,11 +178,11 @@ class Processor:
         self.key_by = key_by
         self.codec = codec
         self._encode = _pack if codec == "msgpack" else encode_json
-        # metric children bound once (a labels() lookup per event costs more than the increment)
-        self._events: dict[Any, Any] = {}
-        self._verdicts: dict[Any, Any] = {}
-        self._engine_seconds = metrics.ENGINE_SECONDS.observe
-        self._redelivered = metrics.REDELIVERED
+        # metric updates gathered per batch, published by flush_metrics()
+        self._event_counts: dict[Any, int] = {}
+        self._verdict_counts: dict[Any, int] = {}
+        self._engine_times: list[float] = []
+        self._redelivered = 0
 
     # ---------------------------------------------------------------- decoding
 
@@ -224,7 +224,7 @@ class Processor:
         offset = source.offset
         last = state.last_offsets.get(tp)
         if last is not None and offset <= last:
-            self._redelivered.inc()
+            self._redelivered += 1
             return Outcome(SKIPPED, key)
 
         ref = [event.get("event_id"), source.partition, offset]
@@ -236,7 +236,7 @@ class Processor:
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept
             return self.dead_letter(raw, key, source, "error", f"{type(exc).__name__}: {exc}")
         finally:
-            self._engine_seconds(_perf_counter() - started)
+            self._engine_times.append(_perf_counter() - started)
 
         record = verdict_record(verdict, event, key.decode("utf-8", "replace"))
         if "source" in event:
@@ -244,8 +244,12 @@ class Processor:
         record["source"] = source.as_dict()
         encoded = self._encode(record)
         state.last_offsets[tp] = offset
-        self._child(self._events, EVENTS_BY_TYPE, event.get("type")).inc()
-        self._child(self._verdicts, VERDICTS_BY_NAME, record["verdict"]).inc()
+        counts = self._event_counts
+        kind = event.get("type")
+        counts[kind] = counts.get(kind, 0) + 1
+        counts = self._verdict_counts
+        kind = record["verdict"]
+        counts[kind] = counts.get(kind, 0) + 1
         events = loop_events(record)
         if events:
             self._count_detections(events)
@@ -253,12 +257,17 @@ class Processor:
                            record=record)
         return Outcome(APPLIED, key, verdict=encoded, record=record)
 
-    @staticmethod
-    def _child(cache: dict[Any, Any], metric: Any, label: Any) -> Any:
-        child = cache.get(label)
-        if child is None:
-            child = cache[label] = metric.labels(str(label))
-        return child
+    def flush_metrics(self) -> None:
+        """Publish the metric updates of the events applied since the last call (once per batch)."""
+        for counts, metric in ((self._event_counts, EVENTS_BY_TYPE), (self._verdict_counts, VERDICTS_BY_NAME)):
+            for label, count in counts.items():
+                metric.labels(str(label)).inc(count)
+            counts.clear()
+        metrics.observe_many(metrics.ENGINE_SECONDS, self._engine_times)
+        self._engine_times.clear()
+        if self._redelivered:
+            metrics.REDELIVERED.inc(self._redelivered)
+            self._redelivered = 0
 
     @staticmethod
     def _count_detections(events: list[dict[str, Any]]) -> None:

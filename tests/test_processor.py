@@ -156,14 +156,52 @@ def test_state_key(key_by, record_key, expected):
     assert processor(key_by=key_by).state_key(record_key, event) == expected
 
 
-def test_metrics_are_counted():
+def _sample(name, labels=None):
+    return metrics.REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_metrics_are_counted_and_published_per_batch():
     proc, state = processor(), SessionState()
-    events_before = metrics.EVENTS.labels("tool_call")._value.get()
-    warn_before = metrics.DETECTIONS.labels("generic_repeat", "warning", "warn")._value.get()
+    events_before = _sample("loopwatch_events_total", {"type": "tool_call"})
+    allow_before = _sample("loopwatch_verdicts_total", {"verdict": "allow"})
+    warn_before = _sample("loopwatch_detections_total",
+                          {"detector": "generic_repeat", "level": "warning", "action": "warn"})
+    timed_before = _sample("loopwatch_engine_seconds_count")
+    redelivered_before = _sample("loopwatch_redelivered_events_total")
     for i in range(11):
         proc.apply(b"r1", call(i), src(i), state)
-    assert metrics.EVENTS.labels("tool_call")._value.get() == events_before + 11
-    assert metrics.DETECTIONS.labels("generic_repeat", "warning", "warn")._value.get() == warn_before + 1
+    assert proc.apply(b"r1", call(3), src(3), state).kind == SKIPPED
+    # detections are counted at once; the per-event series when the batch is flushed
+    assert _sample("loopwatch_detections_total",
+                   {"detector": "generic_repeat", "level": "warning", "action": "warn"}) == warn_before + 1
+    assert _sample("loopwatch_events_total", {"type": "tool_call"}) == events_before
+    proc.flush_metrics()
+    assert _sample("loopwatch_events_total", {"type": "tool_call"}) == events_before + 11
+    assert _sample("loopwatch_verdicts_total", {"verdict": "allow"}) == allow_before + 10
+    assert _sample("loopwatch_engine_seconds_count") == timed_before + 11
+    assert _sample("loopwatch_redelivered_events_total") == redelivered_before + 1
+    proc.flush_metrics()  # nothing new: nothing added
+    assert _sample("loopwatch_events_total", {"type": "tool_call"}) == events_before + 11
+
+
+def test_observe_many_equals_one_observe_per_value():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    values = [0.0, 0.001, 0.0010001, 0.003, 0.2, 0.25, 7.5, 100.0, 0.025]
+    registry_one, registry_many = CollectorRegistry(), CollectorRegistry()
+    one = Histogram("h", "h", buckets=(0.001, 0.025, 0.25, 10.0), registry=registry_one)
+    many = Histogram("h", "h", buckets=(0.001, 0.025, 0.25, 10.0), registry=registry_many)
+    for value in values:
+        one.observe(value)
+    metrics.observe_many(many, values)
+    metrics.observe_many(many, [])
+    samples = lambda registry: [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples
+                                if s.name.endswith(("_bucket", "_count"))]
+    assert samples(registry_many) == samples(registry_one)
+    assert registry_many.get_sample_value("h_sum") == pytest.approx(registry_one.get_sample_value("h_sum"))
+    assert registry_many.get_sample_value("h_bucket", {"le": "0.001"}) == 2
+    assert registry_many.get_sample_value("h_bucket", {"le": "10.0"}) == 8
+    assert registry_many.get_sample_value("h_count") == 9
 
 
 def test_loop_events_of_a_plain_verdict_are_empty():

@@ -15,7 +15,8 @@ def test_defaults():
         "loopwatch.verdicts", "loopwatch.loop-events", "loopwatch.dead-letters")
     assert (s.key_by, s.store, s.state_ttl_s, s.partitions, s.metrics_port, s.app_id, s.output_codec) == (
         "run", "memory://", 1800.0, 4, 9464, "loopwatch", "msgpack")
-    assert s.processing_guarantee == "at_least_once" and s.config is None and s.producer_linger_ms == 0
+    assert s.config is None and s.producer_linger_ms == 0 and s.producer_acks == -1
+    assert (s.producer_max_batch_size, s.max_poll_records, s.checkpoint_interval_s) == (1_048_576, 2000, 0.5)
 
 
 def test_environment(monkeypatch):
