@@ -158,6 +158,13 @@ class WorkerSettings(BaseSettings):
     heartbeat_interval_s: float = Field(1.0, gt=0, description="Consumer group heartbeat interval, seconds.")
     rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
 
+    gc_full_interval_s: float = Field(
+        600.0, ge=0,
+        description="Python's cyclic garbage collector skips the objects alive at each checkpoint (gc.freeze): "
+                    "a full collection over a fleet's states pauses the worker for tens of ms, which would show "
+                    "in the verdict latency. Every this many seconds they are collected once in full (0 = never "
+                    "freeze: Python's default collections).",
+    )
     log_level: str = Field("info", description="Worker log level (debug, info, warning, error).")
 
     @field_validator("input_topics", mode="before")
