@@ -28,31 +28,35 @@ Topics and keys
   cache is dropped on every rebalance. Keys idle for ``state_ttl_s`` are
   deleted (a tombstone in the changelog) by a timer.
 
-Processing: per event, then checkpoints (snapshot + offsets)
-------------------------------------------------------------
-Per event, nothing waits for the broker: the event is applied to its key's
-cached state in memory, its verdict (and loop events) are handed to the
-producer at once, the key is marked dirty and the event is kept, un-acked,
-for the next checkpoint. What the stream has buffered (up to 100 events) is
-handled in one go with no yield to the event loop between its sends, so that
-under load the producer packs the verdicts into few requests; at low load
-that is the single event that arrived. The agents consume their streams with acks off
-(as ``Stream.noack()``), so Faust never commits the offset of an event that
-no checkpoint covers.
+Processing: a fetch at a time, then checkpoints (snapshot + offsets)
+--------------------------------------------------------------------
+The input and rekey topics are subscribed by the app but their records do
+not go through Faust streams: :class:`streams.consumer.BatchConsumer` hands
+each fetch (up to ``max_poll_records``) to :meth:`Loopwatch._on_batch`, which
+applies every event to its key's cached state in memory, packs the verdicts
+and loop events into one producer batch per output partition
+(:class:`streams.outputs.Outputs`) and submits them at the end of the fetch;
+nothing waits for the broker. At low load a fetch is the one event that
+arrived, so batching adds no delay. The dirty keys and the last offset
+handled per input partition are kept for the next checkpoint; offsets are
+committed only by checkpoints (Faust's committer never sees these topics).
 
 A checkpoint runs every ``checkpoint_interval_s`` (timer) and whenever
 ``checkpoint_max_events`` events wait for one. It snapshots, in one step
-with no event being handled (both agents, the timers and the rebalance
-handlers share one lock): the send futures of every record published so far,
-the encoded state of every dirty key, and the events handled so far. Then,
-in the background while later events are handled:
+with no event being handled (the batch handlers, the timers and the
+rebalance handlers share one lock): the send futures of every record
+published so far, the dirty keys, and the last offset handled per input
+partition. Each dirty state is encoded as it is at that instant: by the
+checkpoint, a few states between yields to the event loop, or, for a state
+an event is about to change first, by :meth:`Loopwatch._apply` just before
+(copy on write). Then, in the background while later events are handled:
 
 (a) wait until every verdict, loop event, dead letter and rekey forward of
     the snapshot is acknowledged by the broker (``acks=all``);
 (b) write each snapshotted state to the table (its changelog record goes to
     the key's partition) and wait for those acknowledgements;
-(c) only then ack the snapshot's events to Faust, whose committer commits
-    their offsets at its next commit (``commit_interval_s``).
+(c) only then commit, per input partition, the offset after the last event
+    of the snapshot.
 
 One checkpoint at a time, so a key's snapshots reach the changelog in order.
 
@@ -67,7 +71,8 @@ to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
 state of each key) and each input partition resumes at its last committed
-offset, which by (c) is never beyond a checkpoint. For each event then:
+offset, which by (c) is never beyond a checkpoint (records fetched before
+the seek to it are dropped by the consumer). For each event then:
 
 1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
    state, which was written in some checkpoint's step (b), after step (a)
@@ -86,10 +91,10 @@ state.
 
 Rebalances: when partitions are revoked (Faust's eager protocol: before any
 other member gets them) the worker runs a last checkpoint (a, b) without
-acking, drops its cache and pending events; the next owner skips what that
-checkpoint covered (1) and re-applies the rest (2). A graceful stop runs a
-last full checkpoint before Faust's final commit, so a restart re-sends
-nothing. A failed checkpoint (a send or write not acknowledged) crashes the
+committing, drops its cache and pending offsets; the next owner skips what
+that checkpoint covered (1) and re-applies the rest (2). A batch fetched
+before a rebalance is dropped unhandled (its records come again). A graceful
+stop runs a last full checkpoint, committed, so a restart re-sends nothing. A failed checkpoint (a send or write not acknowledged) crashes the
 worker: the in-memory states are ahead of the table, and a restart resumes
 from the last checkpoint.
 
@@ -97,9 +102,12 @@ Cost: per event, no broker round trip and no state encoding on the verdict
 path; per checkpoint, one encoding per dirty key and one changelog round trip.
 After a crash up to one checkpoint interval of events is re-applied (and
 their verdicts possibly sent twice). Faust's ``exactly_once`` (transactions)
-would make verdicts visible to read_committed consumers only at each
-transaction commit, i.e. add the commit interval to every verdict; it is
-selectable (``processing_guarantee``) but not the default.
+is not used: it would make verdicts visible to read_committed consumers only
+at each transaction commit, i.e. add the commit interval to every verdict.
+
+Latency: the cyclic garbage collector is kept off the states alive at a
+checkpoint (``gc.freeze``; a full collection every ``gc_full_interval_s``),
+since a full pass over a fleet's states stalls the event loop for tens of ms.
 """
 
 from __future__ import annotations
