@@ -63,11 +63,11 @@ def _check_envelope(event: Mapping[str, Any]) -> None:
     to no session at all and is rejected.
     """
     get = event.get
-    values = [get(field) for field in _STRING_FIELDS]
-    if not all(value is None or type(value) is str for value in values):
-        field, value = next((f, v) for f, v in zip(_STRING_FIELDS, values) if v is not None and type(v) is not str)
-        raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
-    if not (values[0] or values[1]):
+    for field in _STRING_FIELDS:
+        value = get(field)
+        if value is not None and type(value) is not str:
+            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    if not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
     ts = get("ts")
     if ts is not None and (type(ts) is bool or not isinstance(ts, (int, float))):
