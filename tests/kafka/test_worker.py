@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 import urllib.request
 import zlib
@@ -292,20 +293,27 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
     events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
-    async def produce_all() -> list[tuple[str, int, int]]:
+    async def produce_paced() -> list[tuple[str, int, int]]:
+        # ~1,500 events/s, so the kill lands mid-stream however fast the worker is
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
         await producer.start()
         try:
-            futures = [await producer.send(topic, encode(e), key=e["run_id"].encode()) for e in events]
+            futures = []
+            for number, event in enumerate(events, 1):
+                futures.append(await producer.send(topic, encode(event), key=event["run_id"].encode()))
+                if number % 30 == 0:
+                    await asyncio.sleep(0.02)
             return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
         finally:
             await producer.stop()
 
+    produced: list[list[tuple[str, int, int]]] = []
+    producing = threading.Thread(target=lambda: produced.append(asyncio.run(produce_paced())))
     log = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log).start()
     try:
         worker.wait_ready()
-        sources = asyncio.run(produce_all())
+        producing.start()
 
         async def wait_for(count: int, timeout: float) -> int:
             consumer = AIOKafkaConsumer(settings.verdicts_topic, bootstrap_servers=kafka_bootstrap,
@@ -325,6 +333,8 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
         assert seen >= 900
         worker.kill()
         killed_at = asyncio.run(wait_for(len(events), 3))  # every verdict published before the kill
+        producing.join(60)
+        sources = produced[0]
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 
