@@ -134,21 +134,24 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
 
 def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The loop events of a verdict record: its detection (warn/suppressed/block) and its abort."""
+    detection = record.get("detection")
+    guard = record.get("guard")
+    stuck = bool(detection and detection.get("stuck"))
+    if not stuck and not (guard and guard.get("abort")):
+        return []  # the usual case: nothing to report
     out: list[dict[str, Any]] = []
     base = {
         "run_id": record.get("run_id"), "session_id": record.get("session_id"), "key": record.get("key"),
         "event_id": record.get("event_id"), "evidence": record.get("evidence", []),
         "source": record.get("source"), "event_ts": record.get("event_ts"),
     }
-    detection = record.get("detection")
-    if detection and detection.get("stuck"):
+    if stuck:
         action = detection_action({**record, "verdict": None})
         out.append({
             "detector": detection["detector"], "level": detection["level"], "action": action,
             "count": detection["count"], "message": detection["message"],
             "warning_key": detection.get("warning_key"), "tool_name": record.get("tool_name"), **base,
         })
-    guard = record.get("guard")
     if guard and guard.get("abort"):
         out.append({
             "detector": guard.get("detector"), "level": "critical", "action": "abort",
