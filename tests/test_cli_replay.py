@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import msgpack
+import pytest
 from click.testing import CliRunner
 
 from streams.cli import main
@@ -181,13 +182,25 @@ def test_conformance_on_a_file_without_scenarios_fails(tmp_path):
     assert result.stdout.splitlines()[-1] == "0 passed, 0 failed"
 
 
-def test_replay_of_a_folder_says_to_use_a_session_format(tmp_path):
+@pytest.mark.parametrize("args, kind", [
+    (["replay"], "event"),
+    (["report"], "verdict"),
+    (["report", "--format", "events"], "event"),
+], ids=["replay", "report", "report-events"])
+def test_a_folder_as_a_file_says_to_use_a_session_format(tmp_path, args, kind):
     from click.testing import CliRunner
 
     from streams.cli import main
-    result = CliRunner().invoke(main, ["replay", str(tmp_path)])
+    result = CliRunner().invoke(main, [*args, str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"is a folder: {kind} files are read one by one" in result.output
+    assert "--format openclaw" in result.output
+
+
+def test_produce_refuses_a_folder_before_connecting(tmp_path):
+    result = CliRunner().invoke(main, ["produce", "--bootstrap", "127.0.0.1:1", str(tmp_path)])
     assert result.exit_code == 2
-    assert "is a folder: event files are read one by one" in result.output
+    assert "is a directory" in result.output
 
 
 def test_report_on_event_files_without_format_says_which_format(tmp_path):

@@ -5,11 +5,17 @@ def test_tail_formats_each_stream():
     from streams.commands.tail import format_dead_letter, format_loop_event, format_verdict
 
     line = format_verdict({"type": "tool_call", "run_id": "run-a", "tool_name": "read", "verdict": "block",
+                           "blocked": True, "warning": None,
                            "detection": {"stuck": True, "detector": "generic_repeat", "level": "critical",
                                          "count": 20}, "verdict_ts": 0})
     assert "run-a" in line and "BLOCK" in line and line.endswith("generic_repeat critical x20")
+    line = format_verdict({"type": "tool_call", "run_id": "run-a", "tool_name": "read", "verdict": "allow",
+                           "blocked": False, "warning": {"emitted": False},
+                           "detection": {"stuck": True, "detector": "generic_repeat", "level": "warning",
+                                         "count": 11}})
+    assert "ALLOW" in line and line.endswith("generic_repeat warning x11 (suppressed)")
     line = format_verdict({"type": "tool_result", "run_id": "r", "tool_name": "exec", "verdict": "abort",
-                           "guard": {"abort": True, "count": 3}})
+                           "guard": {"abort": True, "count": 3, "detector": "compaction_loop_persisted"}})
     assert "exec (result)" in line and "ABORT" in line and "compaction_loop_persisted critical x3" in line
     line = format_loop_event({"run_id": "r", "tool_name": "process", "action": "warn", "detector": "ping_pong",
                               "level": "warning", "count": 10, "message": "WARNING: ..."})

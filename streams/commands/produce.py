@@ -17,8 +17,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..codecs import encode_json, encode_msgpack, read_event_file
+from ..codecs import encode_json, encode_msgpack
 from ..keys import KEY_BY, partition_key
+from .replay import event_records
 
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events"]
 
@@ -52,15 +53,15 @@ class ProduceSummary:
 
 
 def file_events(paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> Iterator[dict[str, Any]]:
-    """The events of JSON Lines / msgpack files; bad records go to ``on_bad(path, position, reason)``."""
-    for path in paths:
-        stream = click.open_file(path, "rb")
-        with stream:
-            for record in read_event_file(path, stream if path == "-" else None):
-                if record.event is None:
-                    on_bad(record.path, record.position, record.error or "unreadable")
-                else:
-                    yield record.event
+    """The events of JSON Lines / msgpack files; bad records go to ``on_bad(path, position, reason)``.
+
+    Raises ``click.UsageError`` for a folder.
+    """
+    for path, position, event, error in event_records("events", paths, progress=False):
+        if event is None:
+            on_bad(path, position, error or "unreadable")
+        else:
+            yield event
 
 
 async def publish_events(

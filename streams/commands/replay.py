@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import click
 
@@ -35,6 +35,29 @@ def load_config_or_exit(path: str | None):
     except ConfigError as exc:
         click.echo(f"loopwatch: invalid configuration:\n{exc}", err=True)
         sys.exit(2)
+
+
+def reject_folders(paths: Iterable[str], kind: str) -> None:
+    """Raise ``click.UsageError`` when a path is a folder (``kind``: what the files should hold)."""
+    folders = [p for p in paths if p != "-" and os.path.isdir(p)]
+    if folders:
+        raise click.UsageError(f"{folders[0]} is a folder: {kind} files are read one by one "
+                               "(recorded session folders need --format openclaw|claude-code|codex|swe-agent)")
+
+
+def event_records(fmt: str, paths: Iterable[str], progress: bool = True
+                  ) -> Iterator[tuple[str, int, dict | None, str | None]]:
+    """``(path, position, event, error)`` for every record of event files (``fmt`` ``events``) or recorded sessions.
+
+    ``event`` is None for a bad record, with ``error`` the reason. ``progress``
+    shows a progress bar on a terminal for large event files. Raises
+    ``click.UsageError`` for a folder given as an event file.
+    """
+    paths = tuple(paths)
+    if fmt != "events":
+        return _session_events(fmt, paths)
+    reject_folders(paths, "event")
+    return _file_events(paths, sum(os.path.getsize(p) for p in paths if p != "-") if progress else 0)
 
 
 def _file_events(paths: tuple[str, ...], total_bytes: int) -> Iterator[tuple[str, int, dict | None, str | None]]:
@@ -112,15 +135,7 @@ def replay(config_path: str | None, fmt: str, key_by: str, output: str, quiet: b
     """
     engine = Engine(load_config_or_exit(config_path))
     replayer = Replayer(engine, key_by=key_by)
-    if fmt == "events":
-        folders = [p for p in files if p != "-" and os.path.isdir(p)]
-        if folders:
-            raise click.UsageError(f"{folders[0]} is a folder: event files are read one by one "
-                                   "(recorded session folders need --format openclaw|claude-code|codex|swe-agent)")
-        total = sum(os.path.getsize(p) for p in files if p != "-")
-        records = _file_events(files, total)
-    else:
-        records = _session_events(fmt, files)
+    records = event_records(fmt, files)
     with click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
             if event is not None:

@@ -13,7 +13,7 @@ from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
-from .replay import _file_events, _session_events, config_option, load_config_or_exit
+from .replay import config_option, event_records, load_config_or_exit, reject_folders
 
 __all__ = ["report"]
 
@@ -22,6 +22,7 @@ _SESSION_FORMATS = tuple(sorted(FORMATS))
 
 def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[str, Any]]:
     """Verdict records from JSON Lines files (``-`` = stdin); a bad line is reported, counted, skipped."""
+    reject_folders(paths, "verdict")
     for path in paths:
         with click.open_file(path, "r", encoding="utf-8") as stream:
             for lineno, line in enumerate(stream, 1):
@@ -41,11 +42,7 @@ def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[st
 
 
 def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple[str, int, dict]]:
-    if fmt == "events":
-        import os
-        records = _file_events(paths, sum(os.path.getsize(p) for p in paths if p != "-"))
-    else:
-        records = _session_events(fmt, paths)
+    records = event_records(fmt, paths)
     out = []
     try:  # importers raise while iterating, for a path of the wrong kind
         for path, position, event, error in records:

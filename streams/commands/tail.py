@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 import click
 
 from ..codecs import DecodeError, decode_event
+from ..replay import detection_action
 
 __all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "STREAMS", "json_safe"]
 
@@ -56,12 +57,12 @@ def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
     detail = ""
     detection = record.get("detection") or {}
     guard = record.get("guard") or {}
-    if record.get("verdict") == "abort":
-        detail = f"compaction_loop_persisted critical x{guard.get('count', '?')}"
-    elif detection.get("stuck"):
+    action = detection_action(record)
+    if action == "abort":
+        detail = f"{guard.get('detector')} critical x{guard.get('count', '?')}"
+    elif action is not None:
         detail = f"{detection.get('detector')} {detection.get('level')} x{detection.get('count')}"
-        warning = record.get("warning") or {}
-        if detection.get("level") == "warning" and not warning.get("emitted"):
+        if action == "suppressed":
             detail += " (suppressed)"
     elif kind == "compaction_retry" and guard.get("armed"):
         detail = f"guard armed for {guard.get('remaining')} outcome(s)"

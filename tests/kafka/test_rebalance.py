@@ -1,0 +1,159 @@
+"""Two workers in one consumer group while partitions move between them (eager rebalances).
+
+Worker A runs alone; events are produced at a paced rate; worker B joins (A's
+partitions are revoked, B gets some of them); later A stops gracefully
+(SIGTERM: all partitions move to B); production goes on after that. Every
+event must have a verdict, repeated verdicts must be byte-identical (see the
+checkpoint design in streams/app.py) and equal to the offline engine's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import msgpack
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from test_worker import ENABLED, VerdictReader, _fleet_events, _free_port, _offline, _same
+from worker_harness import WorkerProcess, create_topics, encode, worker_settings
+
+pytestmark = [pytest.mark.kafka]
+
+_RATE_BATCH, _RATE_SLEEP = 15, 0.05  # ~300 events/s: the rebalances land mid-stream
+_AFTER_STOP = 450  # events produced after A has stopped (only B can handle them)
+
+
+def _events_applied(port: int) -> float:
+    """The worker's ``loopwatch_events_total``, summed over event types (0 before its first event)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(float(m) for m in re.findall(r"^loopwatch_events_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def _wait_until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not in {timeout} s: {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(kafka_bootstrap, tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps(ENABLED))
+    shared = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config)
+    topic = shared.input_topics[0]
+    # one app id (one group, one changelog); each process its own local files and metrics port
+    port_a, port_b = _free_port(), _free_port()
+    settings_a = shared.model_copy(update={"data_dir": str(tmp_path / "a" / "faust-{app_id}"), "metrics_port": port_a})
+    settings_b = shared.model_copy(update={"data_dir": str(tmp_path / "b" / "faust-{app_id}"), "metrics_port": port_b})
+    events = _fleet_events(runs=60, total=20_000)
+    asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
+
+    finish = threading.Event()  # set once A has stopped: produce _AFTER_STOP more, then end
+    produced: list[list[tuple[str, int, int]]] = []
+    errors: list[BaseException] = []
+
+    async def produce_paced() -> list[tuple[str, int, int]]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures, left = [], None
+            for number, event in enumerate(events, 1):
+                futures.append(await producer.send(topic, encode(event), key=event["run_id"].encode()))
+                if left is None and finish.is_set():
+                    left = _AFTER_STOP
+                if left is not None:
+                    left -= 1
+                    if left <= 0:
+                        break
+                if number % _RATE_BATCH == 0:
+                    await asyncio.sleep(_RATE_SLEEP)
+            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
+        finally:
+            await producer.stop()
+
+    def producing_main() -> None:
+        try:
+            produced.append(asyncio.run(produce_paced()))
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    async def count_verdicts(at_least: int, timeout: float) -> int:
+        consumer = AIOKafkaConsumer(shared.verdicts_topic, bootstrap_servers=kafka_bootstrap,
+                                    auto_offset_reset="earliest", group_id=None)
+        await consumer.start()
+        seen = 0
+        try:
+            deadline = time.monotonic() + timeout
+            while seen < at_least and time.monotonic() < deadline:
+                for batch in (await consumer.getmany(timeout_ms=50)).values():
+                    seen += len(batch)
+        finally:
+            await consumer.stop()
+        return seen
+
+    producing = threading.Thread(target=producing_main, daemon=True)
+    worker_a = WorkerProcess(settings_a, tmp_path / "worker-a.log").start()
+    worker_b = WorkerProcess(settings_b, tmp_path / "worker-b.log")
+    try:
+        worker_a.wait_ready()
+        producing.start()
+        assert asyncio.run(count_verdicts(300, 30)) >= 300, "worker A publishes no verdicts"
+        applied_a_alone = _events_applied(port_a)
+
+        worker_b.start()  # joins the group: a rebalance moves some of A's partitions to B
+        worker_b.wait_ready()
+        _wait_until(lambda: _events_applied(port_b) > 0, 30, "worker B applies events while A runs")
+        _wait_until(lambda: _events_applied(port_a) > applied_a_alone + 100, 30,
+                    "worker A keeps applying events after B joined")
+        applied_b_shared = _events_applied(port_b)
+        applied_a = _events_applied(port_a)
+
+        worker_a.stop()  # graceful: last checkpoint committed, leaves the group; B gets every partition
+        assert worker_a.proc.returncode == 0, worker_a.log_text()[-3000:]
+        finish.set()
+        producing.join(60)
+        assert not producing.is_alive(), "production did not finish"
+        assert errors == [], errors
+        sources = produced[0]
+        assert len(sources) < len(events), "the stream ran out before A stopped"
+
+        async def collect() -> dict[tuple[str, int, int], list[bytes]]:
+            async with VerdictReader(kafka_bootstrap, shared.verdicts_topic) as reader:
+                await reader.until(set(sources), timeout=60)
+                return reader.by_source
+
+        by_source = asyncio.run(collect())
+        applied_b = _events_applied(port_b)
+    finally:
+        finish.set()
+        worker_a.stop()
+        worker_b.stop()
+
+    # both workers did work: B while A still ran (partitions were split), and everything after A left
+    assert applied_a_alone > 0 and applied_a > applied_a_alone and applied_b_shared > 0
+    assert applied_b >= applied_b_shared + _AFTER_STOP - 1
+    assert worker_b.proc.returncode == 0, worker_b.log_text()[-3000:]
+
+    missing = [s for s in sources if s not in by_source]
+    assert missing == []
+    duplicates = {s: v for s, v in by_source.items() if len(v) > 1}
+    differing = sorted(s for s, v in duplicates.items() if len(set(v)) > 1)
+    assert differing == [], f"{len(differing)} repeated verdicts differ, e.g. {differing[:5]}"
+    keys = [e["run_id"] for e in events[:len(sources)]]
+    want = _offline(events[:len(sources)], sources, ENABLED, keys)
+    got = [msgpack.unpackb(by_source[s][0]) for s in sources]
+    mismatches = [(i, sources[i]) for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
+    assert mismatches == [], f"{len(mismatches)} verdicts differ from the offline engine, e.g. {mismatches[:5]}"
+    assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
+    print(f"\n{len(sources)} events; A applied {applied_a:.0f} (alone {applied_a_alone:.0f}) before its stop, "
+          f"B {applied_b_shared:.0f} while sharing, {applied_b:.0f} in all; "
+          f"{len(duplicates)} byte-identical duplicate verdicts")
