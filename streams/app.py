@@ -576,9 +576,16 @@ class Loopwatch:
         inputs = set(self.settings.input_topics)
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic in inputs}
 
+    def _active_key_count(self) -> int:
+        """Keys with state on this worker's active partitions (standby copies are not counted)."""
+        if not self.app.assignor.assigned_standbys():
+            return len(self.table.data)  # only active partitions in the store
+        active = self._active_partitions()
+        return sum(1 for partition in self.table.key_partitions.values() if partition in active)
+
     async def _update_gauges(self) -> None:
         self._tune_fetcher()  # the consumer may have been re-created
-        metrics.ACTIVE_KEYS.set(len(self.table.data))
+        metrics.ACTIVE_KEYS.set(self._active_key_count())
         consumer = self.app.consumer
         for (topic, partition), offset in list(self._positions.items()):
             try:

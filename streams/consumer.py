@@ -67,10 +67,13 @@ class BatchConsumer(faust_aiokafka.Consumer):
                     await self.perform_seek()
                     continue
                 generation = self.app.consumer_generation_id
+                assigned = self.assignment()  # now: a partition revoked during the fetch is another's
                 batches: dict[BatchHandler, list[tuple[TP, list[Any]]]] = {}
                 for tp, tp_records in records.items():
                     if active is not None and tp not in active and tp not in self._buffered_partitions:
                         continue  # paused (e.g. an active changelog partition): Faust drops these too
+                    if tp not in assigned:
+                        continue
                     first = read_offset.get(tp)
                     if first is not None and tp_records[0].offset < first:
                         # fetched before the seek to the committed offset: already processed
@@ -98,6 +101,9 @@ class BatchConsumer(faust_aiokafka.Consumer):
             if self.transport.app.should_stop:
                 return
             raise  # a rebalance: Faust's Fetcher restarts this loop
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
 
 
 class Transport(faust_aiokafka.Transport):
