@@ -65,7 +65,8 @@ class Outputs:
     def add(self, topic: str, key: bytes | None, value: bytes, fallback: int = 0) -> None:
         """Queue one record for ``topic``, at the partition of ``key`` (see :meth:`partition`).
 
-        Raises ``ValueError`` for a record larger than the producer's batch size.
+        A record larger than the producer's batch size goes alone in its batch
+        (the broker refuses it only beyond its ``message.max.bytes``).
         """
         slot = (topic, self.partition(topic, key, fallback))
         builder = self._builders.get(slot)
@@ -74,8 +75,7 @@ class Outputs:
                 return
             self._full.append((slot, builder))  # full: the record opens the next batch
         builder = self._builders[slot] = self._producer.create_batch()
-        if builder.append(key=key, value=value, timestamp=None) is None:
-            raise ValueError(f"a record of {len(value)} bytes does not fit in one producer batch")
+        builder.append(key=key, value=value, timestamp=None)  # an empty batch takes any record
 
     def __bool__(self) -> bool:
         return bool(self._builders or self._full)
