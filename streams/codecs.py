@@ -35,7 +35,16 @@ class DecodeError(ValueError):
     """A record that is not a msgpack map or JSON object; ``str()`` gives the reason."""
 
 
-_JSON_START = frozenset(b" \t\r\n{[")
+def _looks_like_msgpack(first: int) -> bool:
+    """Whether a value starting with byte ``first`` is msgpack rather than JSON text.
+
+    JSON text starts with printable ASCII or whitespace; a msgpack map (the
+    event) starts with 0x80-0x8f, 0xde or 0xdf, and every msgpack value
+    starts with a byte >= 0x80 or a control byte unless it is a small integer.
+    So a text line that is not JSON is reported as invalid JSON, not as
+    broken msgpack.
+    """
+    return first >= 0x80 or (first < 0x20 and first not in b" \t\r\n")
 
 
 def decode_event(data: bytes) -> dict[str, Any]:
@@ -46,16 +55,16 @@ def decode_event(data: bytes) -> dict[str, Any]:
     """
     if not data:
         raise DecodeError("empty record value")
-    if data[0] in _JSON_START:
-        try:
-            value = json.loads(data)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise DecodeError(f"invalid JSON: {exc}") from None
-    else:
+    if _looks_like_msgpack(data[0]):
         try:
             value = msgpack.unpackb(data, raw=False, strict_map_key=False)
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
             raise DecodeError(f"invalid msgpack: {str(exc) or type(exc).__name__}") from None
+    else:
+        try:
+            value = json.loads(data)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DecodeError(f"invalid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
     return value
@@ -89,7 +98,7 @@ _BOM = b"\xef\xbb\xbf"
 
 def _sniff_msgpack(head: bytes) -> bool:
     stripped = head.removeprefix(_BOM).lstrip()
-    return bool(stripped) and stripped[0] not in b"{["
+    return bool(stripped) and _looks_like_msgpack(stripped[0])
 
 
 def read_event_file(path: str | Path, stream: IO[bytes] | None = None) -> Iterator[FileRecord]:
@@ -98,8 +107,9 @@ def read_event_file(path: str | Path, stream: IO[bytes] | None = None) -> Iterat
     Arguments:
         path: the file (``-`` for standard input when ``stream`` is given).
         stream: an already open binary stream to read instead of ``path``.
-    The format is sniffed from the first bytes: JSON Lines when the first
-    non-blank byte is ``{``, msgpack otherwise.
+    The format is sniffed from the first non-blank byte: msgpack when it
+    cannot start JSON text (a byte >= 0x80 or a control byte), JSON Lines
+    otherwise, so a bad first line costs that line only.
     """
     name = str(path)
     handle = stream if stream is not None else open(path, "rb")

@@ -41,11 +41,25 @@ def test_bad_json_lines_are_reported_and_the_rest_read():
     assert rows[2] == (3, None, "an event must be an object, got list")
 
 
+def test_json_lines_whose_first_line_is_not_json_lose_that_line_only():
+    rows = _read(b'this is not json\n{"a": 1}\n{"b": 2}\n')
+    assert rows[0][:2] == (1, None) and rows[0][2].startswith("invalid JSON")
+    assert rows[1:] == [(2, {"a": 1}, None), (3, {"b": 2}, None)]
+
+
+def test_msgpack_whose_first_record_is_not_a_map_is_still_msgpack():
+    rows = _read(msgpack.packb([1, 2]) + GOOD)
+    assert rows == [(1, None, "an event must be a map, got list"), (2, {"type": "tool_call", "n": 1}, None)]
+
+
 @pytest.mark.parametrize("value, reason", [
     (b"", "empty record value"),
     (b"\xc1", "invalid msgpack: FormatError"),
     (b"[1]", "an event must be a map/object, got list"),
-], ids=["empty", "reserved-byte", "array"])
+    (b'"just a string"', "an event must be a map/object, got str"),
+    (b"oops", "invalid JSON: Expecting value: line 1 column 1 (char 0)"),
+    (msgpack.packb({"a": 1}) + b"x", "invalid msgpack: unpack(b) received extra data."),
+], ids=["empty", "reserved-byte", "array", "json-string", "text", "msgpack-extra-data"])
 def test_record_values_that_are_not_events(value, reason):
     with pytest.raises(DecodeError, match="^" + reason.replace("(", r"\(").replace(")", r"\)") + "$"):
         decode_event(value)
