@@ -398,14 +398,31 @@ class Loopwatch:
         self._out.add(self._dead_letters_topic, outcome.key, outcome.dead_letter, partition)  # type: ignore[union-attr]
 
     async def _open_outputs(self) -> Outputs:
-        """The output batches, once the producer runs and every output topic exists."""
+        """The output batches, once the producer runs and every output topic exists.
+
+        Also checks that every input topic has ``partitions`` partitions (the
+        state table's): a state lives in the changelog partition of its input
+        partition. Raises ``RuntimeError`` (and crashes the app) if not.
+        """
         async with self._out_lock:
             if self._out is None:
                 for topic in (self.verdicts, self.loop_events, self.dead_letters):
                     await topic.maybe_declare()
                 producer = (await self.app.maybe_start_producer())._ensure_producer()
-                names = (self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic, self._rekey_topic)
-                self._out = Outputs(producer, {name: len(await producer.partitions_for(name)) for name in names})
+                outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
+                           self._rekey_topic]
+                counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
+                wrong = {name: counts[name] for name in self.settings.input_topics
+                         if counts[name] != self.settings.partitions}
+                if wrong:
+                    error = RuntimeError(
+                        "input topic partitions must equal --partitions "
+                        f"({self.settings.partitions}, the state table's): "
+                        + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
+                    log.error("loopwatch: %s", error)
+                    await self.app.crash(error)
+                    raise error
+                self._out = Outputs(producer, {name: counts[name] for name in outputs})
             return self._out
 
     # ------------------------------------------------------------- checkpoints
@@ -622,6 +639,24 @@ class Loopwatch:
             self._last_seen.pop(key, None)
             if self._out is not None:
                 self._out.forget(key)
+
+
+async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """Partition count of each topic, waiting (up to ``timeout`` s) for topics just created to show up.
+
+    Asks for the metadata of all topics: aiokafka logs an error for every
+    request naming a topic the broker does not know yet.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        cluster = await client.fetch_all_metadata()
+        counts = {name: len(cluster.partitions_for_topic(name) or ()) for name in names}
+        missing = [name for name, count in counts.items() if not count]
+        if not missing:
+            return counts
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
+        await asyncio.sleep(0.1)
 
 
 def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:

@@ -201,6 +201,23 @@ def test_bad_records_are_dead_lettered_and_good_ones_flow(kafka_bootstrap, tmp_p
     asyncio.run(run())
 
 
+@pytest.mark.timeout(90)
+def test_an_input_topic_with_another_partition_count_stops_the_worker_before_any_verdict(kafka_bootstrap, tmp_path):
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
+    topic = settings.input_topics[0]
+    asyncio.run(create_topics(kafka_bootstrap, [topic], 3))
+    event = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c1", "tool_name": "read",
+             "args": {}, "result": "ok"}
+    asyncio.run(produce(kafka_bootstrap, topic, [(b"r1", encode(event))]))
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        assert worker.proc.wait(60) != 0
+    finally:
+        worker.stop()
+    assert f"input topic partitions must equal --partitions (2, the state table's): {topic} has 3" in worker.log_text()
+    assert asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=3)) == []
+
+
 # ------------------------------------------------------------------------ (b) restart
 
 
