@@ -55,7 +55,7 @@ DEAD_LETTERS = Counter(
     registry=REGISTRY,
 )
 ENGINE_SECONDS = Histogram(
-    "loopwatch_engine_seconds", "Engine time per event, in seconds.", buckets=_ENGINE_BUCKETS, registry=REGISTRY,
+    "loopwatch_engine_seconds", "Engine time per event handed to the engine (events it rejects included), in seconds.", buckets=_ENGINE_BUCKETS, registry=REGISTRY,
 )
 VERDICT_LATENCY_SECONDS = Histogram(
     "loopwatch_verdict_latency_seconds",
@@ -67,7 +67,8 @@ ACTIVE_KEYS = Gauge(
     registry=REGISTRY,
 )
 CONSUMER_LAG = Gauge(
-    "loopwatch_consumer_lag", "Records behind the partition's high watermark, per input topic partition.",
+    "loopwatch_consumer_lag", "Records behind the partition's high watermark, per partition the worker reads (input topics and its "
+    "rekey topic).",
     ["topic", "partition"], registry=REGISTRY,
 )
 

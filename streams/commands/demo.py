@@ -60,6 +60,17 @@ def _port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def _loopwatch_command() -> str:
+    """How to call loopwatch from a shell: ``loopwatch`` when on PATH, else the script beside this Python."""
+    import shutil
+
+    script = os.path.join(os.path.dirname(sys.executable), "loopwatch")
+    on_path = shutil.which("loopwatch")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(script):
+        return "loopwatch"
+    return os.path.relpath(script) if os.path.exists(script) else "loopwatch"
+
+
 def _split(bootstrap: str) -> tuple[str, int]:
     first = bootstrap.removeprefix("kafka://").split(",")[0]
     host, _, port = first.rpartition(":")
@@ -245,8 +256,9 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
         if once:
             return 0
         _say("the worker keeps running; Ctrl-C stops it. Meanwhile, in another shell:")
-        _say(f"  loopwatch produce --topic {topics['events']} FILE      # more events")
-        _say(f"  loopwatch tail loop-events --topic {topics['loop-events']} --from-beginning")
+        command = _loopwatch_command()
+        _say(f"  {command} produce --bootstrap {bootstrap} --topic {topics['events']} FILE      # more events")
+        _say(f"  {command} tail loop-events --bootstrap {bootstrap} --topic {topics['loop-events']} --from-beginning")
         while True:
             show(await consumer.getmany(timeout_ms=1000))
     finally:

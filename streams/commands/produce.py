@@ -109,7 +109,11 @@ async def publish_events(
     summary = summary if summary is not None else ProduceSummary()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",
                                 linger_ms=0 if rate else linger_ms, max_batch_size=256 * 1024)
-    await producer.start()
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.stop()  # releases what start() opened (else: "Unclosed AIOKafkaProducer")
+        raise
     pending: set[asyncio.Future] = set()
 
     def done(future: asyncio.Future) -> None:

@@ -117,7 +117,11 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap.removeprefix("kafka://"), group_id=None,
                                 enable_auto_commit=False,
                                 auto_offset_reset="earliest" if from_beginning else "latest")
-    await consumer.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()  # releases what start() opened (else: "Unclosed AIOKafkaConsumer")
+        raise
     # Subscribing to a missing topic would make the broker auto-create it: check first.
     if topic not in await consumer.topics():
         await consumer.stop()
