@@ -35,7 +35,8 @@ class WorkerSettings(BaseSettings):
     # ------------------------------------------------------------------ Kafka
     broker: str = Field(
         "kafka://127.0.0.1:9092",
-        description="Kafka bootstrap server(s) as a Faust broker URL; several separated by ';'.",
+        description="Kafka bootstrap server(s) as a Faust broker URL (kafka://host:port; several separated by "
+                    "';'); a bare host:port[,host:port] is accepted too.",
     )
     app_id: str = Field(
         "loopwatch",
@@ -181,6 +182,17 @@ class WorkerSettings(BaseSettings):
             return [part for item in value for part in cls._split_topics(item)] if any(
                 isinstance(item, str) and "," in item for item in value) else list(value)
         return value
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_url(cls, value: str) -> str:
+        # host:port (as produce/tail/the client take it) is accepted and made a Faust URL
+        if "://" in value:
+            return value
+        hosts = [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
+        if not hosts:
+            raise ValueError("a broker is needed, e.g. kafka://127.0.0.1:9092")
+        return ";".join(f"kafka://{host}" for host in hosts)
 
     @field_validator("producer_acks", mode="before")
     @classmethod

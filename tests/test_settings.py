@@ -50,3 +50,17 @@ def test_every_setting_is_a_flag_naming_its_env_var_and_default():
 def test_bad_flag_value_names_flag_and_env_var(tmp_path):
     result = CliRunner().invoke(main, ["worker", "--input-topics", " , "])
     assert result.exit_code == 2 and "LOOPWATCH_INPUT_TOPICS" in result.output
+
+
+@pytest.mark.parametrize("given, url", [
+    ("kafka://k1:9092", "kafka://k1:9092"),
+    ("127.0.0.1:9192", "kafka://127.0.0.1:9192"),
+    ("k1:9092,k2:9092", "kafka://k1:9092;kafka://k2:9092"),
+])
+def test_broker_takes_a_url_or_host_port(given, url):
+    assert WorkerSettings(broker=given).broker == url
+
+
+def test_an_empty_broker_is_refused():
+    with pytest.raises(ValueError, match="a broker is needed"):
+        WorkerSettings(broker=" , ")
