@@ -5,9 +5,8 @@ partitions are revoked, B gets some of them); later A stops gracefully
 (SIGTERM: all partitions move to B); production goes on after that. Every
 event must have a verdict, repeated verdicts must be byte-identical (see the
 checkpoint design in streams/app.py) and equal to the offline engine's.
-
-Marked xfail (not strict) while the two worker bugs in its reason can make
-it fail: it passes most of the time (XPASS).
+Around each rebalance, fetches overlap the seek to the committed offsets
+(streams.consumer.BatchConsumer); this is where events were once lost.
 """
 
 from __future__ import annotations
@@ -65,12 +64,6 @@ def _ranges(sources: list[tuple[str, int, int]]) -> dict[int, list[int]]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=False, reason=(
-    "worker bugs, each seen in about 1 run in 10 on a 2-core machine: "
-    "(1) after a rebalance a worker applies input records fetched before the seek to the committed "
-    "offsets (beyond them), then skips the earlier events of the same keys: verdicts lost; "
-    "(2) streams/consumer.py calls perform_seek() unguarded while flow is stopped: an "
-    "IllegalStateError ('No current assignment for partition') from aiokafka crashes the worker"))
 def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(kafka_bootstrap, tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
