@@ -454,8 +454,7 @@ class Loopwatch:
                 key, partition = unencoded.popitem()
                 encoded.append((key, encode_state(cache[key], engine), partition))
             # A real pause, not sleep(0): the event loop then blocks in select and lets the
-            # consumer thread take the GIL to read fetches (with sleep(0) it waits for the 5 ms
-            # switch interval after every slice, which delays the next verdicts).
+            # consumer thread take the GIL to read fetches.
             await asyncio.sleep(_ENCODE_PAUSE_S)
         self._encoded = []
         return encoded

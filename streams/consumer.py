@@ -27,56 +27,10 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-__all__ = ["Batch", "BatchHandler", "BatchConsumer", "InOrder", "Transport"]
+__all__ = ["Batch", "BatchHandler", "BatchConsumer", "Transport"]
 
 Batch = Sequence[tuple[TP, Sequence[Any]]]  # (partition, aiokafka ConsumerRecords in offset order)
 BatchHandler = Callable[[Batch, int], Awaitable[None]]  # (batch, consumer generation id)
-
-
-class InOrder:
-    """Per partition, the next offset to deliver: records are handed on only in order.
-
-    :meth:`reset` sets the positions after a seek; :meth:`take` returns what
-    of a fetched run of records to deliver and whether to seek back. Pure
-    bookkeeping (no Kafka), see :class:`BatchConsumer` for why.
-    """
-
-    __slots__ = ("positions", "generation", "_gaps")
-
-    def __init__(self) -> None:
-        self.positions: dict[Any, int] = {}  # partition -> next offset to deliver
-        self.generation: int | None = None  # the consumer generation the positions were sought for
-        self._gaps: dict[Any, tuple[int, int]] = {}  # partition -> (position, first offset) sought back once
-
-    def reset(self, positions: Mapping[Any, int], generation: int) -> None:
-        """Positions just sought to, for ``generation``; anything else is unknown until the next reset."""
-        self.positions = dict(positions)
-        self.generation = generation
-        self._gaps = {}
-
-    def take(self, tp: Any, records: Sequence[Any], generation: int) -> tuple[list[Any], int | None]:
-        """``(records to deliver, offset to seek tp back to or None)`` for ``records`` (offset order) of ``tp``.
-
-        Nothing is delivered for a generation not sought yet, or a partition
-        with no position. Records below the position are dropped; records
-        starting beyond it are dropped and the partition is to be sought
-        back, unless the same first offset came right after seeking back
-        to the same position (a gap in the log itself).
-        """
-        position = self.positions.get(tp) if generation == self.generation else None
-        if position is None:
-            return [], None
-        if records[0].offset < position:
-            records = [record for record in records if record.offset >= position]
-            if not records:
-                return [], None
-        first = records[0].offset
-        if first > position and self._gaps.get(tp) != (position, first):
-            self._gaps[tp] = (position, first)
-            return [], position
-        self._gaps.pop(tp, None)
-        self.positions[tp] = records[-1].offset + 1
-        return list(records), None
 
 
 class BatchConsumer(faust_aiokafka.Consumer):
@@ -87,39 +41,7 @@ class BatchConsumer(faust_aiokafka.Consumer):
     awaited once per fetch with every new record of its topics; it must check
     that ``generation_id`` is still the app's (a batch fetched before a
     rebalance is delivered again, from the committed offsets, after it).
-
-    Order across rebalances: each partition of these topics is delivered from
-    a known position on, and only in order. At every seek to the committed
-    offsets (Faust's, after each assignment) the position becomes the
-    committed offset, or for a partition with none its beginning (which
-    aiokafka alone would not seek to); each delivery moves it past the last
-    record. Records fetched before that seek may still arrive after it
-    (Faust resumes partitions before seeking, and a fetch request in flight
-    at the seek can land later) and start anywhere: records below the
-    position are dropped (delivered already); records starting beyond it are
-    dropped and the partition is sought back to the position, so they come
-    again in order. Only when a fetch after that seek starts at the same
-    offset again is the gap the log's own (e.g. transaction markers) and the
-    records are delivered.
     """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._in_order = InOrder()  # of the batch-topic partitions
-
-    async def perform_seek(self) -> None:
-        """Faust's seek to the committed offsets; batch-topic partitions with none to their beginning."""
-        generation = self.app.consumer_generation_id
-        await super().perform_seek()
-        batch_topics = self.transport.batch_handlers
-        mine = [tp for tp in self.assignment() if tp.topic in batch_topics]
-        positions = {tp: self._committed_offset[tp] for tp in mine if self._committed_offset.get(tp)}
-        fresh = [tp for tp in mine if tp not in positions]
-        if fresh:
-            earliest = await self.earliest_offsets(*fresh)
-            positions.update({tp: earliest[tp] for tp in fresh})
-            await self.seek_wait({tp: earliest[tp] for tp in fresh})
-        self._in_order.reset(positions, generation)
 
     async def commit_offsets(self, offsets: Mapping[TP, int]) -> bool:
         """Commit ``{tp: next offset to read}`` for the assigned partitions among them.
@@ -134,7 +56,6 @@ class BatchConsumer(faust_aiokafka.Consumer):
         handlers = self.transport.batch_handlers
         callback = self.callback
         read_offset = self._read_offset
-        take = self._in_order.take
         consumer_stopped, fetcher_stopped = self._stopped.is_set, fetcher._stopped.is_set
         try:
             while not (consumer_stopped() or fetcher_stopped()):
@@ -151,36 +72,28 @@ class BatchConsumer(faust_aiokafka.Consumer):
                 generation = self.app.consumer_generation_id
                 assigned = self.assignment()  # now: a partition revoked during the fetch is another's
                 batches: dict[BatchHandler, list[tuple[TP, list[Any]]]] = {}
-                resend: dict[TP, int] = {}
                 for tp, tp_records in records.items():
                     if active is not None and tp not in active and tp not in self._buffered_partitions:
                         continue  # paused (e.g. an active changelog partition): Faust drops these too
                     if tp not in assigned:
                         continue
+                    first = read_offset.get(tp)
+                    if first is not None and tp_records[0].offset < first:
+                        # fetched before the seek to the committed offset: already processed
+                        tp_records = [record for record in tp_records if record.offset >= first]
+                        if not tp_records:
+                            continue
                     self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
                     handler = handlers.get(tp.topic)
                     if handler is not None:
-                        deliver, back = take(tp, tp_records, generation)
-                        if back is not None:
-                            resend[tp] = back
-                        if deliver:
-                            batches.setdefault(handler, []).append((tp, deliver))
-                            read_offset[tp] = deliver[-1].offset
+                        batches.setdefault(handler, []).append((tp, tp_records))
+                        read_offset[tp] = tp_records[-1].offset
                         continue
-                    first = read_offset.get(tp)
                     for record in tp_records:  # Faust's own path (recovery, standbys)
                         if self.app.consumer_generation_id != generation:
                             break
-                        if first is not None and record.offset < first:
-                            continue
                         await self.wait_first(callback(self._to_message(tp, record)), self.suspend_flow.wait())
                         read_offset[tp] = record.offset
-                if resend:
-                    self.log.info("records fetched across a seek, sought back: %r", resend)
-                    try:
-                        await self.seek_wait(resend)
-                    except Exception as exc:  # revoked meanwhile: the rebalance seeks again
-                        self.log.warning("seek back failed: %r", exc)
                 for handler, batch in batches.items():
                     await handler(batch, generation)
         except self.consumer_stopped_errors:

@@ -26,6 +26,8 @@ from .client import verdict_partition
 
 __all__ = ["Outputs"]
 
+_MAX_CACHED_KEYS = 100_000
+
 
 class Outputs:
     """Records waiting to be submitted, per (topic, partition).
@@ -54,6 +56,8 @@ class Outputs:
         known = self._key_partitions.setdefault(count, {})
         partition = known.get(key)
         if partition is None:
+            if len(known) >= _MAX_CACHED_KEYS:
+                known.clear()  # a cache: recomputed as needed, bounded for a fleet's churn of keys
             partition = known[key] = verdict_partition(key, count)
         return partition
 

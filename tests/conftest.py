@@ -27,9 +27,15 @@ async def _kafka_answers(bootstrap: str) -> None:
         await admin.close()
 
 
-# Topics the tests create (unique_topic, worker_harness): removed again after the session, so
-# a long-lived development broker does not collect them.
-_TEST_TOPIC_PREFIXES = ("test.", "lw-it-")
+# Topics the tests create (unique_topic, worker_harness, ...) carry this session's tag and are
+# removed again after the session, so a long-lived development broker does not collect them;
+# the tag keeps a session from deleting the topics of another one running at the same time.
+SESSION_TAG = os.environ.setdefault("LOOPWATCH_TEST_SESSION", uuid.uuid4().hex[:6])
+
+
+def topic_tag() -> str:
+    """A fresh tag for a test's topics and app ids: this session's tag, then a random part."""
+    return SESSION_TAG + uuid.uuid4().hex[:6]
 
 
 async def _topics(bootstrap: str) -> set[str]:
@@ -69,7 +75,7 @@ def kafka_bootstrap() -> Iterator[str]:
     else:
         yield bootstrap
         try:
-            created = {t for t in asyncio.run(_topics(bootstrap)) - before if t.startswith(_TEST_TOPIC_PREFIXES)}
+            created = {t for t in asyncio.run(_topics(bootstrap)) - before if SESSION_TAG in t}
             if created:
                 asyncio.run(_delete_topics(bootstrap, created))
         except Exception:  # cleaning up must never fail the run
@@ -93,4 +99,4 @@ def _kafka_marker_needs_broker(request: pytest.FixtureRequest) -> None:
 def unique_topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test (or earlier run against a long-lived broker) uses."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", request.node.name)[:180]  # Kafka: [A-Za-z0-9._-], <=249
-    return f"test.{name}.{uuid.uuid4().hex[:8]}"
+    return f"test.{name}.{topic_tag()}"

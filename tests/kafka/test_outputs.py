@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
 from streams.client import verdict_partition
 from streams.outputs import Outputs
-from worker_harness import consume_all, create_topics
+from worker_harness import consume_all, create_topics, topic_tag
 
 pytestmark = [pytest.mark.kafka]
 
 
 def test_records_land_on_their_key_partition_in_order_across_full_batches(kafka_bootstrap):
-    topic, dead = f"test.out.{uuid.uuid4().hex[:8]}", f"test.out.{uuid.uuid4().hex[:8]}.dead"
+    topic, dead = f"test.out.{topic_tag()}", f"test.out.{topic_tag()}.dead"
     keys = [f"run-{n}".encode() for n in range(7)]
     # 300 records of 3 KB per key through 16 KiB batches: each partition needs many batches
     records = [(keys[n % 7], f"{n:06d}".encode() + b"x" * 3000) for n in range(2100)]
@@ -56,7 +55,7 @@ def test_records_land_on_their_key_partition_in_order_across_full_batches(kafka_
 
 
 def test_a_record_larger_than_a_batch_goes_alone(kafka_bootstrap):
-    topic = f"test.out.{uuid.uuid4().hex[:8]}"
+    topic = f"test.out.{topic_tag()}"
     values = [b"a" * 100, b"b" * 40000, b"c" * 100]
 
     async def run() -> int:

@@ -302,7 +302,9 @@ def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(170)
-def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("stop", ["kill", "stop"], ids=["kill-9", "sigterm"])
+def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path, stop):
+    """kill -9, or SIGTERM (a graceful stop, which can cut a batch short), while events flow; then a restart."""
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config)
@@ -348,7 +350,7 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
 
         seen = asyncio.run(wait_for(900, 60))
         assert seen >= 900
-        worker.kill()
+        getattr(worker, stop)()
         killed_at = asyncio.run(wait_for(len(events), 3))  # every verdict published before the kill
         producing.join(60)
         sources = produced[0]
@@ -375,7 +377,7 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstr
     mismatches = [i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
     assert mismatches == []
     assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
-    print(f"kill -9 after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
+    print(f"{stop} after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
 
 
 # ------------------------------------------------------------------------ idle expiry

@@ -36,9 +36,14 @@ READY_TIMEOUT_S = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def topic_tag() -> str:
+    """A fresh tag for a test's topics and app id, led by the session's (tests/conftest.py deletes its topics)."""
+    return os.environ.get("LOOPWATCH_TEST_SESSION", "") + uuid.uuid4().hex[:6]
+
+
 def worker_settings(bootstrap: str, tmp_path: Path, **overrides: Any) -> WorkerSettings:
     """Settings with a unique app id and topics, fast group timings, no metrics port."""
-    tag = uuid.uuid4().hex[:8]
+    tag = topic_tag()
     values: dict[str, Any] = dict(
         broker=f"kafka://{bootstrap}",
         app_id=f"lw-it-{tag}",
