@@ -94,7 +94,12 @@ other member gets them) the worker runs a last checkpoint (a, b) without
 committing, drops its cache and pending offsets; the next owner skips what
 that checkpoint covered (1) and re-applies the rest (2). A batch fetched
 before a rebalance is dropped unhandled (its records come again). A graceful
-stop runs a last full checkpoint, committed, so a restart re-sends nothing. A failed checkpoint (a send or write not acknowledged) crashes the
+stop runs a last full checkpoint, committed, so a restart re-sends nothing. A batch cut short (cancelled, or a send that failed) leaves states
+that may hold events without a published verdict: no checkpoint runs after
+it, a stop skips its final checkpoint, and the next batch (or assignment)
+drops the in-memory states and seeks to the committed offsets, so those
+events are applied again from the last checkpoint. A failed checkpoint (a
+send or write not acknowledged) crashes the
 worker: the in-memory states are ahead of the table, and a restart resumes
 from the last checkpoint.
 
@@ -263,6 +268,7 @@ class Loopwatch:
         self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
         self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
         self._failed: BaseException | None = None
+        self._tainted = False  # a batch was cut short: in-memory states are not fit to checkpoint
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with the producer, on the first batch
         self._out_lock = asyncio.Lock()
@@ -302,17 +308,27 @@ class Loopwatch:
         async with self._lock:
             if generation != self.app.consumer_generation_id or self._failed is not None:
                 return  # fetched before a rebalance: delivered again from the committed offsets
+            if self._tainted:
+                await self._back_to_checkpoint()
+                return
             now = time.monotonic()
             handled, positions = self._handled, self._positions
-            for tp, records in batch:
-                topic, partition = tp.topic, tp.partition
-                for record in records:
-                    handle(topic, partition, record, now)
-                last = records[-1].offset
-                handled[tp] = positions[(topic, partition)] = last
-                self._since_snapshot += len(records)
-            if out:
-                self._outputs.extend(await out.send())
+            try:
+                for tp, records in batch:
+                    topic, partition = tp.topic, tp.partition
+                    for record in records:
+                        handle(topic, partition, record, now)
+                    last = records[-1].offset
+                    handled[tp] = positions[(topic, partition)] = last
+                    self._since_snapshot += len(records)
+                if out:
+                    self._outputs.extend(await out.send())
+            except BaseException:
+                # Cut short (cancelled at a stop or rebalance, or a send failed): states may hold
+                # events whose verdicts were never handed to the producer. No checkpoint may
+                # write or commit them (see _back_to_checkpoint).
+                self._tainted = True
+                raise
             self._observe_latencies()
             self.processor.flush_metrics()
             if self._since_snapshot >= self.settings.checkpoint_max_events:
@@ -320,6 +336,22 @@ class Loopwatch:
                 if checkpoint is not None and not checkpoint.done():
                     await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
                 self._start_checkpoint()
+
+    async def _back_to_checkpoint(self) -> None:
+        """After a batch was cut short: forget what is not checkpointed and read again from the committed offsets.
+
+        The table holds the states of the last checkpoint and the committed
+        offsets are that checkpoint's, so the events after it are applied
+        again (their verdicts, if published, again byte for byte). Lock held.
+        """
+        log.warning("loopwatch: a batch was cut short; resuming from the last checkpoint")
+        await self._wait_checkpoint()
+        self._drop()
+        self._tainted = False
+        try:
+            await self.app.consumer.perform_seek()
+        except Exception as exc:  # partitions moving: the rebalance seeks again
+            log.warning("loopwatch: seek to the committed offsets failed: %r", exc)
 
     def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
         key, raw = record.key, record.value
@@ -463,7 +495,9 @@ class Loopwatch:
         """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
         if self._checkpoint is not None and not self._checkpoint.done():
             return
-        if self._failed is not None or not (self._handled or self._outputs or self._dirty):
+        if self._failed is not None or self._tainted or self.app.rebalancing:
+            return
+        if not (self._handled or self._outputs or self._dirty):
             return
         self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
 
@@ -523,6 +557,10 @@ class Loopwatch:
     async def _final_checkpoint(self, commit: bool) -> None:
         """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
         await self._wait_checkpoint()
+        if self._tainted:
+            log.warning("loopwatch: no final checkpoint (a batch was cut short): the events since the last "
+                        "checkpoint are applied again after it, their verdicts published again")
+            return
         if self._failed is None and (self._handled or self._outputs or self._dirty):
             await self._run_checkpoint(*self._snapshot(), commit=commit)
 
@@ -563,6 +601,7 @@ class Loopwatch:
         async with self._lock:
             await self._wait_checkpoint()
             self._drop()  # the table is the truth
+            self._tainted = False
         self._tune_fetcher()
 
     async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
@@ -620,6 +659,8 @@ class Loopwatch:
         async with self._lock:
             if self._checkpoint is not None and not self._checkpoint.done():
                 return  # its state writes must not land after a tombstone: next time
+            if self.app.rebalancing or self._tainted:
+                return  # partitions are moving: next time
             self._expire_idle_now()
 
     def _expire_idle_now(self) -> None:
