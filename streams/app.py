@@ -94,14 +94,14 @@ other member gets them) the worker runs a last checkpoint (a, b) without
 committing, drops its cache and pending offsets; the next owner skips what
 that checkpoint covered (1) and re-applies the rest (2). A batch fetched
 before a rebalance is dropped unhandled (its records come again). A graceful
-stop runs a last full checkpoint, committed, so a restart re-sends nothing. A batch cut short (cancelled, or a send that failed) leaves states
-that may hold events without a published verdict: no checkpoint runs after
-it, a stop skips its final checkpoint, and the next batch (or assignment)
-drops the in-memory states and seeks to the committed offsets, so those
-events are applied again from the last checkpoint. A failed checkpoint (a
-send or write not acknowledged) crashes the
-worker: the in-memory states are ahead of the table, and a restart resumes
-from the last checkpoint.
+stop runs a last full checkpoint, committed, so a restart re-sends nothing. A
+batch cut short (cancelled, or a send that failed) leaves states that may hold
+events without a published verdict: no checkpoint runs after it, a stop skips
+its final checkpoint, and the next batch (or assignment) drops the in-memory
+states and seeks to the committed offsets, so those events are applied again
+from the last checkpoint. A failed checkpoint (a send or write not
+acknowledged) crashes the worker: the in-memory states are ahead of the table,
+and a restart resumes from the last checkpoint.
 
 Cost: per event, no broker round trip and no state encoding on the verdict
 path; per checkpoint, one encoding per dirty key and one changelog round trip.
