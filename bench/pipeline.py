@@ -194,7 +194,7 @@ class Worker(Processor):
             "LOOPWATCH_CONFIG": config, "LOOPWATCH_METRICS_PORT": "0",
             "LOOPWATCH_DATA_DIR": str(self.workdir / "worker-data"), "LOOPWATCH_LOG_LEVEL": "info",  # the Ready line is info
         }
-        return [sys.executable, "-c", os.environ.get("BENCH_PRELUDE", "") + "from streams.cli import main; main()", "worker"], env
+        return [sys.executable, "-c", "from streams.cli import main; main()", "worker"], env
 
     def ready(self, text: str) -> bool:
         return "[^Worker]: Ready" in text

@@ -23,10 +23,10 @@ from typing import Any
 
 import msgpack
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from test_worker import ENABLED, VerdictReader, _fleet_events, _free_port, _offline, _same
-from worker_harness import WorkerProcess, create_topics, encode, worker_settings
+from worker_harness import WorkerProcess, count_records, create_topics, encode, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -111,18 +111,7 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
             errors.append(exc)
 
     async def count_verdicts(at_least: int, timeout: float) -> int:
-        consumer = AIOKafkaConsumer(shared.verdicts_topic, bootstrap_servers=kafka_bootstrap,
-                                    auto_offset_reset="earliest", group_id=None)
-        await consumer.start()
-        seen = 0
-        try:
-            deadline = time.monotonic() + timeout
-            while seen < at_least and time.monotonic() < deadline:
-                for batch in (await consumer.getmany(timeout_ms=50)).values():
-                    seen += len(batch)
-        finally:
-            await consumer.stop()
-        return seen
+        return await count_records(kafka_bootstrap, shared.verdicts_topic, at_least, timeout)
 
     producing = threading.Thread(target=producing_main, daemon=True)
     worker_a = WorkerProcess(settings_a, tmp_path / "worker-a.log").start()

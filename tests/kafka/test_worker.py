@@ -26,6 +26,7 @@ from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
 from worker_harness import (
+    count_records,
     WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
 )
 
@@ -334,24 +335,13 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
         worker.wait_ready()
         producing.start()
 
-        async def wait_for(count: int, timeout: float) -> int:
-            consumer = AIOKafkaConsumer(settings.verdicts_topic, bootstrap_servers=kafka_bootstrap,
-                                        auto_offset_reset="earliest", group_id=None)
-            await consumer.start()
-            seen = 0
-            try:
-                deadline = time.monotonic() + timeout
-                while seen < count and time.monotonic() < deadline:
-                    for batch in (await consumer.getmany(timeout_ms=50)).values():
-                        seen += len(batch)
-            finally:
-                await consumer.stop()
-            return seen
+        def wait_for(count: int, timeout: float) -> int:
+            return asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, count, timeout))
 
-        seen = asyncio.run(wait_for(900, 60))
+        seen = wait_for(900, 60)
         assert seen >= 900
         getattr(worker, stop)()
-        killed_at = asyncio.run(wait_for(len(events), 3))  # every verdict published before the kill
+        killed_at = wait_for(len(events), 3)  # every verdict published before the kill
         producing.join(60)
         sources = produced[0]
         worker = WorkerProcess(settings, log).start()

@@ -196,3 +196,19 @@ async def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 6
     finally:
         await consumer.stop()
     return records
+
+
+async def count_records(bootstrap: str, topic: str, at_least: int, timeout: float) -> int:
+    """Records in ``topic`` from the start, counted until ``at_least`` (or the timeout)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    seen = 0
+    try:
+        deadline = time.monotonic() + timeout
+        while seen < at_least and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=50)).values():
+                seen += len(batch)
+    finally:
+        await consumer.stop()
+    return seen
