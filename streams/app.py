@@ -71,10 +71,9 @@ to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
 state of each key) and each input partition resumes at its last committed
-offset, which by (c) is never beyond a checkpoint (records below it,
-fetched before the seek, are dropped by the consumer; records beyond it
-fetched before the seek are not: the known gap that
-tests/kafka/test_rebalance.py marks xfail). For each event then:
+offset, which by (c) is never beyond a checkpoint, and is delivered in
+order from there (:class:`streams.consumer.BatchConsumer`: nothing fetched
+before that seek is delivered). For each event then:
 
 1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
    state, which was written in some checkpoint's step (b), after step (a)
@@ -298,21 +297,26 @@ class Loopwatch:
 
     # ------------------------------------------------------------------ events
 
-    async def _on_input_batch(self, batch: Batch, generation: int) -> None:
-        await self._on_batch(batch, generation, self._handle_input)
+    async def _on_input_batch(self, batch: Batch, generation: int) -> bool:
+        return await self._on_batch(batch, generation, self._handle_input)
 
-    async def _on_rekeyed_batch(self, batch: Batch, generation: int) -> None:
-        await self._on_batch(batch, generation, self._handle_rekeyed)
+    async def _on_rekeyed_batch(self, batch: Batch, generation: int) -> bool:
+        return await self._on_batch(batch, generation, self._handle_rekeyed)
 
-    async def _on_batch(self, batch: Batch, generation: int, handle: Any) -> None:
-        """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it."""
+    async def _on_batch(self, batch: Batch, generation: int, handle: Any) -> bool:
+        """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it.
+
+        Returns False, having applied nothing, for a batch fetched before a
+        rebalance or after a batch was cut short: the consumer delivers its
+        records again, from the committed offsets.
+        """
         out = self._out or await self._open_outputs()
         async with self._lock:
             if generation != self.app.consumer_generation_id or self._failed is not None:
-                return  # fetched before a rebalance: delivered again from the committed offsets
+                return False
             if self._tainted:
                 await self._back_to_checkpoint()
-                return
+                return False
             now = time.monotonic()
             handled, positions = self._handled, self._positions
             try:
@@ -338,9 +342,10 @@ class Loopwatch:
                 if checkpoint is not None and not checkpoint.done():
                     await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
                 self._start_checkpoint()
+        return True
 
     async def _back_to_checkpoint(self) -> None:
-        """After a batch was cut short: forget what is not checkpointed and read again from the committed offsets.
+        """After a batch was cut short: forget what is not checkpointed; read again from the committed offsets.
 
         The table holds the states of the last checkpoint and the committed
         offsets are that checkpoint's, so the events after it are applied
@@ -348,12 +353,8 @@ class Loopwatch:
         """
         log.warning("loopwatch: a batch was cut short; resuming from the last checkpoint")
         await self._wait_checkpoint()
-        self._drop()
+        self._drop()  # the consumer seeks each partition back to its committed offset
         self._tainted = False
-        try:
-            await self.app.consumer.perform_seek()
-        except Exception as exc:  # partitions moving: the rebalance seeks again
-            log.warning("loopwatch: seek to the committed offsets failed: %r", exc)
 
     def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
         key, raw = record.key, record.value
@@ -616,6 +617,10 @@ class Loopwatch:
             self._drop()
 
     def _drop(self) -> None:
+        """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
+        consumer = self.app.consumer
+        if hasattr(consumer, "forget_positions"):
+            consumer.forget_positions()  # records are delivered again from the committed offsets
         self._cache.clear()
         self._dirty.clear()
         self._handled.clear()

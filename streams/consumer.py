@@ -8,8 +8,7 @@ Faust's aiokafka consumer with one change: the records of the topics named in
 ``[(TP, [ConsumerRecord, ...]), ...]`` in offset order per partition. Every
 other topic (the table changelogs, read while recovering and by standbys)
 still takes Faust's per-record path, and group membership, assignment,
-seeking to committed offsets, flow control on rebalance and the fetcher
-thread stay Faust's.
+flow control on rebalance and the fetcher thread stay Faust's.
 
 Offsets of batch-delivered topics are never acknowledged to Faust: the
 handler's owner commits them itself (:meth:`BatchConsumer.commit_offsets`)
@@ -22,7 +21,7 @@ Use :class:`Transport` as the app's transport:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
@@ -30,7 +29,7 @@ from faust.types import TP
 __all__ = ["Batch", "BatchHandler", "BatchConsumer", "Transport"]
 
 Batch = Sequence[tuple[TP, Sequence[Any]]]  # (partition, aiokafka ConsumerRecords in offset order)
-BatchHandler = Callable[[Batch, int], Awaitable[None]]  # (batch, consumer generation id)
+BatchHandler = Callable[[Batch, int], Awaitable[bool]]  # (batch, consumer generation id) -> handled
 
 
 class BatchConsumer(faust_aiokafka.Consumer):
@@ -38,10 +37,64 @@ class BatchConsumer(faust_aiokafka.Consumer):
 
     Its transport's ``batch_handlers`` (topic name -> ``async handler(batch,
     generation_id)``) say which topics are delivered in batches. A handler is
-    awaited once per fetch with every new record of its topics; it must check
-    that ``generation_id`` is still the app's (a batch fetched before a
-    rebalance is delivered again, from the committed offsets, after it).
+    awaited once per fetch with every new record of its topics and returns
+    whether it handled them; it must refuse (False) a batch whose
+    ``generation_id`` is no longer the app's. The records of a refused batch
+    are delivered again, from the committed offsets.
+
+    Order: each partition of these topics is delivered only in order, from
+    its committed offset on, since the handler's state was last loaded. A
+    partition without a delivery position (at start, after each assignment,
+    after :meth:`forget_positions` or a refused batch) is first sought to its
+    committed offset (its beginning if none), here, between two fetches, and
+    what was fetched for it before is dropped: records fetched before a seek
+    can start anywhere (Faust resumes partitions before seeking; a position
+    kept from an earlier assignment) and delivering records beyond the
+    committed offset first would make the handler skip the ones before them.
+    After that seek aiokafka returns the partition's records in order (a
+    fetch in flight at the seek is discarded), so an offset gap is the log's
+    own (transaction markers, compaction, retention) and is delivered;
+    records below the position were delivered already and are dropped.
+    Every seek goes through the consumer thread (aiokafka is not
+    thread-safe; a seek from the app's loop would not wake its fetcher).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._positions: dict[TP, int] = {}  # batch-topic partition -> next offset to deliver
+
+    def forget_positions(self, tps: Iterable[TP] | None = None) -> None:
+        """Deliver nothing more of ``tps`` (default: all) until each is sought again to its committed offset.
+
+        Call it whenever the handler drops state it built from delivered
+        records (a rebalance, a reload from the last checkpoint).
+        """
+        if tps is None:
+            self._positions.clear()
+        else:
+            for tp in tps:
+                self._positions.pop(tp, None)
+
+    async def _seek_committed(self, tps: list[TP]) -> None:
+        """Seek ``tps`` to their committed offsets (beginnings where none) and make those the delivery positions."""
+        thread = self._thread
+        try:
+            offsets = await thread.call_thread(self._committed_positions, thread._ensure_consumer(), tps)
+        except Exception as exc:  # e.g. revoked meanwhile: still unknown, sought at the next sight
+            self.log.warning("seek to committed offsets failed: %r", exc)
+            return
+        self._positions.update(offsets)
+
+    @staticmethod
+    async def _committed_positions(consumer: Any, tps: list[TP]) -> dict[TP, int]:  # runs in the consumer thread
+        committed = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
+        offsets = {tp: offset for tp, offset in zip(tps, committed) if offset is not None}
+        fresh = [tp for tp in tps if tp not in offsets]
+        if fresh:
+            offsets.update(await consumer.beginning_offsets(fresh))
+        for tp, offset in offsets.items():
+            consumer.seek(tp, offset)
+        return offsets
 
     async def commit_offsets(self, offsets: Mapping[TP, int]) -> bool:
         """Commit ``{tp: next offset to read}`` for the assigned partitions among them.
@@ -56,6 +109,7 @@ class BatchConsumer(faust_aiokafka.Consumer):
         handlers = self.transport.batch_handlers
         callback = self.callback
         read_offset = self._read_offset
+        positions = self._positions
         consumer_stopped, fetcher_stopped = self._stopped.is_set, fetcher._stopped.is_set
         try:
             while not (consumer_stopped() or fetcher_stopped()):
@@ -72,30 +126,40 @@ class BatchConsumer(faust_aiokafka.Consumer):
                 generation = self.app.consumer_generation_id
                 assigned = self.assignment()  # now: a partition revoked during the fetch is another's
                 batches: dict[BatchHandler, list[tuple[TP, list[Any]]]] = {}
+                unknown: list[TP] = []
                 for tp, tp_records in records.items():
                     if active is not None and tp not in active and tp not in self._buffered_partitions:
                         continue  # paused (e.g. an active changelog partition): Faust drops these too
                     if tp not in assigned:
                         continue
-                    first = read_offset.get(tp)
-                    if first is not None and tp_records[0].offset < first:
-                        # fetched before the seek to the committed offset: already processed
-                        tp_records = [record for record in tp_records if record.offset >= first]
-                        if not tp_records:
-                            continue
                     self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
                     handler = handlers.get(tp.topic)
                     if handler is not None:
+                        position = positions.get(tp)
+                        if position is None:
+                            unknown.append(tp)  # fetched from wherever aiokafka was: seek, then deliver
+                            continue
+                        if tp_records[0].offset < position:
+                            tp_records = [record for record in tp_records if record.offset >= position]
+                            if not tp_records:
+                                continue
                         batches.setdefault(handler, []).append((tp, tp_records))
+                        positions[tp] = tp_records[-1].offset + 1
                         read_offset[tp] = tp_records[-1].offset
                         continue
+                    first = read_offset.get(tp)
                     for record in tp_records:  # Faust's own path (recovery, standbys)
                         if self.app.consumer_generation_id != generation:
                             break
+                        if first is not None and record.offset < first:
+                            continue  # fetched before the seek to the committed offset
                         await self.wait_first(callback(self._to_message(tp, record)), self.suspend_flow.wait())
                         read_offset[tp] = record.offset
+                if unknown:
+                    await self._seek_committed(unknown)
                 for handler, batch in batches.items():
-                    await handler(batch, generation)
+                    if not await handler(batch, generation):
+                        self.forget_positions(tp for tp, _ in batch)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:
                 return

@@ -5,9 +5,6 @@ partitions are revoked, B gets some of them); later A stops gracefully
 (SIGTERM: all partitions move to B); production goes on after that. Every
 event must have a verdict, repeated verdicts must be byte-identical (see the
 checkpoint design in streams/app.py) and equal to the offline engine's.
-
-Marked xfail (not strict) while the two worker bugs in its reason can make
-it fail: it passes most of the time (XPASS).
 """
 
 from __future__ import annotations
@@ -65,10 +62,6 @@ def _ranges(sources: list[tuple[str, int, int]]) -> dict[int, list[int]]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=False, reason=(
-    "known worker bug, seen in about 1 run in 7 on a 2-core machine: after a rebalance a worker can "
-    "apply input records fetched before Faust's seek to the committed offsets (beyond them), then skip "
-    "the earlier events of the same keys as already applied: verdicts lost"))
 def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(kafka_bootstrap, tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))

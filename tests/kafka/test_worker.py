@@ -275,6 +275,57 @@ def test_state_survives_a_worker_restart(kafka_bootstrap, tmp_path):
     assert got[15]["detection"]["count"] == 15 and got[-1]["detection"]["count"] == 20
 
 
+async def _produce_in_transactions(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], per: int) -> None:
+    """Produce ``records`` in transactions of ``per`` records: each commit marker takes an offset of its own."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-txn")
+    await producer.start()
+    try:
+        for start in range(0, len(records), per):
+            async with producer.transaction():
+                for key, value in records[start:start + per]:
+                    await producer.send(topic, value=value, key=key)
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.timeout(150)
+def test_input_with_offset_gaps_from_transaction_markers_is_handled_in_full_across_a_restart(kafka_bootstrap,
+                                                                                          tmp_path):
+    # The worker delivers a partition in order from its committed offset; a gap in the offsets
+    # (here each transaction's commit marker) is the log's own and must not stall it, also when
+    # the committed offset after a restart is a marker's.
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps(ENABLED))
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1, config=config)
+    topic = settings.input_topics[0]
+    events = _calls("run-t", 0, 24)
+    records = [(b"run-t", encode(e)) for e in events]
+    asyncio.run(create_topics(kafka_bootstrap, [topic], 1))
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        worker.wait_ready()
+        asyncio.run(_produce_in_transactions(kafka_bootstrap, topic, records[:12], per=4))
+        assert len(asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 12, timeout=30))) == 12
+        worker.stop()
+        assert worker.proc.returncode == 0, worker.log_text()[-3000:]
+
+        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+        worker.wait_ready()
+        asyncio.run(_produce_in_transactions(kafka_bootstrap, topic, records[12:], per=3))
+        got = [msgpack.unpackb(r.value) for r in
+               asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 24, timeout=30))]
+    finally:
+        worker.stop()
+    offsets = [g["source"]["offset"] for g in got]
+    # 3 transactions of 4, then 4 of 3: a marker after each
+    assert offsets == [*range(0, 4), *range(5, 9), *range(10, 14),
+                       *range(15, 18), *range(19, 22), *range(23, 26), *range(27, 30)]
+    want = _offline(events, [(topic, 0, o) for o in offsets], ENABLED)
+    assert [_same(g, w) for g, w in zip(got, want)] == [True] * 24
+    assert [g["verdict"] for g in got].count("block") == 4  # the 21st to 24th identical call
+
+
 # ------------------------------------------------------------------------ (d) kill -9
 
 
