@@ -126,12 +126,14 @@ from typing import Any
 
 import faust
 import msgpack
+from faust.transport.drivers.aiokafka import server_list
 
 from . import metrics
 from .detection import Engine, SessionState, load_config
 from .client import verdict_partition
-from .consumer import Batch, Transport
+from .consumer import Transport
 from .outputs import Outputs
+from .reader import Batch, InputReader
 from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
 from .settings import WorkerSettings
 from .table import StateTable
@@ -229,10 +231,14 @@ class Loopwatch:
         self._gc_full_at = time.monotonic()
         self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
 
-        # Records of these topics are delivered a fetch at a time (streams.consumer), not through Faust streams.
-        handlers = {name: self._on_input_batch for name in s.input_topics}
-        handlers[self._rekey_topic] = self._on_rekeyed_batch
-        app.transport = Transport(app.conf.broker_consumer, app, handlers)
+        # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.reader).
+        external = [*s.input_topics, self._rekey_topic]
+        app.transport = Transport(app.conf.broker_consumer, app, external)
+        self._reader = InputReader(
+            ",".join(server_list(app.conf.broker, 9092)), self._on_batch, self._ready, self.app.crash,
+            client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
+            max_poll_records=s.max_poll_records)
+        self._committed: dict[Any, int] = {}  # assigned input TP -> committed offset (next to read)
         app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
         app.timer(_GAUGE_INTERVAL_S, name=f"{s.app_id}.gauges")(self._update_gauges)
         app.timer(s.expiry_interval_s, name=f"{s.app_id}.expire")(self._expire_idle)
@@ -243,31 +249,27 @@ class Loopwatch:
 
     # ------------------------------------------------------------------ events
 
-    async def _on_input_batch(self, batch: Batch, generation: int) -> bool:
-        return await self._on_batch(batch, generation, self._handle_input)
-
-    async def _on_rekeyed_batch(self, batch: Batch, generation: int) -> bool:
-        return await self._on_batch(batch, generation, self._handle_rekeyed)
-
-    async def _on_batch(self, batch: Batch, generation: int, handle: Any) -> bool:
+    async def _on_batch(self, batch: Batch, epoch: int) -> None:
         """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it.
 
-        Returns False, having applied nothing, for a batch fetched before a
-        rebalance or after a batch was cut short: the consumer delivers its
-        records again, from the committed offsets.
+        A batch fetched before a rebalance or a seek (its ``epoch`` is not the
+        reader's) is dropped: its records come again, or are another
+        worker's. After a batch was cut short, the next one is dropped too and
+        the partitions are read again from the last checkpoint.
         """
         out = self._out or await self._open_outputs()
         async with self._lock:
-            if generation != self.app.consumer_generation_id or self._failed is not None:
-                return False
+            if epoch != self._reader.epoch or self._failed is not None:
+                return
             if self._tainted:
                 await self._back_to_checkpoint()
-                return False
+                return
             now = time.monotonic()
-            handled, positions = self._handled, self._positions
+            handled, positions, rekey = self._handled, self._positions, self._rekey_topic
             try:
                 for tp, records in batch:
                     topic, partition = tp.topic, tp.partition
+                    handle = self._handle_rekeyed if topic == rekey else self._handle_input
                     for record in records:
                         handle(topic, partition, record, now)
                     last = records[-1].offset
@@ -288,7 +290,6 @@ class Loopwatch:
                 if checkpoint is not None and not checkpoint.done():
                     await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
                 self._start_checkpoint()
-        return True
 
     async def _back_to_checkpoint(self) -> None:
         """After a batch was cut short: forget what is not checkpointed; read again from the committed offsets.
@@ -299,8 +300,9 @@ class Loopwatch:
         """
         log.warning("loopwatch: a batch was cut short; resuming from the last checkpoint")
         await self._wait_checkpoint()
-        self._drop()  # the consumer seeks each partition back to its committed offset
+        self._drop()
         self._tainted = False
+        self._reader.seek(self._committed)
 
     def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
         key, raw = record.key, record.value
@@ -466,7 +468,9 @@ class Loopwatch:
             raise
         # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
         if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
-            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
+            offsets = {tp: offset + 1 for tp, offset in handled.items()}
+            if await self.app.consumer.commit_offsets(offsets) and self.app.consumer_generation_id == generation:
+                self._committed.update(offsets)
         metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
         self._tend_gc()
 
@@ -545,17 +549,38 @@ class Loopwatch:
             except Exception as exc:  # the next owner re-applies from the previous checkpoint
                 log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
             self._drop()
+            self._reader.revoke()
+            self._committed = {}
 
     async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
+        """New assignment: read its input partitions here, from their committed offsets, once recovered."""
+        consumer = self.app.consumer
+        mine = [tp for tp in consumer.assignment() if tp.topic in consumer.transport.external_topics]
         async with self._lock:
             await self._wait_checkpoint()
             self._drop()  # the table is the truth
             self._tainted = False
+            self._reader.revoke()
+            await consumer.stop_fetching(mine)
+            try:
+                committed = await consumer.committed_offsets(mine)
+            except Exception as exc:  # e.g. the group rebalances again: that assignment comes next
+                log.warning("loopwatch: reading the committed offsets failed: %r", exc)
+                return
+            await self._reader.start()
+            self._committed = committed
+            self._reader.assign(committed)
         self._tune_fetcher()
+
+    def _ready(self, tp: Any) -> bool:
+        """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
+        consumer = self.app.consumer
+        return consumer.flow_active and tp in consumer._get_active_partitions()
 
     async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
         """Graceful stop: a last checkpoint, committed (a restart re-sends nothing)."""
         async with self._lock:
+            await self._reader.stop()  # no batch is being handled: we hold the lock
             try:
                 await self._final_checkpoint(commit=True)
             except Exception as exc:
@@ -564,9 +589,6 @@ class Loopwatch:
 
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
-        consumer = self.app.consumer
-        if hasattr(consumer, "forget_positions"):
-            consumer.forget_positions()  # records are delivered again from the committed offsets
         self._cache.clear()
         self._dirty.clear()
         self._handled.clear()
@@ -582,7 +604,6 @@ class Loopwatch:
         fetcher = getattr(consumer, "_fetcher", None)
         if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
             fetcher._prefetch_backoff = self.settings.fetch_backoff_ms / 1000.0
-            fetcher._fetch_max_wait_ms = int(self.settings.fetch_max_wait_ms)
 
     def _active_partitions(self) -> set[int]:
         inputs = set(self.settings.input_topics)
@@ -598,12 +619,8 @@ class Loopwatch:
     async def _update_gauges(self) -> None:
         self._tune_fetcher()  # the consumer may have been re-created
         metrics.ACTIVE_KEYS.set(self._active_key_count())
-        consumer = self.app.consumer
         for (topic, partition), offset in list(self._positions.items()):
-            try:
-                highwater = consumer.highwater(faust.types.TP(topic, partition))
-            except Exception:  # partition no longer assigned
-                continue
+            highwater = self._reader.highwater(topic, partition)
             if highwater is not None:
                 metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, highwater - offset - 1))
 
