@@ -30,9 +30,13 @@ Topics and keys
 
 Processing: a fetch at a time, then checkpoints (snapshot + offsets)
 --------------------------------------------------------------------
-The input and rekey topics are subscribed by the app but their records do
-not go through Faust streams: :class:`streams.consumer.BatchConsumer` hands
-each fetch (up to ``max_poll_records``) to :meth:`Loopwatch._on_batch`, which
+The input and rekey topics are subscribed through Faust's consumer (so the
+group assigns them with the table's partitions and their offsets are
+committed by the group member) but their records do not go through Faust:
+:class:`streams.reader.InputReader` fetches the assigned partitions in the
+app's own event loop, from their committed offsets, once Faust has recovered
+their state, and hands each fetch (up to ``max_poll_records``) to
+:meth:`Loopwatch._on_batch`, which
 applies every event to its key's cached state in memory, packs the verdicts
 and loop events into one producer batch per output partition
 (:class:`streams.outputs.Outputs`) and submits them at the end of the fetch;
@@ -71,9 +75,8 @@ to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
 state of each key) and each input partition resumes at its last committed
-offset, which by (c) is never beyond a checkpoint, and is delivered in
-order from there (:class:`streams.consumer.BatchConsumer`: nothing fetched
-before that seek is delivered). For each event then:
+offset, which by (c) is never beyond a checkpoint, and is read in order
+from there (:class:`streams.reader.InputReader`). For each event then:
 
 1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
    state, which was written in some checkpoint's step (b), after step (a)
@@ -570,7 +573,6 @@ class Loopwatch:
             await self._reader.start()
             self._committed = committed
             self._reader.assign(committed)
-        self._tune_fetcher()
 
     def _ready(self, tp: Any) -> bool:
         """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
@@ -598,13 +600,6 @@ class Loopwatch:
         self._encoded = []
         self._last_seen.clear()
 
-    def _tune_fetcher(self) -> None:
-        """Set aiokafka's prefetch backoff and fetch max wait (see ``WorkerSettings``); Faust has no knob for them."""
-        consumer = getattr(getattr(self.app.consumer, "_thread", None), "_consumer", None)
-        fetcher = getattr(consumer, "_fetcher", None)
-        if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
-            fetcher._prefetch_backoff = self.settings.fetch_backoff_ms / 1000.0
-
     def _active_partitions(self) -> set[int]:
         inputs = set(self.settings.input_topics)
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic in inputs}
@@ -617,7 +612,6 @@ class Loopwatch:
         return sum(1 for partition in self.table.key_partitions.values() if partition in active)
 
     async def _update_gauges(self) -> None:
-        self._tune_fetcher()  # the consumer may have been re-created
         metrics.ACTIVE_KEYS.set(self._active_key_count())
         for (topic, partition), offset in list(self._positions.items()):
             highwater = self._reader.highwater(topic, partition)

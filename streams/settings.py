@@ -140,13 +140,6 @@ class WorkerSettings(BaseSettings):
         description="Events handled since the last checkpoint that start one at once (bounds the memory "
                     "and the re-applied input after a crash under load).",
     )
-    fetch_backoff_ms: float = Field(
-        1.0, ge=0,
-        description="Milliseconds aiokafka's fetcher holds back the next fetch from a broker while fetched "
-                    "records of another partition are unconsumed (aiokafka's prefetch_backoff, default 100). "
-                    "Faust never consumes the records it fetches from the active changelog partitions (our "
-                    "own state writes), so with the default every verdict after a state write waits ~100 ms.",
-    )
     fetch_max_wait_ms: float = Field(
         25.0, ge=1,
         description="Longest time, ms, the broker holds a fetch with no new data (Faust fixes 1500). New records "
