@@ -48,7 +48,8 @@ class InputReader:
             delivered yet (the worker's state of that partition is
             recovered); an assigned partition is fetched only once it is.
         on_error: ``async on_error(exc)``, awaited when fetching or the
-            handler raises; the reader stops.
+            handler raises; the reader stops (so on_error must not await
+            :meth:`stop`: it runs in the reader's own task).
         consumer_options: more :class:`aiokafka.AIOKafkaConsumer` options
             (``fetch_max_wait_ms``, ``max_poll_records``, ``client_id``...).
     """
@@ -64,6 +65,8 @@ class InputReader:
         self._task: asyncio.Task | None = None
         self._starting: asyncio.Lock | None = None
         self._fetching: set[TopicPartition] = set()  # assigned and resumed
+        self._revoked = False  # nothing is resumed until the next assign
+        self._sought: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, offset) of its last seek
         self.epoch = 0  # changes at every assign, seek and revoke
 
     async def start(self) -> None:
@@ -99,11 +102,14 @@ class InputReader:
         self.epoch += 1
         tps = {TopicPartition(tp[0], tp[1]): offset for tp, offset in offsets.items()}
         consumer.assign(list(tps))
+        self._sought = {}
         for tp, offset in tps.items():
             consumer.seek(tp, offset)
+            self._sought[tp] = (self.epoch, offset)
         if tps:
             consumer.pause(*tps)
         self._fetching = set()
+        self._revoked = False
 
     def seek(self, offsets: Mapping[Any, int]) -> None:
         """Read the given assigned partitions again from ``{(topic, partition): next offset}``."""
@@ -114,6 +120,7 @@ class InputReader:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
                 consumer.seek(tp, offset)
+                self._sought[tp] = (self.epoch, offset)
 
     def revoke(self) -> None:
         """Stop delivering every partition (until the next :meth:`assign`)."""
@@ -123,6 +130,7 @@ class InputReader:
             if assigned:
                 self._consumer.pause(*assigned)
         self._fetching = set()
+        self._revoked = True
 
     def highwater(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark as of the last fetch (None if unknown or not assigned)."""
@@ -147,16 +155,37 @@ class InputReader:
                     continue
                 epoch = self.epoch
                 records = await consumer.getmany(timeout_ms=int(_IDLE_S * 1000))
-                if records and epoch == self.epoch:
+                if not records:
+                    continue
+                if epoch == self.epoch:
                     await self._handler(list(records.items()), epoch)
+                else:
+                    self._fetch_again(consumer, records, epoch)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("loopwatch: reading the input partitions failed: %r", exc)
             await self._on_error(exc)
 
+    def _fetch_again(self, consumer: AIOKafkaConsumer, records: Mapping[TopicPartition, Sequence[Any]],
+                     epoch: int) -> None:
+        """Records fetched while a seek, assign or revoke happened (from another task): not delivered.
+
+        aiokafka counts them as consumed, so each partition still assigned is
+        sought back: to the offset of a seek made meanwhile (the fetch may
+        predate it), else to the first of these records.
+        """
+        assigned = consumer.assignment()
+        for tp, batch in records.items():
+            if tp not in assigned or tp not in self._fetching:
+                continue
+            sought_epoch, offset = self._sought.get(tp, (-1, 0))
+            consumer.seek(tp, offset if sought_epoch > epoch else batch[0].offset)
+
     def _resume_ready(self, consumer: AIOKafkaConsumer) -> bool:
         """Resume the assigned partitions that became ready; whether any is being fetched."""
+        if self._revoked:
+            return False
         assigned = consumer.assignment()
         if len(self._fetching) < len(assigned):
             ready = [tp for tp in assigned if tp not in self._fetching and self._ready(tp)]

@@ -307,10 +307,6 @@ def test_batch_in_hand_across_a_seek_is_refusable_and_records_come_again(kafka_b
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "streams/reader.py bug: seek() called while _run awaits consumer.getmany() (reader idle) bumps the "
-    "epoch; aiokafka fetches from the new offset within the same getmany() call and advances the "
-    "position past those records; _run then drops the batch (epoch changed) and never delivers them"))
 @pytest.mark.timeout(60)
 def test_seek_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap: str) -> None:
     """seek() from another task while nothing is being handled (the reader waits in a fetch)."""
@@ -382,10 +378,6 @@ def test_revoke_and_assign_while_a_batch_is_in_hand(kafka_bootstrap: str) -> Non
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "streams/reader.py bug: revoke() pauses the assigned partitions and clears _fetching but leaves them "
-    "assigned, so _run's _resume_ready() resumes every one for which ready(tp) holds at its next pass, "
-    "and their records are delivered with the new epoch before any assign()"))
 @pytest.mark.timeout(60)
 def test_revoke_stops_delivery_until_the_next_assign(kafka_bootstrap: str) -> None:
     topic = new_topic("revoke")
