@@ -347,6 +347,10 @@ class Loopwatch:
                 self._sent_ms.append(sent_ms)
         elif kind == DEAD_LETTER:
             self._publish_dead(outcome, partition)
+            if key not in self._dirty and not state.last_offsets:
+                # nothing of this key was ever applied: keep no empty state for it
+                self._cache.pop(key, None)
+                self._last_seen.pop(key, None)
 
     def _observe_latencies(self) -> None:
         """End-to-end latency of the batch's verdicts: handed to the producer now, sent at their ts."""
@@ -361,7 +365,7 @@ class Loopwatch:
         """A rekey record's (key, event, origin source, raw, timestamp ms); None if dead-lettered."""
         try:
             origin_topic, origin_partition, offset, raw, timestamp_ms = msgpack.unpackb(record.value, raw=False)
-            source = Source(origin_topic, origin_partition, offset)
+            source = Source(origin_topic, origin_partition, offset, rekeyed=True)
         except Exception as exc:  # not written by us: keep it, keep going
             here = Source(topic, partition, record.offset)
             self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode",
@@ -631,16 +635,17 @@ class Loopwatch:
         now = time.monotonic()
         active = self._active_partitions()
         ttl = self.settings.state_ttl_s
-        for key in list(self.table.data.keys()):
+        data, last_seen = self.table.data, self._last_seen
+        for key in list(data.keys()):
             if key in self._dirty:
-                continue
-            seen = self._last_seen.setdefault(key, now)  # recovered keys: idle since now
-            if now - seen < ttl:
                 continue
             partition = self.table.key_partitions.get(key)
             if partition is None:
                 partition = verdict_partition(key, self.settings.partitions)  # Kafka's default partitioner
             if partition not in active:
+                continue  # a standby copy: its owner expires it
+            seen = last_seen.setdefault(key, now)  # recovered keys: idle since now
+            if now - seen < ttl:
                 continue
             self.table.expire(key, partition)
             self._cache.pop(key, None)

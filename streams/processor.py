@@ -82,16 +82,27 @@ _pack = msgpack.Packer(use_bin_type=True).pack
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a record was read: topic, partition, offset."""
+    """Where a record was read: topic, partition, offset.
+
+    ``rekeyed``: the record came through the rekey topic (a keyless input
+    record forwarded under its state key); topic/partition/offset are then
+    its origin in the input topic.
+    """
 
     topic: str
     partition: int
     offset: int
+    rekeyed: bool = False
 
     @property
     def tp(self) -> str:
-        """``"topic:partition"``, the key of :attr:`SessionState.last_offsets`."""
-        return f"{self.topic}:{self.partition}"
+        """The key of :attr:`SessionState.last_offsets`: ``"topic:partition"``, ``"rekey:topic:partition"`` if rekeyed.
+
+        Rekeyed records of a key reach it in their origin's order, but not in
+        order with the keyed records of that origin partition (they take a
+        detour through the rekey topic), so each path keeps its own last offset.
+        """
+        return f"rekey:{self.topic}:{self.partition}" if self.rekeyed else f"{self.topic}:{self.partition}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}

@@ -90,6 +90,20 @@ def test_redelivered_events_are_skipped_and_state_is_not_touched():
     assert state.to_bytes() == before
 
 
+def test_keyed_and_rekeyed_records_of_one_partition_are_deduplicated_apart():
+    # A keyless record forwarded through the rekey topic reaches the key's state after
+    # keyed records that followed it in the input partition: it must still be applied,
+    # and a second forward of it (after a crash) still skipped.
+    proc, state = processor(), SessionState()
+    assert proc.apply(b"r1", call(7), src(7), state).kind == APPLIED
+    forwarded = Source("events", 0, 5, rekeyed=True)
+    assert proc.apply(b"r1", call(5), forwarded, state).kind == APPLIED
+    assert proc.apply(b"r1", call(5), forwarded, state).kind == SKIPPED
+    assert proc.apply(b"r1", call(6), src(6), state).kind == SKIPPED
+    assert state.last_offsets == {"events:0": 7, "rekey:events:0": 5}
+    assert len(state.history) == 2
+
+
 def test_reapplying_to_a_checkpointed_state_gives_byte_identical_records():
     """Crash recovery: events after the checkpoint re-applied to the restored state publish the same bytes."""
     proc = processor()
