@@ -7,7 +7,7 @@ PY := .venv/bin/python
 venv: .venv/.installed
 .venv/.installed: pyproject.toml setup.py streams/detection/_canonical.c
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,rocksdb]'
 	touch $@
 
 kafka-start:

@@ -83,8 +83,10 @@ class WorkerSettings(BaseSettings):
     # ------------------------------------------------------------------ state
     store: str = Field(
         "memory://",
-        description="Faust table store: memory:// (rebuilt from the changelog on start) or rocksdb:// "
-                    "(needs the rocksdb extra).",
+        description="Faust table store: memory:// (in memory, rebuilt from the whole changelog at every start) "
+                    "or rocksdb:// (needs the rocksdb extra, which installs rocksdict: one RocksDB database per "
+                    "changelog partition under data_dir, kept across restarts, so a start reads only the "
+                    "changelog records written after the database's last one).",
     )
     state_ttl_s: float = Field(
         DEFAULT_STATE_TTL_S, gt=0,
@@ -95,7 +97,9 @@ class WorkerSettings(BaseSettings):
         60.0, gt=0, description="Seconds between scans for idle keys.",
     )
     data_dir: str = Field(
-        "{app_id}-data", description="Directory of Faust's local files (RocksDB state); {app_id} is replaced.",
+        "{app_id}-data",
+        description="Directory of Faust's local files (the rocksdb:// databases; two workers on one machine need "
+                    "one each); {app_id} is replaced.",
     )
     standby_replicas: int = Field(
         1, ge=0, description="Faust table standby replicas (warm copies of state on other workers).",

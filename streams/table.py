@@ -3,24 +3,64 @@
 Key = state key (bytes), value = ``SessionState`` bytes
 (:func:`streams.processor.encode_state`); the changelog partition of each key
 is the input partition its events come from, given explicitly by the writer.
+
+Works with both of the worker's stores (``--store``):
+
+* ``memory://``: a dict, rebuilt from the whole changelog at every start;
+* ``rocksdb://``: Faust's RocksDB store (driver: ``rocksdict``, the
+  ``rocksdb`` extra), one database per changelog partition under the data
+  directory, each holding the offset of the last changelog record written to
+  it; at start only the changelog records after that offset are read.
+
+Faust writes a table key from a stream only (``table[key] = value`` takes the
+partition of the current event; the RocksDB store asserts one). This worker
+writes whole checkpoints outside any stream, so for RocksDB the writes,
+deletes and offsets go straight to the partition's database (see
+:meth:`StateTable._partition_db`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import Any, Iterable, Set
 
 import faust
+from faust.stores import rocksdb as rocksdb_store  # imports without the bindings too
+from faust.types import TP
 
 __all__ = ["StateTable"]
 
 
 class StateTable(faust.Table):
-    """A Faust table written in batches, with explicit partitions, whose keys' partitions are known."""
+    """A Faust table written in batches, with explicit partitions, whose keys' partitions are known.
+
+    Attributes:
+        key_partitions: state key -> changelog partition, for every key in the
+            local store (for RocksDB: rebuilt from its databases after each
+            recovery, since a restart reads only the newer changelog records).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.key_partitions: dict[bytes, int] = {}
+
+    def _partition_db(self, partition: int) -> Any:
+        """The RocksDB database of changelog ``partition``, or None for another store.
+
+        The database is a ``rocksdict.Rdict`` (a ``rocksdb.DB`` with Faust's
+        ``python-rocksdb`` driver), raw bytes keys and values; opening it raises
+        the driver's error if it cannot be opened (e.g. locked by another
+        worker using the same data directory).
+
+        Faust internals: ``Store._db_for_partition`` opens the database on first
+        use; ``Store._key_index`` (key -> partition, an LRU) is what the store's
+        own ``__setitem__`` fills so that a read outside a stream looks in one
+        database instead of all.
+        """
+        store = self.data
+        if not isinstance(store, rocksdb_store.Store):
+            return None
+        return store._db_for_partition(partition)
 
     async def put_many(self, items: Iterable[tuple[bytes, bytes, int]]) -> list[asyncio.Future]:
         """Set each ``(key, value, partition)`` and send its changelog record to ``partition``.
@@ -29,6 +69,12 @@ class StateTable(faust.Table):
         Unlike ``table[key] = value``, which takes the partition of the stream's
         current event and goes through Faust's per-message send buffer, this
         writes the keys of a whole batch of events, straight to the producer.
+
+        The local store is written at once, before the acknowledgement (as
+        Faust does): after a crash a RocksDB database may hold a state the
+        changelog lacks. That is safe here because a checkpoint writes a state
+        only once every verdict of its events was acknowledged (see
+        :mod:`streams.app`).
         """
         producer = await self.app.maybe_start_producer()
         send = producer.send
@@ -36,7 +82,12 @@ class StateTable(faust.Table):
         data, partitions, persisted = self.data, self.key_partitions, self._persisted
         futures = []
         for key, value, partition in items:
-            data[key] = value
+            db = self._partition_db(partition)
+            if db is None:
+                data[key] = value
+            else:  # raw bytes key and value: what Store._set would write, in the right database
+                db.put(key, value)
+                data._key_index[key] = partition
             partitions[key] = partition
             future = await send(topic, key, value, partition, None, None)
             future.add_done_callback(persisted)
@@ -45,7 +96,8 @@ class StateTable(faust.Table):
 
     def _persisted(self, future: asyncio.Future) -> None:
         # What Table._on_changelog_sent does for a FutureMessage: keep the changelog
-        # offset of the stored data (RocksDB uses it to skip recovery at start-up).
+        # offset of the stored data (RocksDB writes it into the partition's database
+        # and at start reads the changelog only after it).
         if future.cancelled() or future.exception() is not None:
             return
         meta = future.result()
@@ -63,8 +115,29 @@ class StateTable(faust.Table):
             else:
                 self.key_partitions[event.message.key] = event.message.partition
 
+    async def on_recovery_completed(self, active_tps: Set[TP], standby_tps: Set[TP]) -> None:
+        """After recovery, for RocksDB: ``key_partitions`` = the keys of the assigned partitions' open databases."""
+        await super().on_recovery_completed(active_tps, standby_tps)
+        store = self.data
+        if isinstance(store, rocksdb_store.Store):
+            # Faust internals: Store._dbs (partition -> database) holds the databases opened
+            # (actives at assignment, standbys when their changelog is read), revoked ones
+            # removed; Store._visible_keys skips the store's offset key.
+            assigned = {tp.partition for tp in (*active_tps, *standby_tps)}
+            self.key_partitions = {
+                key: partition
+                for partition, db in list(store._dbs.items()) if partition in assigned
+                for key in store._visible_keys(db)
+            }
+
     def expire(self, key: bytes, partition: int) -> None:
-        """Delete ``key`` from the local store and write its tombstone to the changelog."""
-        self.data.pop(key, None)
+        """Delete ``key`` from the local store and write its tombstone to changelog ``partition``."""
+        db = self._partition_db(partition)
+        if db is None:
+            self.data.pop(key, None)
+        else:
+            db.delete(key)
+            self.data._key_index.pop(key, None)
         self.key_partitions.pop(key, None)
+        # Table._on_changelog_sent, its callback, stores the tombstone's offset as persisted.
         self.send_changelog(partition, key, None, value_serializer="raw")
