@@ -32,11 +32,13 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,10 @@ class Processor:
     def topics(self) -> list[str]:
         return [self.input, self.output]
 
+    def latency_buckets(self) -> dict[float, float] | None:
+        """Cumulative counts of the processor's own verdict-latency histogram, if it has one."""
+        return None
+
     def start(self) -> None:
         args, env = self.command()
         with open(self.log, "ab") as log:
@@ -176,6 +182,17 @@ class Worker(Processor):
         super().__init__(*args)
         self.app_id = f"bench-{self.input.split('.')[1]}"
         self.config = config
+        self.metrics_port = _free_port()
+
+    def latency_buckets(self) -> dict[float, float] | None:
+        """``loopwatch_verdict_latency_seconds`` buckets (upper bound s -> cumulative count) from /metrics."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        buckets = {}
+        for line in text.splitlines():
+            if line.startswith("loopwatch_verdict_latency_seconds_bucket{"):
+                bound = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
+        return buckets
 
     def topics(self) -> list[str]:
         return [self.input, self.output, f"{self.input}.loop-events", f"{self.input}.dead-letters"]
@@ -191,7 +208,8 @@ class Worker(Processor):
             "LOOPWATCH_LOOP_EVENTS_TOPIC": f"{self.input}.loop-events",
             "LOOPWATCH_DEAD_LETTERS_TOPIC": f"{self.input}.dead-letters",
             "LOOPWATCH_PARTITIONS": str(self.partitions), "LOOPWATCH_STANDBY_REPLICAS": "0",
-            "LOOPWATCH_CONFIG": config, "LOOPWATCH_METRICS_PORT": "0",
+            "LOOPWATCH_CONFIG": config, "LOOPWATCH_METRICS_PORT": str(self.metrics_port),
+            "LOOPWATCH_METRICS_ADDR": "127.0.0.1",
             "LOOPWATCH_DATA_DIR": str(self.workdir / "worker-data"), "LOOPWATCH_LOG_LEVEL": "info",  # the Ready line is info
         }
         return [sys.executable, "-c", "from streams.cli import main; main()", "worker"], env
@@ -291,6 +309,12 @@ async def _paced(bootstrap: str, topic: str, events: list[tuple[bytes, dict[str,
     return sent, elapsed
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -321,8 +345,16 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         result["throughput_eps"] = (got - 1) / span if span > 0 else float("nan")
         result["throughput_wall_s"] = (collector.last or time.monotonic()) - t0
 
+        before = processor.latency_buckets()
         sent, elapsed = await _paced(bootstrap, processor.input, latency_events, rate)
         await collector.wait_for(set(sent), DRAIN_TIMEOUT_S)
+        after = processor.latency_buckets()
+        if before is not None and after is not None:
+            # the processor's own view: event ts -> verdict handed to its producer
+            counts = {bound: after[bound] - before.get(bound, 0.0) for bound in after}
+            total = counts.get(float("inf")) or 1.0
+            result["inside_share"] = {f"<={bound * 1000:g}ms": round(count / total, 4)
+                                      for bound, count in sorted(counts.items()) if 0.004 < bound <= 0.05}
         latencies = [(collector.arrivals[i] - t) * 1000.0 for i, t in sent.items() if i in collector.arrivals]
         result.update(
             offered=len(sent) / elapsed, latency_sent=len(sent), latency_received=len(latencies),
@@ -359,6 +391,10 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
         if r["offered"] > r["throughput_eps"]:
             print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
                   f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
+        if "inside_share" in r:
+            shares = ", ".join(f"{bound} {share:.1%}" for bound, share in r["inside_share"].items())
+            print(f"  {r['name']}: event ts -> verdict handed to its producer (its loopwatch_verdict_latency_seconds):"
+                  f" {shares}")
         if r["throughput_outputs"] != events:
             print(f"  ! {r['name']}: only {r['throughput_outputs']} of {events} outputs in the throughput phase")
     by = {r["name"]: r for r in results}
