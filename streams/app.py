@@ -134,7 +134,6 @@ from faust.transport.drivers.aiokafka import server_list
 
 from . import metrics
 from .detection import Engine, SessionState, load_config
-from .client import verdict_partition
 from .consumer import Transport
 from .outputs import Outputs
 from .reader import Batch, InputReader
@@ -625,8 +624,6 @@ class Loopwatch:
 
     def _active_key_count(self) -> int:
         """Keys with state on this worker's active partitions (standby copies are not counted)."""
-        if not self.app.assignor.assigned_standbys():
-            return len(self.table.data)  # only active partitions in the store
         active = self._active_partitions()
         return sum(1 for partition in self.table.key_partitions.values() if partition in active)
 
@@ -650,13 +647,10 @@ class Loopwatch:
         now = time.monotonic()
         active = self._active_partitions()
         ttl = self.settings.state_ttl_s
-        data, last_seen = self.table.data, self._last_seen
-        for key in list(data.keys()):
+        last_seen = self._last_seen
+        for key, partition in list(self.table.key_partitions.items()):
             if key in self._dirty:
                 continue
-            partition = self.table.key_partitions.get(key)
-            if partition is None:
-                partition = verdict_partition(key, self.settings.partitions)  # Kafka's default partitioner
             if partition not in active:
                 continue  # a standby copy: its owner expires it
             seen = last_seen.setdefault(key, now)  # recovered keys: idle since now

@@ -85,6 +85,9 @@ class StateTable(faust.Table):
             db = self._partition_db(partition)
             if db is None:
                 data[key] = value
+                # Faust internals: the memory store's key -> partition map, by which it
+                # forgets the keys of partitions no longer assigned after a rebalance
+                data._key_partition[key] = partition
             else:  # raw bytes key and value: what Store._set would write, in the right database
                 db.put(key, value)
                 data._key_index[key] = partition
@@ -119,7 +122,11 @@ class StateTable(faust.Table):
         """After recovery, for RocksDB: ``key_partitions`` = the keys of the assigned partitions' open databases."""
         await super().on_recovery_completed(active_tps, standby_tps)
         store = self.data
-        if isinstance(store, rocksdb_store.Store):
+        if not isinstance(store, rocksdb_store.Store):
+            # the memory store has just forgotten the keys of partitions not assigned
+            self.key_partitions = {key: partition for key, partition in self.key_partitions.items()
+                                   if key in store}
+        else:
             # Faust internals: Store._dbs (partition -> database) holds the databases opened
             # (actives at assignment, standbys when their changelog is read), revoked ones
             # removed; Store._visible_keys skips the store's offset key.
@@ -135,6 +142,7 @@ class StateTable(faust.Table):
         db = self._partition_db(partition)
         if db is None:
             self.data.pop(key, None)
+            self.data._key_partition.pop(key, None)
         else:
             db.delete(key)
             self.data._key_index.pop(key, None)

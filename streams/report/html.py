@@ -235,7 +235,7 @@ def _session_section(index: int, session: SessionReport, relative_to: str | None
 
 
 def _num(n: int) -> str:
-    return f'<td class="zero">0</td>' if n == 0 else f"<td>{n}</td>"
+    return '<td class="zero">0</td>' if n == 0 else f"<td>{n}</td>"
 
 
 def _summary(report: Report) -> str:

@@ -10,7 +10,7 @@ from streams.detection import UNDEFINED, digest, stable_stringify
 from streams.detection.canonical import _exact_text, _fast_text, canonical_bytes, js_number, js_string
 from streams.detection.fingerprint import args_hash
 
-from ._support import READ_HASH, SAME_RESULT_HASH, sha
+from ._support import SAME_RESULT_HASH, sha
 
 EMOJI = "\U0001F600"  # UTF-16: D83D DE00
 
