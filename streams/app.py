@@ -74,7 +74,10 @@ production time; the Kafka record timestamp does -- so re-applying an event
 to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
-state of each key) and each input partition resumes at its last committed
+state of each key; with ``rocksdb://`` the local database, which may hold a
+state written at step (b) but not yet acknowledged -- after (a), so as good
+as the changelog's -- then the newer changelog records) and each input
+partition resumes at its last committed
 offset, which by (c) is never beyond a checkpoint, and is read in order
 from there (:class:`streams.reader.InputReader`). For each event then:
 
