@@ -1,5 +1,7 @@
 """Worker settings: defaults, environment, and the `loopwatch worker` flags generated from them."""
 
+import sys
+
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
@@ -64,3 +66,19 @@ def test_broker_takes_a_url_or_host_port(given, url):
 def test_an_empty_broker_is_refused():
     with pytest.raises(ValueError, match="a broker is needed"):
         WorkerSettings(broker=" , ")
+
+
+def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting(tmp_path, monkeypatch):
+    # Same status and message as `loopwatch replay`; no broker is needed to find out.
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    config = tmp_path / "openclaw.json"
+    config.write_text('{tools: {loopDetection: {enabled: "yes"}}}', encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(main, ["worker", "--config", str(config), "--broker", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.output == ("loopwatch: invalid configuration:\n"
+                             f"{config}: tools.loopDetection.enabled: Expected boolean, received string\n")
+    missing = tmp_path / "missing.json"
+    result = runner.invoke(main, ["worker", "--config", str(missing), "--broker", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.output.startswith("loopwatch: cannot read the configuration: [Errno 2]")

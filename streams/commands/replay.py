@@ -29,12 +29,15 @@ def config_option(func):
     )(func)
 
 
-def load_config_or_exit(path: str | None):
+def load_config_or_exit(path: str | None, strict: bool = True):
+    """``load_config(path, strict=strict)``; an invalid or unreadable file exits with status 2 and the reasons."""
     try:
-        return load_config(path)
+        return load_config(path, strict=strict)
     except ConfigError as exc:
         click.echo(f"loopwatch: invalid configuration:\n{exc}", err=True)
-        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"loopwatch: cannot read the configuration: {exc}", err=True)
+    sys.exit(2)
 
 
 def reject_folders(paths: Iterable[str], kind: str) -> None:

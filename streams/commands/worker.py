@@ -78,12 +78,12 @@ def worker(**options: Any) -> None:
     # ours (e.g. --loop-events-topic) are parsed already, so it must not see them.
     sys.argv = sys.argv[:1]
     from streams.app import create_app
-    from streams.detection import ConfigError
+    from streams.detection import Engine
 
-    try:
-        loopwatch = create_app(settings)
-    except (ConfigError, OSError) as exc:
-        raise click.ClickException(f"config: {exc}") from None
+    from .replay import load_config_or_exit
+
+    engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
+    loopwatch = create_app(settings, engine)
     from faust.worker import Worker
 
     Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
