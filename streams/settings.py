@@ -146,9 +146,9 @@ class WorkerSettings(BaseSettings):
     )
     fetch_max_wait_ms: float = Field(
         25.0, ge=1,
-        description="Longest time, ms, the broker holds a fetch with no new data (Faust fixes 1500). New records "
-                    "of a partition left out of an in-flight fetch wait for it to return, so this bounds that "
-                    "extra latency; lower = more idle fetch requests.",
+        description="Longest time, ms, the broker holds an input fetch while no new record arrives (it returns "
+                    "as soon as one does). Lower = more idle fetch requests; higher = a partition just resumed or "
+                    "sought (after a rebalance) may wait this long for its first fetch.",
     )
     session_timeout_s: float = Field(
         10.0, ge=6, description="Consumer group session timeout, seconds (broker minimum 6).",
