@@ -20,10 +20,9 @@ from typing import Any
 
 import msgpack
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from test_worker import ENABLED, VerdictReader, _fleet_events, _free_port, _offline, _same
-from worker_harness import WorkerProcess, count_records, create_topics, encode, worker_settings
+from worker_harness import PacedProducer, WorkerProcess, count_records, create_topics, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -75,38 +74,11 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
     finish = threading.Event()  # set once A has stopped: produce _AFTER_STOP more, then end
-    produced: list[list[tuple[str, int, int]]] = []
-    errors: list[BaseException] = []
-
-    async def produce_paced() -> list[tuple[str, int, int]]:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
-        await producer.start()
-        try:
-            futures, left = [], None
-            for number, event in enumerate(events, 1):
-                futures.append(await producer.send(topic, encode(event), key=event["run_id"].encode()))
-                if left is None and finish.is_set():
-                    left = _AFTER_STOP
-                if left is not None:
-                    left -= 1
-                    if left <= 0:
-                        break
-                if number % _RATE_BATCH == 0:
-                    await asyncio.sleep(_RATE_SLEEP)
-            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
-        finally:
-            await producer.stop()
-
-    def producing_main() -> None:
-        try:
-            produced.append(asyncio.run(produce_paced()))
-        except BaseException as exc:  # reported by the test thread
-            errors.append(exc)
-
     async def count_verdicts(at_least: int, timeout: float) -> int:
         return await count_records(kafka_bootstrap, shared.verdicts_topic, at_least, timeout)
 
-    producing = threading.Thread(target=producing_main, daemon=True)
+    producing = PacedProducer(kafka_bootstrap, topic, events, every=_RATE_BATCH, pause=_RATE_SLEEP,
+                              until=finish.is_set, then=_AFTER_STOP)
     worker_a = WorkerProcess(settings_a, tmp_path / "worker-a.log").start()
     worker_b = WorkerProcess(settings_b, tmp_path / "worker-b.log")
     try:
@@ -129,10 +101,7 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
         worker_a.stop()  # graceful: last checkpoint committed, leaves the group; B gets every partition
         assert worker_a.proc.returncode == 0, worker_a.log_text()[-3000:]
         finish.set()
-        producing.join(60)
-        assert not producing.is_alive(), "production did not finish"
-        assert errors == [], errors
-        sources = produced[0]
+        sources = producing.join(60)
         assert len(sources) < len(events), "the stream ran out before A stopped"
 
         async def collect() -> dict[tuple[str, int, int], list[bytes]]:

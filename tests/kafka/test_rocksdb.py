@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +29,7 @@ from streams.client import verdict_partition
 from streams.processor import decode_state
 from test_worker import ENABLED, VerdictReader, _calls, _fleet_events, _offline, _same
 from worker_harness import (
+    PacedProducer,
     WorkerProcess, consume_all, count_records, create_topics, encode, produce, running_worker, worker_settings,
 )
 
@@ -139,22 +139,7 @@ def test_a_rocksdb_worker_killed_mid_stream_loses_nothing_and_applies_nothing_tw
     events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
-    async def produce_paced() -> list[tuple[str, int, int]]:
-        # ~1,500 events/s, so the kill lands mid-stream
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
-        await producer.start()
-        try:
-            futures = []
-            for number, event in enumerate(events, 1):
-                futures.append(await producer.send(topic, encode(event), key=event["run_id"].encode()))
-                if number % 30 == 0:
-                    await asyncio.sleep(0.02)
-            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
-        finally:
-            await producer.stop()
-
-    produced: list[list[tuple[str, int, int]]] = []
-    producing = threading.Thread(target=lambda: produced.append(asyncio.run(produce_paced())))
+    producing = PacedProducer(kafka_bootstrap, topic, events)  # ~1,500 events/s: the kill lands mid-stream
     log = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log).start()
     try:
@@ -163,8 +148,7 @@ def test_a_rocksdb_worker_killed_mid_stream_loses_nothing_and_applies_nothing_tw
         assert asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, 900, 60)) >= 900
         worker.kill()
         killed_at = asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, len(events), 3))
-        producing.join(60)
-        sources = produced[0]
+        sources = producing.join(60)
         databases = _databases(Path(settings.data_dir.replace("{app_id}", settings.app_id)))
         stored_keys = sum(len(_read_database(path)) - 1 for path in databases.values())  # less the offset key
         worker = WorkerProcess(settings, log).start()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import threading
 import time
 import urllib.request
 import zlib
@@ -27,7 +26,7 @@ from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
 from worker_harness import (
     count_records,
-    WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
+    PacedProducer, WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka]
@@ -364,22 +363,7 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
     events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
-    async def produce_paced() -> list[tuple[str, int, int]]:
-        # ~1,500 events/s, so the kill lands mid-stream however fast the worker is
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
-        await producer.start()
-        try:
-            futures = []
-            for number, event in enumerate(events, 1):
-                futures.append(await producer.send(topic, encode(event), key=event["run_id"].encode()))
-                if number % 30 == 0:
-                    await asyncio.sleep(0.02)
-            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
-        finally:
-            await producer.stop()
-
-    produced: list[list[tuple[str, int, int]]] = []
-    producing = threading.Thread(target=lambda: produced.append(asyncio.run(produce_paced())))
+    producing = PacedProducer(kafka_bootstrap, topic, events)  # ~1,500 events/s: the stop lands mid-stream
     log = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log).start()
     try:
@@ -393,8 +377,7 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
         assert seen >= 900
         getattr(worker, stop)()
         killed_at = wait_for(len(events), 3)  # every verdict published before the kill
-        producing.join(60)
-        sources = produced[0]
+        sources = producing.join(60)
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 

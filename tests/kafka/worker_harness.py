@@ -6,7 +6,9 @@
   table recovered; always stopped;
 * :class:`WorkerProcess` -- ``loopwatch worker`` as a subprocess (for restarts
   and kill -9), with :meth:`WorkerProcess.wait_ready` reading its log;
-* :func:`create_topics`, :func:`produce`, :func:`consume_all` -- aiokafka helpers.
+* :func:`create_topics`, :func:`produce`, :func:`consume_all` -- aiokafka helpers;
+* :class:`PacedProducer` -- events produced from a thread at a paced rate, so a
+  stop, kill or rebalance lands mid-stream.
 
 Sync tests drive these with ``asyncio.run`` (the project has no pytest-asyncio).
 """
@@ -19,10 +21,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -212,3 +215,59 @@ async def count_records(bootstrap: str, topic: str, at_least: int, timeout: floa
     finally:
         await consumer.stop()
     return seen
+
+
+class PacedProducer:
+    """Produces ``events`` (key = run id) to ``topic`` from a thread: ``every`` events, then a ``pause`` (s).
+
+    With ``until`` (a callable polled after each event): once it returns
+    True, ``then`` more events are produced and production ends early.
+    :meth:`join` returns the (topic, partition, offset) of every event
+    produced, in order, and raises what the thread raised.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, events: list[dict[str, Any]], every: int = 30,
+                 pause: float = 0.02, until: Callable[[], bool] | None = None, then: int = 0) -> None:
+        self.bootstrap, self.topic, self.events = bootstrap, topic, events
+        self.every, self.pause, self.until, self.then = every, pause, until, then
+        self._sources: list[tuple[str, int, int]] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def start(self) -> "PacedProducer":
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float) -> list[tuple[str, int, int]]:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"production did not finish in {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._sources is not None
+        return self._sources
+
+    def _main(self) -> None:
+        try:
+            self._sources = asyncio.run(self._produce())
+        except BaseException as exc:  # raised again by join(), in the test's thread
+            self._error = exc
+
+    async def _produce(self) -> list[tuple[str, int, int]]:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures, left = [], None
+            for number, event in enumerate(self.events, 1):
+                futures.append(await producer.send(self.topic, encode(event), key=event["run_id"].encode()))
+                if left is None and self.until is not None and self.until():
+                    left = self.then
+                if left is not None:
+                    left -= 1
+                    if left <= 0:
+                        break
+                if number % self.every == 0:
+                    await asyncio.sleep(self.pause)
+            return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
+        finally:
+            await producer.stop()
