@@ -70,7 +70,9 @@ class WorkerSettings(BaseSettings):
         description="State key of a record without a Kafka key: 'run' = run id, else session key, else "
                     "session id (state bounded per run, load spread); 'session' = session key, else session "
                     "id (OpenClaw's exact session-level semantics: history cap and warning dedupe shared by "
-                    "a session's runs). A record's Kafka key, when present, is used as is.",
+                    "a session's runs). A record's Kafka key, when present, is used as is. Keyless records are "
+                    "forwarded through the rekey topic: a run's order is kept only if all its keyless records "
+                    "share one input partition (key your records: runners publish with key = the state key).",
     )
     config: Path | None = Field(
         None, description="OpenClaw config file (openclaw.json, JSON5) with tools.loopDetection; "
@@ -163,7 +165,7 @@ class WorkerSettings(BaseSettings):
                     "in the verdict latency. Every this many seconds they are collected once in full (0 = never "
                     "freeze: Python's default collections).",
     )
-    log_level: str = Field("info", description="Worker log level (debug, info, warning, error).")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Worker log level.")
 
     @field_validator("input_topics", mode="before")
     @classmethod
@@ -185,11 +187,26 @@ class WorkerSettings(BaseSettings):
     def _broker_url(cls, value: str) -> str:
         # host:port (as produce/tail/the client take it) is accepted and made a Faust URL
         if "://" in value:
+            for url in value.split(";"):
+                if not url.strip().startswith("kafka://"):
+                    raise ValueError(f"{url.strip()!r}: a broker URL is kafka://host:port (or just host:port)")
             return value
         hosts = [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
         if not hosts:
             raise ValueError("a broker is needed, e.g. kafka://127.0.0.1:9092")
         return ";".join(f"kafka://{host}" for host in hosts)
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        if not value.startswith(("memory://", "rocksdb://")):
+            raise ValueError("the store is memory:// or rocksdb://")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("producer_acks", mode="before")
     @classmethod

@@ -82,3 +82,35 @@ def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting
     result = runner.invoke(main, ["worker", "--config", str(missing), "--broker", "127.0.0.1:1"])
     assert result.exit_code == 2
     assert result.output.startswith("loopwatch: cannot read the configuration: [Errno 2]")
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--store", "redis://", "the store is memory:// or rocksdb://"),
+    ("--broker", "http://127.0.0.1:9092", "'http://127.0.0.1:9092': a broker URL is kafka://host:port"),
+    ("--log-level", "loud", "'loud' is not one of 'debug', 'info', 'warning', 'error'"),
+])
+def test_worker_rejects_unknown_store_broker_scheme_and_log_level(flag, value, says):
+    result = CliRunner().invoke(main, ["worker", flag, value])
+    assert result.exit_code == 2
+    assert says in result.output
+    assert "Traceback" not in result.output
+
+
+def test_log_level_is_case_insensitive():
+    assert WorkerSettings(log_level="WARNING").log_level == "warning"
+
+
+def test_worker_says_in_one_line_when_no_broker_answers(monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    port = _closed_port()
+    result = CliRunner().invoke(main, ["worker", "--broker", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # bound, then closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -7,12 +7,15 @@ drift apart. Precedence: flag, then ``LOOPWATCH_*`` environment, then default.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import typing
 from typing import Any, Callable
 
 import click
+from aiokafka import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
 from streams.settings import WorkerSettings
@@ -24,7 +27,7 @@ def _click_type(annotation: Any) -> Any:
     args = typing.get_args(annotation)
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
-        return click.Choice([str(a) for a in args])
+        return click.Choice([str(a) for a in args], case_sensitive=False)
     if origin is typing.Annotated:
         return _click_type(args[0])
     if annotation is bool:
@@ -83,10 +86,24 @@ def worker(**options: Any) -> None:
     from .replay import load_config_or_exit
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
+    bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
+    try:
+        asyncio.run(_reach(bootstrap))
+    except KafkaConnectionError as exc:  # one line, as produce and tail say it, not Faust's traceback
+        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     loopwatch = create_app(settings, engine)
     from faust.worker import Worker
 
     Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+
+
+async def _reach(bootstrap: str) -> None:
+    """Connect to the brokers once. Raises ``KafkaConnectionError`` if none answers."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="loopwatch-worker-check")
+    try:
+        await client.bootstrap()
+    finally:
+        await client.close()
 
 
 def _validation_message(exc: ValidationError) -> str:
