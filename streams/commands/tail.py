@@ -168,7 +168,7 @@ Examples:
   loopwatch tail dead-letters --json --from-beginning --idle-timeout 5
   loopwatch tail verdicts --max 100 --json > verdicts.jsonl
 """)
-@click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False)
+@click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False, metavar="[STREAM]")
 @click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
               show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
 @click.option("--topic", default=None,
