@@ -88,20 +88,27 @@ def worker(**options: Any) -> None:
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
     bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
     try:
-        asyncio.run(_reach(bootstrap))
+        counts = asyncio.run(_partition_counts(bootstrap, settings.input_topics))
     except KafkaConnectionError as exc:  # one line, as produce and tail say it, not Faust's traceback
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    wrong = {name: count for name, count in counts.items() if count and count != settings.partitions}
+    if wrong:  # before Faust creates the changelog, rekey and output topics with --partitions
+        raise click.ClickException(
+            f"input topic partitions must equal --partitions ({settings.partitions}, the state table's): "
+            + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
     loopwatch = create_app(settings, engine)
     from faust.worker import Worker
 
     Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
 
 
-async def _reach(bootstrap: str) -> None:
-    """Connect to the brokers once. Raises ``KafkaConnectionError`` if none answers."""
+async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    """Partition count of each topic (0: not created yet). Raises ``KafkaConnectionError`` if no broker answers."""
     client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="loopwatch-worker-check")
     try:
         await client.bootstrap()
+        cluster = await client.fetch_all_metadata()
+        return {name: len(cluster.partitions_for_topic(name) or ()) for name in topics}
     finally:
         await client.close()
 

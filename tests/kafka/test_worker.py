@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
@@ -202,20 +203,35 @@ def test_bad_records_are_dead_lettered_and_good_ones_flow(kafka_bootstrap, tmp_p
 
 
 @pytest.mark.timeout(90)
-def test_an_input_topic_with_another_partition_count_stops_the_worker_before_any_verdict(kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("faust", [False, True], ids=["loopwatch-worker", "faust-A"])
+def test_an_input_topic_with_another_partition_count_stops_the_worker_before_any_verdict(kafka_bootstrap, tmp_path,
+                                                                                         faust):
+    # `loopwatch worker` checks before Faust creates any topic; `faust -A streams.app worker`
+    # (no such pre-flight) is stopped by the app itself before its first verdict.
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
     topic = settings.input_topics[0]
     asyncio.run(create_topics(kafka_bootstrap, [topic], 3))
     event = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c1", "tool_name": "read",
              "args": {}, "result": "ok"}
     asyncio.run(produce(kafka_bootstrap, topic, [(b"r1", encode(event))]))
-    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    worker = WorkerProcess(settings, tmp_path / "worker.log", faust=faust).start()
     try:
         assert worker.proc.wait(60) != 0
     finally:
         worker.stop()
     assert f"input topic partitions must equal --partitions (2, the state table's): {topic} has 3" in worker.log_text()
     assert asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=3)) == []
+    if not faust:
+        assert asyncio.run(_existing(kafka_bootstrap, f"{settings.app_id}-")) == []  # no changelog, no rekey topic
+
+
+async def _existing(bootstrap: str, prefix: str) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return sorted(name for name in await admin.list_topics() if name.startswith(prefix))
+    finally:
+        await admin.close()
 
 
 # ------------------------------------------------------------------------ (b) restart

@@ -114,12 +114,17 @@ async def running_worker(settings: WorkerSettings, engine: Engine | None = None,
 
 
 class WorkerProcess:
-    """``loopwatch worker`` as a subprocess, configured through the environment."""
+    """``loopwatch worker`` (or, ``faust=True``, ``faust -A streams.app worker``) as a subprocess.
 
-    def __init__(self, settings: WorkerSettings, log_path: Path, extra_args: Iterable[str] = ()) -> None:
+    Configured through the environment (``LOOPWATCH_*``).
+    """
+
+    def __init__(self, settings: WorkerSettings, log_path: Path, extra_args: Iterable[str] = (),
+                 faust: bool = False) -> None:
         self.settings = settings
         self.log_path = log_path
         self.extra_args = list(extra_args)
+        self.faust = faust
         self.proc: subprocess.Popen | None = None
         self._log_offset = 0
 
@@ -127,8 +132,10 @@ class WorkerProcess:
         env = {**os.environ, **settings_env(self.settings), "PYTHONUNBUFFERED": "1"}
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")
+        command = (["-c", "from faust.cli.faust import cli; cli()", "-A", "streams.app", "worker", "-l", "info"]
+                   if self.faust else ["-c", "from streams.cli import main; main()", "worker"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from streams.cli import main; main()", "worker", *self.extra_args],
+            [sys.executable, *command, *self.extra_args],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
