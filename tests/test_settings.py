@@ -105,7 +105,9 @@ def test_worker_says_in_one_line_when_no_broker_answers(monkeypatch):
     port = _closed_port()
     result = CliRunner().invoke(main, ["worker", "--broker", f"127.0.0.1:{port}"])
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ")
+    lines = result.output.splitlines()
+    assert lines[0].startswith("loopwatch worker: no --config: loopDetection enabled=unset")
+    assert lines[1].startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ") and len(lines) == 2
 
 
 def _closed_port() -> int:
@@ -114,3 +116,21 @@ def _closed_port() -> int:
     with socket.socket() as sock:  # bound, then closed: nothing listens there
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_detection(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    config = tmp_path / "openclaw.json"
+    config.write_text("{tolls: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")  # typo
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[0] == (
+        f"loopwatch worker: config {config}: loopDetection enabled=unset (rolling detectors off, guard on), "
+        "historySize=30, warningThreshold=10, criticalThreshold=20, unknownToolThreshold=10, "
+        "globalCircuitBreakerThreshold=30, postCompactionGuard.windowSize=3 -- the file has no "
+        "tools.loopDetection block: OpenClaw's defaults apply")
+    config.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[0] == (
+        f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
+        "criticalThreshold=20, unknownToolThreshold=10, globalCircuitBreakerThreshold=30, "
+        "postCompactionGuard.windowSize=3")

@@ -86,6 +86,7 @@ def worker(**options: Any) -> None:
     from .replay import load_config_or_exit
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
+    click.echo(f"loopwatch worker: {_describe_config(settings.config, engine)}", err=True)
     bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
     try:
         counts = asyncio.run(_partition_counts(bootstrap, settings.input_topics))
@@ -100,6 +101,27 @@ def worker(**options: Any) -> None:
     from faust.worker import Worker
 
     Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+
+
+def _describe_config(path: Any, engine: Any) -> str:
+    """One line: which config is in effect and its global loop-detection settings (Spec §2.2)."""
+    from streams.detection.config import DEFAULTS
+
+    if engine is None:
+        where, effective, block = "no --config", DEFAULTS, None
+    else:
+        tools = engine.config.raw.get("tools")
+        block = tools.get("loopDetection") if isinstance(tools, dict) else None
+        where, effective = f"config {path}", engine.config.for_agent(None)
+    enabled = {True: "true", False: "false", None: "unset (rolling detectors off, guard on)"}[effective.enabled]
+    text = (f"{where}: loopDetection enabled={enabled}, historySize={effective.history_size}, "
+            f"warningThreshold={effective.warning_threshold}, criticalThreshold={effective.critical_threshold}, "
+            f"unknownToolThreshold={effective.unknown_tool_threshold}, "
+            f"globalCircuitBreakerThreshold={effective.global_circuit_breaker_threshold}, "
+            f"postCompactionGuard.windowSize={effective.window_size}")
+    if engine is not None and block is None:
+        text += " -- the file has no tools.loopDetection block: OpenClaw's defaults apply"
+    return text
 
 
 async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
