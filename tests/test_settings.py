@@ -134,3 +134,17 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
         f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
         "criticalThreshold=20, unknownToolThreshold=10, globalCircuitBreakerThreshold=30, "
         "postCompactionGuard.windowSize=3")
+
+
+def test_worker_refuses_a_metrics_port_in_use(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["worker", "--metrics-addr", "127.0.0.1", "--metrics-port", str(port),
+                                           "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.exit_code == 1
+    assert f"Error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in result.output

@@ -87,6 +87,8 @@ def worker(**options: Any) -> None:
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
     click.echo(f"loopwatch worker: {_describe_config(settings.config, engine)}", err=True)
+    if settings.metrics_port:
+        _check_port_free(settings.metrics_addr, settings.metrics_port)
     bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
     try:
         counts = asyncio.run(_partition_counts(bootstrap, settings.input_topics))
@@ -122,6 +124,19 @@ def _describe_config(path: Any, engine: Any) -> str:
     if engine is not None and block is None:
         text += " -- the file has no tools.loopDetection block: OpenClaw's defaults apply"
     return text
+
+
+def _check_port_free(addr: str, port: int) -> None:
+    """Raise ``click.ClickException`` if ``addr:port`` cannot be bound (the /metrics endpoint would be missing)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the metrics server: TIME_WAIT is fine
+            sock.bind((addr, port))
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve metrics on {addr}:{port}: {exc.strerror or exc} "
+                                   "(another worker there? give each its own --metrics-port, or 0 for none)") from None
 
 
 async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
