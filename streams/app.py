@@ -152,6 +152,7 @@ log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
+_OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
 _ENCODE_SLICE = 8  # states encoded by a checkpoint between two yields to the event loop (~1 ms)
 
 
@@ -583,11 +584,20 @@ class Loopwatch:
             self._tainted = False
             self._reader.revoke()
             await consumer.stop_fetching(mine)
-            try:
-                committed = await consumer.committed_offsets(mine)
-            except Exception as exc:  # e.g. the group rebalances again: that assignment comes next
-                log.warning("loopwatch: reading the committed offsets failed: %r", exc)
-                return
+            generation = self.app.consumer_generation_id
+            for attempt in range(1, _OFFSET_ATTEMPTS + 1):
+                try:
+                    committed = await consumer.committed_offsets(mine)
+                    break
+                except Exception as exc:
+                    if self.app.consumer_generation_id != generation:
+                        return  # the group rebalanced again: its assignment comes next
+                    if attempt == _OFFSET_ATTEMPTS:  # no input read until a restart otherwise
+                        log.error("loopwatch: cannot read the committed offsets: %r", exc)
+                        await self.app.crash(exc)
+                        return
+                    log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
+                    await asyncio.sleep(_OFFSET_RETRY_S)
             await self._reader.start()
             self._committed = committed
             self._reader.assign(committed)
