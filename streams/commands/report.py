@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Iterator
 
 import click
 
+from ..codecs import read_event_file
 from ..detection import Engine, EventError
 from ..importers import FORMATS
 from ..keys import KEY_BY
@@ -18,27 +18,41 @@ from .replay import config_option, event_records, load_config_or_exit, reject_fo
 __all__ = ["report"]
 
 _SESSION_FORMATS = tuple(sorted(FORMATS))
+_SHOWN_PER_FILE = 5  # bad records reported one by one per file; the rest are counted
+_EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 
 def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[str, Any]]:
-    """Verdict records from JSON Lines files (``-`` = stdin); a bad line is reported, counted, skipped."""
+    """Verdict records from JSON Lines files (``-`` = stdin); a bad line is counted and skipped.
+
+    The first few bad lines of a file are reported with their line number and reason, then
+    only how many more there were. A file whose first record is an event is a usage error.
+    """
     reject_folders(paths, "verdict")
     for path in paths:
-        with click.open_file(path, "r", encoding="utf-8") as stream:
-            for lineno, line in enumerate(stream, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    reason = f"not JSON: {exc}"
-                else:
-                    if isinstance(record, dict) and "verdict" in record:
-                        yield record
-                        continue
-                    reason = "not a verdict record (an object with a 'verdict' field)"
-                bad[0] += 1
-                click.echo(f"loopwatch report: {path}:{lineno}: skipped: {reason}", err=True)
+        first, skipped = True, 0
+        stream = click.get_binary_stream("stdin") if path == "-" else None
+        for record in read_event_file(path, stream):
+            value = record.event
+            if value is not None and "verdict" in value:
+                first = False
+                yield value
+                continue
+            if value is not None and first and value.get("type") in _EVENT_TYPES:
+                raise click.UsageError(
+                    f"{path} holds events, not verdicts (its first record is a {value['type']} event): "
+                    "give --format events to replay them (with --config for your loop detection)")
+            if value is not None:
+                first = False
+            bad[0] += 1
+            skipped += 1
+            if skipped <= _SHOWN_PER_FILE:
+                reason = (record.error or "not a verdict record (an object with a 'verdict' field)"
+                          ).replace("an event must be", "a verdict record must be")
+                click.echo(f"loopwatch report: {path}:{record.position}: skipped: {reason}", err=True)
+        if skipped > _SHOWN_PER_FILE:
+            click.echo(f"loopwatch report: {path}: {skipped - _SHOWN_PER_FILE} more bad record(s) skipped "
+                       f"({skipped} in this file)", err=True)
 
 
 def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple[str, int, dict]]:
@@ -50,6 +64,8 @@ def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple
                 bad[0] += 1
                 click.echo(f"loopwatch report: {path}:{position}: skipped: {error}", err=True)
             else:
+                if fmt == "events" and "source" not in event:  # where the call is: the event file's line
+                    event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
                 out.append((path, position, event))
     except (ValueError, FileNotFoundError) as exc:
         raise click.UsageError(str(exc)) from None
@@ -90,7 +106,9 @@ Examples:
                    "or recorded sessions read through an importer, which are replayed here.")
 @click.option("--compare", "compare_path", type=click.Path(exists=True, dir_okay=False),
               help="Backtest: replay the same events under this second openclaw.json (B) and show the "
-                   "counts under --config (A) and B side by side, with every call whose verdict differs. "
+                   "counts under --config (A) and B side by side, with every event whose verdict differs "
+                   "(file:line, tool, run, event id), then the calls whose verdict is the same but whose "
+                   "detection differs (e.g. a warning suppressed under A, nothing under B). "
                    "Needs --format events or a session format.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,
               help="State scoping when replaying (see `loopwatch replay`).")
@@ -105,14 +123,22 @@ def report(config_path: str | None, fmt: str, compare_path: str | None, key_by: 
     Per session: its runs and calls, and its detections by detector and
     level; each detection with the tool, count, message, what it led to
     (warn = warning emitted, suppressed = warning kept back by OpenClaw's
-    dedupe, block, abort) and the source line of the call (file:line).
-    Then a fleet summary: sessions, runs, calls, warnings emitted and
-    suppressed, blocks and aborts, and detections per detector.
+    dedupe, block, abort) and where the call was recorded (file:line): with
+    a session format, the recorded session's line; with --format events,
+    the event file's line (the record number in a msgpack file), or the
+    recorded session's line for events that carry one (`loopwatch import`
+    output); in verdict files, the file and line the records carry (replay
+    and worker verdicts of recorded sessions), else '-'. Then a fleet
+    summary: sessions, runs, calls, warnings emitted and suppressed, blocks
+    and aborts, and detections per detector.
 
-    FILES are verdict JSON Lines from `loopwatch replay` (default), or, with
-    --format, event files or recorded sessions that are replayed here under
-    --config. The text report goes to stdout. Exit status 0, or 2 for bad
-    usage or an invalid configuration.
+    FILES are verdict JSON Lines from `loopwatch replay` or `loopwatch tail
+    verdicts --json` (default), or, with --format, event files or recorded
+    sessions that are replayed here under --config. A verdict the worker
+    published again after a restart (same source topic/partition/offset,
+    same content) is counted once; the report says how many were ignored.
+    The text report goes to stdout. Exit status 0, or 2 for bad usage or
+    an invalid configuration.
     """
     bad = [0]
     comparison = None

@@ -2,10 +2,13 @@
 
 :func:`compare` takes the verdict records of one event stream replayed under
 configuration A and under configuration B (same events, same order, so record *i*
-of A and record *i* of B answer the same event) and keeps both reports plus every
-event whose outcome differs: its verdict, or what a detection led to (a suppressed
-warning under A and nothing under B is a difference even though both verdicts are
-``allow``).
+of A and record *i* of B answer the same event) and keeps both reports plus:
+
+* ``differences``: every event whose ``verdict`` differs -- what the runner acts on
+  (``allow``, ``warn``, ``block``, ``abort``, ``ignore``);
+* ``detection_differences``: every tool call with the same verdict under both but a
+  different detection (detector, level, or what it led to): a warning suppressed by
+  OpenClaw's dedupe under A and no detection under B are both ``allow``.
 """
 
 from __future__ import annotations
@@ -13,23 +16,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .model import ABORT_DETECTOR, Report, build_report, call_status, where
+from .model import ABORT_DETECTOR, Report, build_report, call_status, file_position, where
 
 __all__ = ["Difference", "Comparison", "compare", "outcome_label"]
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
-    """A short label of what one event led to: ``allow``, ``suppressed ping_pong/warning 3``, ``block ...``."""
-    if record.get("verdict") == "abort":
+    """What one event led to, verdict first: ``allow``, ``allow, suppressed ping_pong/warning 3``,
+    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``."""
+    verdict = str(record.get("verdict"))
+    if verdict == "abort":
         guard = record.get("guard") or {}
         return f"abort {ABORT_DETECTOR}/critical {guard.get('count', '')}".rstrip()
     if record.get("type") != "tool_call":
-        return str(record.get("verdict"))
-    status = call_status(record)
+        return verdict
     detection = record.get("detection") or {}
-    if detection.get("stuck"):
-        return f"{status} {detection.get('detector')}/{detection.get('level')} {detection.get('count')}"
-    return status
+    if not detection.get("stuck"):
+        return verdict
+    status = call_status(record)
+    what = f"{detection.get('detector')}/{detection.get('level')} {detection.get('count')}"
+    return f"{verdict} {what}" if status == verdict else f"{verdict}, {status} {what}"
+
+
+def _detection(record: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What fired on a tool call and what it led to (the count aside), or None."""
+    detection = record.get("detection") or {}
+    if record.get("type") != "tool_call" or not detection.get("stuck"):
+        return None
+    return detection.get("detector"), detection.get("level"), call_status(record)
 
 
 @dataclass
@@ -47,6 +61,13 @@ class Difference:
     def where(self, relative_to: str | None = None) -> str:
         return where(self.source, relative_to)
 
+    def ids(self) -> str:
+        """``run R  event E`` (what is known of them)."""
+        parts = [f"run {self.run_id}" if self.run_id else "no run id"]
+        if self.event_id:
+            parts.append(f"event {self.event_id}")
+        return "  ".join(parts)
+
 
 @dataclass
 class Comparison:
@@ -54,7 +75,8 @@ class Comparison:
     b: Report
     label_a: str
     label_b: str
-    differences: list[Difference] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)  # the verdict differs
+    detection_differences: list[Difference] = field(default_factory=list)  # same verdict, other detection
 
     def detection_rows(self) -> list[tuple[str, str, str, int, int]]:
         """``(detector, level, action, count under A, count under B)`` for every key seen in either."""
@@ -82,11 +104,15 @@ def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[
             raise ValueError(f"not the same events: {ra.get('event_id')!r} vs {rb.get('event_id')!r}")
         if ra.get("type") == "compaction_retry":
             continue
-        la, lb = outcome_label(ra), outcome_label(rb)
-        if la != lb:
-            comparison.differences.append(Difference(
-                ra.get("event_id"), ra.get("session_id"), ra.get("run_id"),
-                str(ra.get("tool_name") or rb.get("tool_name") or "tool"),
-                ra.get("source") if isinstance(ra.get("source"), dict) else None, la, lb,
-            ))
+        if ra.get("verdict") != rb.get("verdict"):
+            found = comparison.differences
+        elif _detection(ra) != _detection(rb):
+            found = comparison.detection_differences
+        else:
+            continue
+        found.append(Difference(
+            ra.get("event_id"), ra.get("session_id"), ra.get("run_id"),
+            str(ra.get("tool_name") or rb.get("tool_name") or "tool"),
+            file_position(ra), outcome_label(ra), outcome_label(rb),
+        ))
     return comparison

@@ -18,7 +18,7 @@ import os
 from html import escape
 from typing import Iterable
 
-from .compare import Comparison
+from .compare import Comparison, Difference
 from .model import Call, Compaction, Report, RunReport, SessionReport
 
 __all__ = ["render_html"]
@@ -58,7 +58,7 @@ th, td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align: ri
 th { background: #f1f5f9; font-weight: 600; font-size: 12px; color: #334155; }
 td:first-child, th:first-child, td.l, th.l { text-align: left; }
 td.msg { text-align: left; color: #334155; max-width: 560px; }
-td.src, #compare-differences td { white-space: nowrap; }
+td.src, #compare-differences td, #compare-detection-differences td { white-space: nowrap; }
 td.mono, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 td.zero { color: #cbd5e1; }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; align-items: center; margin: 18px 0 6px; color: #334155; }
@@ -262,9 +262,10 @@ def _summary(report: Report) -> str:
         out.append('<p class="empty">No detections.</p>')
     out.append("<h2>Sessions</h2>")
     rows = []
+    names = report.session_names()
     for i, session in enumerate(report.sessions.values()):
         s = session.totals
-        name = session.files[0].rsplit("/", 1)[-1] if len(session.files) == 1 else session.session_id
+        name = names[session.session_id]
         rows.append(f'<tr><td class="mono"><a href="#session-{i}" title="{_e(session.session_id)}">{_e(name)}</a></td>'
                     f"<td>{s.runs}</td><td>{s.calls}</td>" + _num(s.warnings_emitted) + _num(s.warnings_suppressed)
                     + _num(s.blocks) + _num(s.aborts) + "</tr>")
@@ -278,17 +279,26 @@ def _comparison(comparison: Comparison, relative_to: str | None) -> str:
                    for name, a, b in comparison.total_rows())
     det = "".join(f'<tr><td>{_e(d)}</td><td class="l">{_e(lvl)}</td><td class="l">{_e(act)}</td>'
                   f"<td>{a}</td><td>{b}</td><td>{b - a:+d}</td></tr>" for d, lvl, act, a, b in comparison.detection_rows())
-    diffs = "".join(f'<tr><td class="mono">{_e(d.where(relative_to))}</td><td class="l">{_e(d.tool)}</td>'
-                    f'<td class="l">{_e(d.a)}</td><td class="l">{_e(d.b)}</td></tr>' for d in comparison.differences)
     return ("<h2>Backtest</h2>"
             f'<p class="sub">A = {_e(comparison.label_a)}<br>B = {_e(comparison.label_b)}</p>'
             '<table id="compare-totals"><tr><th></th><th>A</th><th>B</th><th>B−A</th></tr>' + rows + "</table>"
             '<h2>Detections under A and B</h2><table id="compare-detections"><tr><th>detector</th><th class="l">level</th>'
             '<th class="l">action</th><th>A</th><th>B</th><th>B−A</th></tr>' + det + "</table>"
             f"<h2>Events whose verdict differs ({len(comparison.differences)})</h2>"
-            + ('<table id="compare-differences"><tr><th>source</th><th class="l">tool</th><th class="l">A</th>'
-               '<th class="l">B</th></tr>' + diffs + "</table>" if comparison.differences else
-               '<p class="empty">None.</p>'))
+            + _differences("compare-differences", comparison.differences, relative_to)
+            + "<h2>Calls with the same verdict but another detection "
+            f"({len(comparison.detection_differences)})</h2>"
+            + _differences("compare-detection-differences", comparison.detection_differences, relative_to))
+
+
+def _differences(table_id: str, diffs: list[Difference], relative_to: str | None) -> str:
+    if not diffs:
+        return '<p class="empty">None.</p>'
+    rows = "".join(f'<tr><td class="mono">{_e(d.where(relative_to))}</td><td class="l">{_e(d.tool)}</td>'
+                   f'<td class="l mono">{_e(d.run_id or "")}</td><td class="l mono">{_e(d.event_id or "")}</td>'
+                   f'<td class="l">{_e(d.a)}</td><td class="l">{_e(d.b)}</td></tr>' for d in diffs)
+    return (f'<table id="{table_id}"><tr><th>source</th><th class="l">tool</th><th class="l">run</th>'
+            '<th class="l">event</th><th class="l">A</th><th class="l">B</th></tr>' + rows + "</table>")
 
 
 def _legend() -> str:
@@ -306,8 +316,8 @@ def render_html(report: Report, comparison: Comparison | None = None, relative_t
     sub = f"config: {_e(report.config)}" if report.config else "config: OpenClaw defaults"
     if relative_to:
         sub += f" · paths relative to {_e(relative_to)}"
-    if report.bad_records:
-        sub += f" · {report.bad_records} bad record(s) skipped"
+    for note in report.input_notes():
+        sub += f" · {_e(note)}"
     sessions: Iterable[str] = (_session_section(i, s, relative_to) for i, s in enumerate(report.sessions.values()))
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",

@@ -16,10 +16,23 @@
 
 ``tool_result`` records add nothing but an abort (attached to the call they answer);
 ``ignore`` verdicts are skipped.
+
+Where a call was recorded (``file:line``) is the record's ``source`` when it has a ``path``
+(replayed recorded sessions, and event files replayed by ``loopwatch report --format
+events``), else its ``event_source`` (the worker's verdicts keep the event's own ``source``
+there and put the Kafka position in ``source``).
+
+A verdict the worker published again after a crash (README, "Worker settings": byte for byte
+the same) is counted once: :class:`Repeats` recognises a record whose ``source`` is a Kafka
+position ``{topic, partition, offset}`` already seen with the same content. Records without a
+Kafka position (``loopwatch replay``'s) are never merged: each is one event the engine applied,
+and an event file holding the same event twice gives two identical verdict records.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,8 +49,12 @@ __all__ = [
     "SessionReport",
     "Totals",
     "Report",
+    "Repeats",
     "build_report",
     "call_status",
+    "file_position",
+    "kafka_position",
+    "plural",
     "where",
 ]
 
@@ -72,6 +89,63 @@ def where(source: Mapping[str, Any] | None, relative_to: str | None = None, base
     if source.get("step") is not None:
         text += f" step {source['step']}"
     return text
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def file_position(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where the record's event was recorded (``{path, line, ...}``): ``source``, else ``event_source``; or None."""
+    for name in ("source", "event_source"):
+        value = record.get(name)
+        if isinstance(value, dict) and value.get("path"):
+            return value
+    return None
+
+
+def kafka_position(record: Mapping[str, Any]) -> tuple[Any, Any, Any] | None:
+    """``(topic, partition, offset)`` of the input event a worker's verdict answers, or None (replay output)."""
+    source = record.get("source")
+    if isinstance(source, dict) and all(k in source for k in ("topic", "partition", "offset")):
+        return source["topic"], source["partition"], source["offset"]
+    return None
+
+
+# Fields ``loopwatch tail --json`` puts before each record: the verdict's own position and time
+# on the verdicts topic, which differ when the worker publishes the same verdict again.
+TAIL_FIELDS = ("partition", "offset", "timestamp")
+
+
+class Repeats:
+    """Recognises a verdict published again: same Kafka ``source`` and same content as an earlier record.
+
+    The content is the whole record but :data:`TAIL_FIELDS`. ``repeated`` counts the records
+    recognised; ``conflicting`` those with the Kafka position of an earlier record but other
+    content (two workers, or a configuration changed across a restart): they are not repeats
+    and are counted as events.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, Any, Any], set[bytes]] = {}
+        self.repeated = 0
+        self.conflicting = 0
+
+    def is_repeat(self, record: Mapping[str, Any]) -> bool:
+        position = kafka_position(record)
+        if position is None:
+            return False
+        content = {k: v for k, v in record.items() if k not in TAIL_FIELDS}
+        digest = hashlib.blake2b(json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                                 .encode("utf-8"), digest_size=16).digest()
+        seen = self._seen.setdefault(position, set())
+        if digest in seen:
+            self.repeated += 1
+            return True
+        if seen:
+            self.conflicting += 1
+        seen.add(digest)
+        return False
 
 
 def call_status(record: Mapping[str, Any]) -> str:
@@ -235,6 +309,8 @@ class Report:
     totals: Totals = field(default_factory=Totals)
     bad_records: int = 0
     config: str | None = None  # what the verdicts were computed under, for the header
+    repeated: int = 0  # verdicts published again (same Kafka source, same content), counted once
+    conflicting: int = 0  # records with the Kafka source of an earlier, different record (both counted)
 
     @property
     def detections(self) -> list[DetectionRow]:
@@ -250,6 +326,29 @@ class Report:
         except ValueError:  # relative and absolute paths mixed
             return None
 
+    def input_notes(self) -> list[str]:
+        """What was left out of the input, or counted although it looks doubtful, one sentence each."""
+        notes = []
+        if self.bad_records:
+            notes.append(f"{plural(self.bad_records, 'bad record')} skipped")
+        if self.repeated:
+            notes.append(f"{plural(self.repeated, 'repeated verdict record')} ignored (published again by the "
+                         "worker after a restart: same source topic/partition/offset, same content)")
+        if self.conflicting:
+            notes.append(f"{plural(self.conflicting, 'verdict record')} with the source topic/partition/offset "
+                         "of an earlier, different record: counted as well")
+        return notes
+
+    def session_names(self) -> dict[str, str]:
+        """Session id -> the name to show: its file's name when it has one file of its own, else its id.
+
+        Sessions replayed from one event file share that file: they are shown by id.
+        """
+        sharing = Counter(path for session in self.sessions.values() for path in session.files)
+        return {sid: session.files[0].rsplit("/", 1)[-1]
+                if len(session.files) == 1 and sharing[session.files[0]] == 1 else sid
+                for sid, session in self.sessions.items()}
+
     def add(self, record: Mapping[str, Any]) -> None:
         """Add one verdict record (in stream order)."""
         session_id = str(record.get("session_id") or record.get("key") or NO_SESSION)
@@ -261,8 +360,8 @@ class Report:
         before = session.totals.runs
         run = session.run(run_id)
         self.totals.runs += session.totals.runs - before
-        source = record.get("source") if isinstance(record.get("source"), dict) else None
-        if source and source.get("path") and source["path"] not in session.files:
+        source = file_position(record)
+        if source and source["path"] not in session.files:
             session.files.append(str(source["path"]))
 
         rows = _detection_rows(record, session_id, run_id, source)
@@ -320,10 +419,13 @@ def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
 
 
 def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None) -> Report:
-    """Aggregate verdict records (in stream order) into a :class:`Report`."""
+    """Aggregate verdict records (in stream order) into a :class:`Report`; a worker's verdict published
+    again counts once (:class:`Repeats`)."""
     report = Report(config=config)
+    repeats = Repeats()
     for record in records:
-        if record.get("verdict") == "ignore":
+        if repeats.is_repeat(record) or record.get("verdict") == "ignore":
             continue
         report.add(record)
+    report.repeated, report.conflicting = repeats.repeated, repeats.conflicting
     return report

@@ -12,8 +12,8 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from .compare import Comparison
-from .model import Report, SessionReport, Totals
+from .compare import Comparison, Difference
+from .model import Report, SessionReport, Totals, plural
 
 __all__ = ["render_text", "render_comparison_text", "table"]
 
@@ -36,10 +36,6 @@ def table(header: list[str], rows: Iterable[list[object]], indent: str = "  ") -
     return out
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def _action_summary(counter: Counter) -> str:
     return ", ".join(f"{counter[a]} {a}" for a in _ACTIONS if counter[a])
 
@@ -49,8 +45,8 @@ def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]
     out = [f"session {session.session_id}"]
     for path in session.files:
         out.append(f"  file: {_rel(path, relative_to)}")
-    out.append(f"  {_plural(t.runs, 'run')}, {_plural(t.calls, 'call')}"
-               + (f", {_plural(t.compactions, 'compaction')}" if t.compactions else ""))
+    out.append(f"  {plural(t.runs, 'run')}, {plural(t.calls, 'call')}"
+               + (f", {plural(t.compactions, 'compaction')}" if t.compactions else ""))
     if not t.detections:
         out.append("  detections: none")
         return out
@@ -63,7 +59,7 @@ def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]
     for run in session.runs.values():
         if not run.detections:
             continue
-        out.append(f"  run {run.run_id} ({_plural(len(run.calls), 'call')})")
+        out.append(f"  run {run.run_id} ({plural(len(run.calls), 'call')})")
         for row in run.detections:
             count = "" if row.count is None else f"count {row.count}"
             out.append(f"    {row.where(relative_to)}  {row.tool}  {row.detector} {row.level} "
@@ -100,10 +96,11 @@ def _detector_lines(totals: Totals) -> list[str]:
 
 def _session_table(report: Report) -> list[str]:
     rows = []
+    names = report.session_names()
     for session in report.sessions.values():
         t = session.totals
-        name = session.files[0].rsplit("/", 1)[-1] if len(session.files) == 1 else session.session_id
-        rows.append([name, t.runs, t.calls, t.warnings_emitted, t.warnings_suppressed, t.blocks, t.aborts])
+        rows.append([names[session.session_id], t.runs, t.calls, t.warnings_emitted, t.warnings_suppressed,
+                     t.blocks, t.aborts])
     return table(["session", "runs", "calls", "warned", "suppressed", "blocks", "aborts"], rows)
 
 
@@ -112,14 +109,13 @@ def render_text(report: Report, relative_to: str | None = None) -> str:
     t = report.totals
     if relative_to is None:
         relative_to = report.base_dir()
-    head = f"loopwatch report: {_plural(t.sessions, 'session')}, {_plural(t.runs, 'run')}, {_plural(t.calls, 'call')}"
+    head = f"loopwatch report: {plural(t.sessions, 'session')}, {plural(t.runs, 'run')}, {plural(t.calls, 'call')}"
     if report.config:
         head += f" (config: {report.config})"
     out = [head]
     if relative_to:
         out.append(f"paths relative to {relative_to}")
-    if report.bad_records:
-        out.append(f"{_plural(report.bad_records, 'bad record')} skipped")
+    out += report.input_notes()
     for session in report.sessions.values():
         out.append("")
         out.extend(_session_lines(session, relative_to))
@@ -133,7 +129,8 @@ def render_text(report: Report, relative_to: str | None = None) -> str:
 
 
 def render_comparison_text(comparison: Comparison, relative_to: str | None = None) -> str:
-    """Backtest: totals and detection counts under A and B, then every event whose outcome differs."""
+    """Backtest: totals and detection counts under A and B, the events whose verdict differs, then the
+    calls whose verdict is the same but whose detection differs (each with file:line, tool, run and event id)."""
     a, b = comparison.label_a, comparison.label_b
     if relative_to is None:
         relative_to = comparison.a.base_dir()
@@ -146,10 +143,18 @@ def render_comparison_text(comparison: Comparison, relative_to: str | None = Non
                      [[d, lvl, act, na, nb, f"{nb - na:+d}"] for d, lvl, act, na, nb in rows])
     else:
         out.append("  none under either configuration")
-    diffs = comparison.differences
-    out += ["", f"events whose verdict differs: {len(diffs)}"]
+    out += ["", f"events whose verdict differs: {len(comparison.differences)}"]
+    out += _difference_lines(comparison.differences, relative_to)
+    out += ["", f"calls with the same verdict but another detection: {len(comparison.detection_differences)}"
+                " (detector, level, or warned / suppressed by OpenClaw's dedupe)"]
+    out += _difference_lines(comparison.detection_differences, relative_to)
+    return "\n".join(out) + "\n"
+
+
+def _difference_lines(diffs: list[Difference], relative_to: str | None) -> list[str]:
+    out = []
     for diff in diffs:
-        out.append(f"  {diff.where(relative_to)}  {diff.tool}")
+        out.append(f"  {diff.where(relative_to)}  {diff.tool}  {diff.ids()}")
         out.append(f"      A: {diff.a}")
         out.append(f"      B: {diff.b}")
-    return "\n".join(out) + "\n"
+    return out

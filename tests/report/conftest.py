@@ -10,6 +10,9 @@ Four sessions, replayed under ``SENSITIVE`` (warning 3, critical 5, unknown 5, g
   same result (lines 3-5): the post-compaction guard aborts the run at line 5.
 * ``s4`` run ``r5`` (rec/s4.jsonl lines 1-11): ``exec make test`` eleven times, results always
   different: suppressed generic warnings at calls 4-10 (counts 3-9), emitted at call 11 (count 10).
+
+``worker_verdicts``: the same fleet's verdicts as the worker publishes them, read back with
+``loopwatch tail verdicts --json``.
 """
 
 import json
@@ -85,3 +88,28 @@ def sensitive_records() -> list[dict]:
     finally:
         os.unlink(fh.name)
     return [replayer.apply(e, e["event_id"]) for e in fleet_events()]
+
+
+@pytest.fixture
+def worker_verdicts(sensitive_config) -> list[dict]:
+    """The fleet's verdicts as the worker publishes them (JSON codec, keyed by run, input partition
+    crc32(key) % 3), each prefixed as ``tail --json`` does with the verdict's partition, offset and
+    timestamp on the verdicts topic."""
+    import zlib
+
+    from streams.detection import Engine, SessionState, load_config
+    from streams.processor import Processor, Source
+
+    processor = Processor(Engine(load_config(str(sensitive_config))), key_by="run", codec="json")
+    states: dict = {}
+    offsets: dict = {}
+    out = []
+    for event in fleet_events():
+        key = processor.state_key(None, event)
+        partition = zlib.crc32(key) % 3
+        offset = offsets[partition] = offsets.get(partition, -1) + 1
+        outcome = processor.apply(key, event, Source("loopwatch.events", partition, offset),
+                                  states.setdefault(key, SessionState()))
+        out.append({"partition": partition, "offset": offset, "timestamp": 1764460900000 + len(out),
+                    **json.loads(outcome.verdict)})
+    return out

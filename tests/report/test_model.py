@@ -93,3 +93,30 @@ def test_missing_ids_and_where():
     assert where({"path": "/a/b/c.jsonl", "line": 4}, relative_to="/a") == "b/c.jsonl:4"
     assert where({"path": "/a/b/c.jsonl", "line": 4}, relative_to="/x") == "/a/b/c.jsonl:4"
     assert where({"path": "/a/t.traj", "line": 1, "step": 12}, basename=True) == "t.traj:1 step 12"
+
+
+def test_outcome_labels_put_the_verdict_first():
+    from streams.report import outcome_label
+
+    call = {"type": "tool_call", "detection": {"stuck": True, "detector": "generic_repeat", "level": "warning",
+                                               "count": 10}, "blocked": False}
+    assert outcome_label({**call, "verdict": "warn", "warning": {"emitted": True}}) == "warn generic_repeat/warning 10"
+    assert outcome_label({**call, "verdict": "allow", "warning": {"emitted": False}}) == (
+        "allow, suppressed generic_repeat/warning 10")
+    assert outcome_label({"type": "tool_call", "verdict": "allow", "detection": {"stuck": False}}) == "allow"
+    assert outcome_label({"type": "tool_result", "verdict": "abort", "guard": {"count": 3}}) == (
+        "abort compaction_loop_persisted/critical 3")
+    assert outcome_label({"type": "tool_result", "verdict": "ignore"}) == "ignore"
+
+
+def test_worker_verdicts_show_the_event_source():
+    # the worker puts the Kafka position in source and the event's own (importer) source in event_source
+    record = {"type": "tool_call", "session_id": "s", "run_id": "r", "tool_name": "exec", "verdict": "block",
+              "blocked": True, "detection": {"stuck": True, "detector": "generic_repeat", "level": "critical",
+                                             "count": 5},
+              "source": {"topic": "loopwatch.events", "partition": 2, "offset": 41},
+              "event_source": {"path": "/rec/s.jsonl", "line": 7}}
+    report = build_report([record])
+    assert report.sessions["s"].files == ["/rec/s.jsonl"]
+    assert [row.where("/rec") for row in report.detections] == ["s.jsonl:7"]
+    assert build_report([{**record, "event_source": None}]).detections[0].where() == "-"

@@ -44,10 +44,18 @@ def test_compare(events_file, sensitive_config, defaults_on_config):
     assert ["blocks", "1", "0", "-1"] in rows
     assert ["warnings", "suppressed", "10", "0", "-10"] in rows
     assert ["generic_repeat", "warning", "warn", "1", "1", "+0"] in rows  # count 10 warns under both
-    assert "events whose verdict differs: 11" in lines
-    i = lines.index("  s1.jsonl:20  exec")
-    assert lines[i + 1:i + 3] == ["      A: block generic_repeat/critical 5", "      B: allow"]
-    assert "  s2.jsonl:7  read" in lines  # the ping-pong warning exists only under A
+    # only s1's block changes what the runner does; the 10 warnings suppressed under A are allow under both
+    i = lines.index("events whose verdict differs: 1")
+    assert lines[i + 1:i + 4] == ["  s1.jsonl:20  exec  run r1  event s1:20:0",
+                                  "      A: block generic_repeat/critical 5", "      B: allow"]
+    j = lines.index("calls with the same verdict but another detection: 10 "
+                    "(detector, level, or warned / suppressed by OpenClaw's dedupe)")
+    assert j == i + 5
+    assert lines[j + 1:j + 4] == ["  s1.jsonl:16  exec  run r1  event s1:16:0",
+                                  "      A: allow, suppressed generic_repeat/warning 3", "      B: allow"]
+    k = lines.index("  s2.jsonl:7  read  run r3  event s2:7:0")  # the ping-pong warning exists only under A
+    assert lines[k + 1:k + 3] == ["      A: allow, suppressed ping_pong/warning 3", "      B: allow"]
+    assert len(lines) == j + 1 + 3 * 10
 
 
 def test_html_file(events_file, sensitive_config, tmp_path):
@@ -82,7 +90,7 @@ def test_bad_verdict_lines_are_reported_and_skipped(tmp_path):
     f.write_text(json.dumps(good) + "\nnot json\n" + json.dumps({"no": "verdict"}) + "\n")
     res = _run(f)
     assert res.exit_code == 0
-    assert f"{f}:2: skipped: not JSON" in res.stderr
+    assert f"{f}:2: skipped: invalid JSON" in res.stderr
     assert f"{f}:3: skipped: not a verdict record" in res.stderr
     assert res.stdout.splitlines()[:2] == ["loopwatch report: 1 session, 1 run, 1 call", "2 bad records skipped"]
 
@@ -105,6 +113,83 @@ def test_html_with_backtest(events_file, sensitive_config, defaults_on_config, t
     html = page.read_text()
     table = html[html.index('<table id="compare-differences">'):]
     table = table[:table.index("</table>")]
-    assert table.count("<tr>") == 1 + 11
+    assert table.count("<tr>") == 1 + 1
     assert "<td>warnings suppressed</td><td>10</td><td>0</td><td>-10</td>" in html
-    assert '<td class="l">block generic_repeat/critical 5</td><td class="l">allow</td>' in table
+    assert ('<td class="mono">s1.jsonl:20</td><td class="l">exec</td><td class="l mono">r1</td>'
+            '<td class="l mono">s1:20:0</td><td class="l">block generic_repeat/critical 5</td><td class="l">allow</td>'
+            ) in table
+    assert "<h2>Calls with the same verdict but another detection (10)</h2>" in html
+    same = html[html.index('<table id="compare-detection-differences">'):]
+    same = same[:same.index("</table>")]
+    assert same.count("<tr>") == 1 + 10
+    assert '<td class="l">allow, suppressed ping_pong/warning 3</td><td class="l">allow</td>' in same
+
+
+def _without_source(events_file, tmp_path):
+    plain = tmp_path / "fleet.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "source"}) + "\n"
+                             for line in events_file.read_text().splitlines()))
+    return plain
+
+
+def test_event_file_lines_are_shown(events_file, sensitive_config, tmp_path):
+    # events without a recorded-session source: each call is shown at its line of the event file
+    plain = _without_source(events_file, tmp_path)
+    res = _run("--format", "events", "--config", sensitive_config, plain)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[1] == f"paths relative to {tmp_path}"
+    s1 = lines[lines.index("session s1"):lines.index("session s2")]
+    assert s1[:3] == ["session s1", "  file: fleet.jsonl", "  1 run, 6 calls"]
+    assert [line for line in s1 if line.startswith("    fleet.jsonl:")] == [
+        "    fleet.jsonl:4  exec  generic_repeat warning suppressed  count 3",
+        "    fleet.jsonl:5  exec  generic_repeat warning suppressed  count 4",
+        "    fleet.jsonl:6  exec  generic_repeat critical block  count 5",
+    ]
+    assert "    fleet.jsonl:16  read  compaction_loop_persisted critical abort  count 3" in lines
+    # the sessions share the file: the per-session table names them by id
+    k = lines.index("per session")
+    assert [line.split()[0] for line in lines[k + 3:k + 7]] == ["s1", "s2", "s3", "s4"]
+    # standard input
+    res = CliRunner().invoke(report, ["--format", "events", "--config", str(sensitive_config), "-"],
+                             input=plain.read_text())
+    assert res.exit_code == 0, res.output
+    assert "    <stdin>:6  exec  generic_repeat critical block  count 5" in res.stdout.splitlines()
+
+
+def test_compare_names_the_event_file_line(events_file, sensitive_config, defaults_on_config, tmp_path):
+    plain = _without_source(events_file, tmp_path)
+    res = _run("--format", "events", "--config", sensitive_config, "--compare", defaults_on_config, plain)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    i = lines.index("events whose verdict differs: 1")
+    assert lines[i + 1] == "  fleet.jsonl:6  exec  run r1  event s1:20:0"
+
+
+def test_an_event_file_given_as_verdicts_is_said_once(tmp_path, events_file):
+    for path in (events_file, tmp_path / "fleet.msgpack"):
+        if path.suffix == ".msgpack":
+            import msgpack
+
+            path.write_bytes(b"".join(msgpack.packb(json.loads(line)) for line in events_file.read_text().splitlines()))
+        res = _run(path)
+        assert res.exit_code == 2
+        assert "skipped" not in res.output
+        assert res.stderr.splitlines()[-1] == (
+            f"Error: {path} holds events, not verdicts (its first record is a tool_call event): "
+            "give --format events to replay them (with --config for your loop detection)")
+
+
+def test_only_the_first_bad_lines_of_a_file_are_listed(tmp_path):
+    f = tmp_path / "v.jsonl"
+    good = {"type": "tool_call", "session_id": "s", "run_id": "r", "tool_name": "exec", "verdict": "allow",
+            "detection": {"stuck": False}, "blocked": False}
+    f.write_text(json.dumps(good) + "\n" + "".join(json.dumps({"line": n}) + "\n" for n in range(2, 14)))
+    res = _run(f)
+    assert res.exit_code == 0
+    assert res.stderr.splitlines() == [
+        *(f"loopwatch report: {f}:{n}: skipped: not a verdict record (an object with a 'verdict' field)"
+          for n in range(2, 7)),
+        f"loopwatch report: {f}: 7 more bad record(s) skipped (12 in this file)",
+    ]
+    assert res.stdout.splitlines()[:2] == ["loopwatch report: 1 session, 1 run, 1 call", "12 bad records skipped"]

@@ -79,5 +79,8 @@ def test_comparison_text(sensitive_records):
         "  aborts                1   1   +0",
     ]
     assert ["generic_repeat", "critical", "block", "1", "0", "-1"] in [line.split() for line in lines]
-    assert lines[-4:] == ["events whose verdict differs: 1", "  s1.jsonl:20  exec",
-                          "      A: block generic_repeat/critical 5", "      B: suppressed generic_repeat/warning 5"]
+    assert lines[-6:] == ["events whose verdict differs: 1", "  s1.jsonl:20  exec  run r1  event s1:20:0",
+                          "      A: block generic_repeat/critical 5",
+                          "      B: allow, suppressed generic_repeat/warning 5", "",
+                          "calls with the same verdict but another detection: 0 "
+                          "(detector, level, or warned / suppressed by OpenClaw's dedupe)"]
