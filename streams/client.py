@@ -23,11 +23,37 @@ A fleet of runners therefore does not each read every verdict of the fleet.
 The partition count of the verdicts topic is read once at :meth:`start`;
 adding partitions to it needs a client restart (as it needs a worker restart).
 
-Timeouts: fail-open or fail-closed
-----------------------------------
+Record keys
+-----------
+Each event is published with the record key ``partition_key(event, key_by)``
+(:mod:`streams.keys`): with ``key_by="run"`` (the default) its run id, else
+its session key, else its session id; with ``key_by="session"`` its session
+key, else its session id. The worker uses the record key **as it is** as the
+key of the detection state (its own ``--key-by`` only derives a key for
+records that arrive without one), so the client's ``key_by`` decides whether
+loop detection sees a run or a whole session: ``"session"`` gives OpenClaw's
+session-level behaviour (history cap and warning dedupe shared by the
+session's runs). Every producer of one session's events should use the same
+``key_by``. The verdict comes back with the same key.
+
+Validation
+----------
+Events are checked before anything is sent, with the engine's own schema
+check (:func:`streams.detection.engine.validate_event`, the rules by which
+the worker dead-letters an event): an invalid event raises
+:class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
+instead of being dead-lettered while the caller waits out its timeout.
+
+Timeouts and send failures: fail-open or fail-closed
+----------------------------------------------------
 A verdict that does not arrive within the timeout (worker down, lagging, or
 broker unreachable) yields a :class:`Verdict` with ``timed_out=True`` and a
-verdict chosen by ``on_timeout``:
+verdict chosen by ``on_timeout``. An event that cannot be published at all
+(Kafka refuses it: larger than the producer's ``max_request_size`` or the
+topic's ``max.message.bytes``, not authorised, ...) yields the same verdict at
+once, with ``timed_out=False`` and ``error`` saying why (also logged as a
+warning). Either way ``record`` is None and :attr:`Verdict.message` says what
+happened and which way the client failed:
 
 =====================================  ==========================  ==========================
 event type                             ``on_timeout="allow"``       ``on_timeout="block"``
@@ -39,7 +65,16 @@ event type                             ``on_timeout="allow"``       ``on_timeout
 
 Fail-open keeps agents working when loopwatch is unavailable (a loop may then
 go undetected); fail-closed stops them instead. A verdict that arrives after
-its timeout is dropped.
+its timeout is dropped. Invalid events (see *Validation*) and stopping the
+client are not covered: they raise.
+
+Large events: the producer refuses a record over ``max_request_size``
+(1 MiB by default; ``producer_options={"max_request_size": n}`` raises it),
+and the broker one over the topic's ``max.message.bytes`` (by default the
+broker's ``message.max.bytes``, 1048588 bytes). The worker needs an outcome
+in full (``result``/``error``: it hashes them as OpenClaw does), so a runner
+whose tool results can exceed that either raises both limits or accepts the
+fail-open/fail-closed verdict for those events.
 """
 
 from __future__ import annotations
@@ -53,10 +88,12 @@ from typing import Any, Literal, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from .codecs import DecodeError, decode_event, encode_json, encode_msgpack
-from .detection.engine import EVENT_TYPES
+from .detection.engine import EventError, validate_event
 from .keys import KEY_BY, partition_key
 
 __all__ = [
@@ -73,6 +110,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a healthy pipeline answers in ms
 DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
 _FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
+_MAX_REQUEST_SIZE = 1_048_576  # aiokafka's (and Kafka's) default max_request_size
+_BROKER_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's default message.max.bytes
 
 _TIMEOUT_VERDICTS = {
     "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
@@ -110,14 +149,18 @@ class Verdict:
     Attributes:
         event_id: the event's ``event_id`` (assigned by the client when absent).
         verdict: ``allow``, ``warn``, ``block``, ``abort`` or ``ignore`` (what the
-            runner should do); on a timeout, the ``on_timeout`` choice (see the
-            module docstring).
+            runner should do); on a timeout or a failed send, the ``on_timeout``
+            choice (see the module docstring).
         record: the full verdict record as published by the worker (see
             :mod:`streams.processor`: ``decision``, ``detection``, ``warning``,
-            ``guard``, ``evidence``, ...); ``None`` on a timeout.
+            ``guard``, ``evidence``, ...); ``None`` on a timeout or a failed send.
         timed_out: True when no verdict arrived within the timeout.
         latency_s: seconds from just before the event was sent to the verdict's
-            arrival (or to the timeout).
+            arrival (or to the timeout, or the send failure).
+        error: why the event could not be published (e.g. ``"the event is
+            1,500,265 bytes as a Kafka record, over the producer's
+            max_request_size ..."``); None when it was (``timed_out`` then says
+            whether its verdict came).
     """
 
     event_id: str
@@ -125,6 +168,7 @@ class Verdict:
     record: Mapping[str, Any] | None
     timed_out: bool = False
     latency_s: float = 0.0
+    error: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -139,7 +183,16 @@ class Verdict:
 
     @property
     def message(self) -> str | None:
-        """What to tell the model: the block reason, abort message or emitted warning; else None."""
+        """What to tell the model: the block reason, abort message or emitted warning; else None.
+
+        For a verdict that is not the worker's (``timed_out`` or ``error``), what
+        happened and how the client failed, whatever the verdict, e.g.
+        ``"loopwatch: no verdict within 0.5 s (the loopwatch worker is down or
+        lagging, or Kafka is unreachable); failing closed (on_timeout='block'):
+        the tool call is blocked"``.
+        """
+        if self.record is None and (self.timed_out or self.error is not None):
+            return self._fallback_message()
         record = self.record or {}
         if self.verdict == "abort":
             return (record.get("guard") or {}).get("message")
@@ -148,6 +201,18 @@ class Verdict:
         if self.verdict == "warn" and self.detection is not None:
             return self.detection.get("message")
         return None
+
+    def _fallback_message(self) -> str:
+        if self.error is not None:
+            what = f"loopwatch: the event could not be sent ({self.error})"
+        else:
+            what = (f"loopwatch: no verdict within {round(self.latency_s, 1):g} s (the loopwatch worker is "
+                    "down or lagging, or Kafka is unreachable)")
+        if self.verdict == "block":
+            return f"{what}; failing closed (on_timeout='block'): the tool call is blocked"
+        if self.verdict == "abort":
+            return f"{what}; failing closed (on_timeout='block'): the run is stopped"
+        return f"{what}; failing open (on_timeout='allow'): going on without a loop check"
 
 
 class LoopwatchClient:
@@ -159,17 +224,23 @@ class LoopwatchClient:
         events_topic: the worker's input topic.
         verdicts_topic: the worker's verdicts topic.
         on_timeout: ``"allow"`` (fail-open, default) or ``"block"``
-            (fail-closed): the verdict given when none arrives in time (see
-            the module docstring for the per-event-type table).
+            (fail-closed): the verdict given when none arrives in time or the
+            event cannot be published (see the module docstring for the
+            per-event-type table).
         codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding.
         timeout: default seconds to wait for a verdict (send included).
-        key_by: ``"run"`` (default: run id, else session key, else session id)
-            or ``"session"``; must match how the worker's state is keyed
-            (``loopwatch worker --key-by``; the record key is the state key).
+        key_by: the record key of each event: ``"run"`` (default: run id, else
+            session key, else session id) or ``"session"`` (session key, else
+            session id). The worker keys its detection state by the record key
+            as it is (``loopwatch worker --key-by`` only applies to records
+            without a key), so this chooses per-run or per-session (OpenClaw's)
+            loop detection for the events of this client; use one ``key_by``
+            for all events of a session.
         start_timeout: seconds :meth:`start` waits for the verdicts topic to exist.
         producer_options, consumer_options: extra keyword arguments for
             :class:`aiokafka.AIOKafkaProducer` / :class:`aiokafka.AIOKafkaConsumer`
-            (e.g. security settings).
+            (e.g. security settings, or ``max_request_size`` for events over
+            1 MiB: the topic's ``max.message.bytes`` must allow them too).
     Raises:
         ValueError: an unknown ``on_timeout``, ``codec`` or ``key_by``.
 
@@ -182,7 +253,7 @@ class LoopwatchClient:
                 "args": {"command": "npm test"}, "outcome_follows": True,
             })
             if not verdict.allowed:
-                return verdict.message          # blocked: tell the model why
+                return verdict.message          # blocked (or failed closed): tell the model why
             result = await run_tool(...)
             after = await client.report_result({
                 "type": "tool_result", "run_id": run_id, "session_id": session_id,
@@ -313,15 +384,19 @@ class LoopwatchClient:
             timeout: seconds for send + verdict (default: the client's ``timeout``).
         Returns:
             The :class:`Verdict`: ``allow``/``warn`` (execute), ``block`` (do not
-            execute), ``abort`` (only when the outcome was inline); ``timed_out``
-            per ``on_timeout``.
+            execute), ``abort`` (only when the outcome was inline). When no
+            verdict comes in time (``timed_out``) or the event cannot be
+            published (``error``, e.g. larger than Kafka takes), the
+            ``on_timeout`` choice: ``allow`` (fail-open) or ``block``
+            (fail-closed), with a :attr:`Verdict.message` saying so.
         Raises:
-            ValueError: the event is not a ``tool_call`` or has no run/session id.
-            ClientClosedError: the client is not started.
-            aiokafka.errors.KafkaError: the event could not be published.
+            ValueError: the event is not a ``tool_call``, or it is one the worker
+                would dead-letter (:class:`~streams.detection.EventError`, e.g.
+                no ``session_id``), or it cannot be encoded.
+            ClientClosedError: the client is not started, or was stopped meanwhile.
         """
-        if tool_call_event.get("type") != "tool_call":
-            raise ValueError(f"check() takes a tool_call event, got type {tool_call_event.get('type')!r}")
+        if _event_type(tool_call_event) != "tool_call":
+            raise ValueError(f"check() takes a tool_call event, got type {_event_type(tool_call_event)!r}")
         return await (await self.publish(tool_call_event, timeout=timeout))
 
     async def report_result(self, event: Mapping[str, Any], timeout: float | None = None) -> Verdict:
@@ -336,13 +411,15 @@ class LoopwatchClient:
         Returns:
             The :class:`Verdict`: ``abort`` when the post-compaction guard stops
             the run, ``allow`` otherwise, ``ignore`` for a result of a blocked
-            or unknown call.
+            or unknown call. On a timeout or a failed send (e.g. a result
+            larger than Kafka takes), the ``on_timeout`` choice: ``allow``
+            (fail-open) or ``abort`` (fail-closed), as :meth:`check`.
         Raises:
-            ValueError, ClientClosedError, aiokafka.errors.KafkaError: as :meth:`check`.
+            ValueError, ClientClosedError: as :meth:`check`.
         """
-        if event.get("type") not in ("tool_result", "compaction_retry"):
+        if _event_type(event) not in ("tool_result", "compaction_retry"):
             raise ValueError(f"report_result() takes a tool_result or compaction_retry event, "
-                             f"got type {event.get('type')!r}")
+                             f"got type {_event_type(event)!r}")
         return await (await self.publish(event, timeout=timeout))
 
     async def publish(self, event: Mapping[str, Any], timeout: float | None = None) -> "asyncio.Future[Verdict]":
@@ -351,7 +428,9 @@ class LoopwatchClient:
         Returns once the event is handed to the producer and the verdict
         partition of its run is read from its current end. The returned future
         resolves to a :class:`Verdict` within ``timeout`` seconds of this call
-        (a timed-out one if none came); it never raises ``TimeoutError``.
+        (a timed-out one if none came); it never raises ``TimeoutError``. An
+        event Kafka refuses gives an already resolved future of the
+        ``on_timeout`` verdict with ``error`` set (see the module docstring).
 
         Arguments:
             event: a ``tool_call``, ``tool_result`` or ``compaction_retry`` event.
@@ -359,35 +438,45 @@ class LoopwatchClient:
         Returns:
             ``asyncio.Future[Verdict]``.
         Raises:
-            ValueError: unknown ``type``, or no run id / session key / session id to key by.
-            ClientClosedError: the client is not started.
+            ValueError: an event the worker would dead-letter
+                (:class:`~streams.detection.EventError`: unknown ``type``, no
+                ``session_id``/``session_key``, a field of the wrong type, a
+                ``tool_result`` without ``tool_call_id``), or one the codec
+                cannot encode.
+            ClientClosedError: the client is not started, or was stopped meanwhile.
         """
         if not self._started:
             raise ClientClosedError("loopwatch client is not started (use `async with` or await start())")
-        kind = event.get("type")
-        if kind not in EVENT_TYPES:
-            raise ValueError(f"event type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
-        key_text = partition_key(event, self.key_by)
-        if not key_text:
-            raise ValueError(f"the event has no {'run id, ' if self.key_by == 'run' else ''}session key "
-                             f"or session id to key it by")
+        try:
+            kind = validate_event(event)
+        except EventError as exc:
+            raise EventError(f"invalid event (the worker would dead-letter it): {exc}") from None
+        # A valid event has a session id or key (a non-empty string): there is always a key.
+        key = partition_key(event, self.key_by).encode("utf-8")
         event = dict(event)
         event_id = event.get("event_id")
         if not isinstance(event_id, str) or not event_id:
             event_id = event["event_id"] = uuid.uuid4().hex
         if "ts" not in event:
             event["ts"] = int(time.time() * 1000)
-        key = key_text.encode("utf-8")
+        try:
+            value = self._encode(event)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"the event cannot be encoded as {self.codec}: {exc}") from None
         wait = self.timeout if timeout is None else timeout
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         arrived: asyncio.Future = loop.create_future()
         self._pending[event_id] = arrived
 
+        def fallback(timed_out: bool, error: str | None = None) -> Verdict:
+            return Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
+                           time.monotonic() - started, error)
+
         async def send() -> None:
             await self._ensure_partition(key)
             assert self._producer is not None
-            delivered = await self._producer.send(self.events_topic, value=self._encode(event), key=key)
+            delivered = await self._producer.send(self.events_topic, value=value, key=key)
             await delivered
 
         async def verdict() -> Verdict:
@@ -395,8 +484,7 @@ class LoopwatchClient:
                 remaining = wait - (time.monotonic() - started)
                 record = await asyncio.wait_for(asyncio.shield(arrived), max(0.0, remaining))
             except asyncio.TimeoutError:
-                return Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, True,
-                               time.monotonic() - started)
+                return fallback(timed_out=True)
             finally:
                 self._pending.pop(event_id, None)
             return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
@@ -405,16 +493,37 @@ class LoopwatchClient:
             await asyncio.wait_for(send(), wait)
         except asyncio.TimeoutError:
             self._pending.pop(event_id, None)
-            result: asyncio.Future = loop.create_future()
-            result.set_result(Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, True,
-                                      time.monotonic() - started))
-            return result
+            return _resolved(loop, fallback(timed_out=True))
+        except KafkaError as exc:
+            self._pending.pop(event_id, None)
+            if not self._started:
+                raise ClientClosedError("loopwatch client stopped while the event was sent") from exc
+            failed = fallback(timed_out=False, error=self._send_error(exc, key, value))
+            log.warning("loopwatch client: %s event %s of %r not sent: %s; verdict %s (on_timeout=%r)",
+                        kind, event_id, key.decode("utf-8", "replace"), failed.error, failed.verdict,
+                        self.on_timeout)
+            return _resolved(loop, failed)
         except BaseException:
             self._pending.pop(event_id, None)
             raise
         return asyncio.ensure_future(verdict())
 
     # -------------------------------------------------------------- internals
+
+    def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
+        """What :attr:`Verdict.error` says for an event the producer or the broker refused."""
+        if not isinstance(exc, MessageSizeTooLargeError):
+            return f"{type(exc).__name__}: {exc}"
+        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
+        limit = self._producer_options.get("max_request_size", _MAX_REQUEST_SIZE)
+        if size > limit:
+            return (f"the event is {size:,} bytes as a Kafka record, over the producer's max_request_size of "
+                    f"{limit:,} bytes; producer_options={{'max_request_size': ...}} raises it, and the topic's "
+                    f"max.message.bytes (default: the broker's message.max.bytes, {_BROKER_MESSAGE_MAX_BYTES:,}) "
+                    "must allow it too")
+        return (f"the broker refused the event as too large ({size:,} bytes as a Kafka record): over the "
+                f"topic's max.message.bytes (default: the broker's message.max.bytes, "
+                f"{_BROKER_MESSAGE_MAX_BYTES:,})")
 
     async def _verdict_partition_count(self) -> int:
         # Metadata for all topics: a request naming the topic would auto-create it with the
@@ -486,3 +595,14 @@ class LoopwatchClient:
         future = self._pending.get(record.get("event_id"))  # type: ignore[arg-type]
         if future is not None and not future.done():
             future.set_result(record)
+
+
+def _event_type(event: Any) -> Any:
+    """The ``type`` of an event mapping; None for anything else (validated later)."""
+    return event.get("type") if isinstance(event, Mapping) else None
+
+
+def _resolved(loop: asyncio.AbstractEventLoop, verdict: Verdict) -> "asyncio.Future[Verdict]":
+    future: asyncio.Future = loop.create_future()
+    future.set_result(verdict)
+    return future

@@ -1,13 +1,23 @@
-"""streams.client without a broker: argument checks, partitioner, Verdict accessors."""
+"""streams.client without a broker: argument checks, event validation, partitioner, Verdict accessors,
+the on_timeout verdict of a timeout or of an event Kafka refuses."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 
+import msgpack
 import pytest
+from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.partitioner import murmur2
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from streams.client import ClientClosedError, LoopwatchClient, Verdict, verdict_partition
+from streams.codecs import decode_event, encode_msgpack
+from streams.detection import Engine, EventError, SessionState
+from streams.detection.engine import validate_event
+from streams.processor import DEAD_LETTER, Processor, Source
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -37,10 +47,10 @@ def test_publish_before_start_and_bad_events():
             await client.check({"type": "tool_result", "run_id": "r"})
         with pytest.raises(ValueError, match="takes a tool_result or compaction_retry"):
             await client.report_result({"type": "tool_call", "run_id": "r"})
-        with pytest.raises(ValueError, match="event type must be one of"):
+        with pytest.raises(ValueError, match="type must be one of tool_call, tool_result, compaction_retry"):
             await client.publish({"type": "nope", "run_id": "r"})
-        with pytest.raises(ValueError, match="no run id, session key or session id"):
-            await client.check({"type": "tool_call", "tool_name": "read"})
+        with pytest.raises(ValueError, match="takes a tool_call event, got type None"):
+            await client.check(["tool_call"])  # type: ignore[arg-type]
 
     asyncio.run(run())
 
@@ -51,10 +61,150 @@ def test_publish_before_start_and_bad_events():
     ("block", {"block_reason": "CRITICAL: y", "detection": {"stuck": True}}, False, "CRITICAL: y"),
     ("abort", {"guard": {"abort": True, "message": "CRITICAL: z"}}, False, "CRITICAL: z"),
     ("ignore", {}, True, None),
-    ("block", None, False, None),
-], ids=["allow", "warn", "block", "abort", "ignore", "timed-out-block"])
+], ids=["allow", "warn", "block", "abort", "ignore"])
 def test_verdict_accessors(verdict, record, allowed, message):
-    v = Verdict("e1", verdict, record, timed_out=record is None)
+    v = Verdict("e1", verdict, record)
     assert v.allowed is allowed
     assert v.message == message
     assert (v.detection is not None) == bool(record and (record.get("detection") or {}).get("stuck"))
+
+
+# ------------------------------------------------------------------ validation
+
+# Events the worker dead-letters (reason class "schema"), with what the client says instead.
+INVALID = [
+    ({"type": "tool_call", "run_id": "r"}, "an event needs a session_id \\(or a session_key\\)"),
+    ({"type": "tool_call", "run_id": "r", "session_id": ""}, "an event needs a session_id"),
+    ({"type": "tool_call", "run_id": 7, "session_id": "s"}, "run_id must be a string or null, got int"),
+    ({"type": "tool_call", "session_id": "s", "tool_name": ["read"]}, "tool_name must be a string or null, got list"),
+    ({"type": "tool_call", "session_id": "s", "ts": "2024-01-01"}, "ts must be epoch milliseconds"),
+    ({"type": "tool_call", "session_id": "s", "outcome_follows": 1}, "outcome_follows must be true or false"),
+    ({"type": "tool_result", "run_id": "r", "session_id": "s", "result": "x"}, "a tool_result needs the tool_call_id"),
+    ({"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": ""}, "a tool_result needs the tool_call_id"),
+    ({"type": "compaction_retry", "run_id": "r", "session_key": None}, "an event needs a session_id"),
+]
+INVALID_IDS = ["no-session", "empty-session", "int-run-id", "list-tool-name", "text-ts", "int-follows",
+               "result-no-call-id", "result-empty-call-id", "retry-no-session"]
+
+
+def _started_client(**kwargs) -> LoopwatchClient:
+    client = LoopwatchClient("127.0.0.1:9092", **kwargs)
+    client._started = True  # validation comes before any I/O
+    return client
+
+
+@pytest.mark.parametrize("event, match", INVALID, ids=INVALID_IDS)
+def test_the_client_refuses_what_the_worker_dead_letters_with_the_workers_reason(event, match):
+    # The worker's outcome for the same record: a schema dead letter whose reason the client repeats.
+    processor = Processor(Engine())
+    raw = encode_msgpack(event)
+    outcome = processor.apply(b"k", decode_event(raw), Source("events", 0, 0), SessionState(), raw)
+    assert outcome.kind == DEAD_LETTER
+    letter = msgpack.unpackb(outcome.dead_letter)
+    assert letter["reason_class"] == "schema" and re.search(match, letter["reason"])
+
+    client = _started_client()
+    method = client.check if event["type"] == "tool_call" else client.report_result
+
+    async def run() -> None:
+        with pytest.raises(ValueError, match=match) as raised:
+            await method(event, timeout=0.1)
+        assert isinstance(raised.value, EventError)
+        assert str(raised.value) == f"invalid event (the worker would dead-letter it): {letter['reason']}"
+        assert client._pending == {}  # nothing waits for a verdict
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("event", [
+    {"type": "tool_call", "session_id": "s"},  # the least the worker accepts
+    {"type": "tool_call", "run_id": "r", "session_key": "agent:main:s", "session_id": None, "ts": 1.5},
+    {"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": "c1"},
+    {"type": "compaction_retry", "run_id": "r", "session_id": "s", "agent_id": "main"},
+], ids=["minimal-call", "session-key-only", "result", "retry"])
+def test_valid_events_are_what_the_engine_applies(event):
+    assert validate_event(event) == event["type"]
+    assert "verdict" in Engine().process(event, SessionState())
+
+
+def test_an_event_the_codec_cannot_encode_is_a_value_error_before_sending():
+    client = _started_client()
+
+    async def run() -> None:
+        with pytest.raises(ValueError, match="cannot be encoded as msgpack: can not serialize 'set' object"):
+            await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "args": {1, 2}})
+        with pytest.raises(ValueError, match="cannot be encoded as msgpack: Integer value out of range"):
+            await client.report_result({"type": "tool_result", "run_id": "r", "session_id": "s",
+                                        "tool_call_id": "c", "result": 2**70})
+
+    asyncio.run(run())
+
+
+# ------------------------------------------------ timeouts and failed sends
+
+class _RefusingProducer:
+    """A producer whose send() raises what aiokafka's raises for a record over max_request_size."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    async def send(self, topic, value=None, key=None):
+        self.values.append(value)
+        raise MessageSizeTooLargeError(f"The message is {len(value) + 70} bytes when serialized ...")
+
+
+@pytest.mark.parametrize("on_timeout, call_verdict, result_verdict", [
+    ("allow", "allow", "allow"),
+    ("block", "block", "abort"),
+], ids=["fail-open", "fail-closed"])
+def test_an_event_kafka_refuses_gets_the_on_timeout_verdict_with_the_reason(on_timeout, call_verdict,
+                                                                           result_verdict, caplog):
+    client = _started_client(on_timeout=on_timeout)
+    client._producer = producer = _RefusingProducer()  # type: ignore[assignment]
+
+    async def no_partition(key: bytes) -> None:
+        return None
+
+    client._ensure_partition = no_partition  # type: ignore[method-assign]
+    big = "x" * 1_500_000
+
+    async def run() -> tuple:
+        call = await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c",
+                                   "tool_name": "read", "args": {}, "result": big, "error": None}, timeout=5)
+        result = await client.report_result({"type": "tool_result", "run_id": "r", "session_id": "s",
+                                             "tool_call_id": "c", "result": big, "error": None}, timeout=5)
+        return call, result
+
+    with caplog.at_level(logging.WARNING, logger="streams.client"):
+        call, result = asyncio.run(run())
+    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(b"r", producer.values[0], [])
+    assert 1_500_000 < size < 1_500_400
+    for verdict, expected in ((call, call_verdict), (result, result_verdict)):
+        assert (verdict.verdict, verdict.timed_out, verdict.record) == (expected, False, None)
+        assert verdict.latency_s < 1.0  # at once, not after the 5 s timeout
+        assert verdict.error.startswith("the event is ")
+        assert "over the producer's max_request_size of 1,048,576 bytes" in verdict.error
+        assert "producer_options={'max_request_size': ...}" in verdict.error
+        assert verdict.message.startswith(f"loopwatch: the event could not be sent ({verdict.error}); failing ")
+    assert f"the event is {size:,} bytes as a Kafka record" in call.error
+    assert call.allowed is (on_timeout == "allow")
+    if on_timeout == "allow":
+        assert call.message.endswith("failing open (on_timeout='allow'): going on without a loop check")
+    else:
+        assert call.message.endswith("failing closed (on_timeout='block'): the tool call is blocked")
+        assert result.message.endswith("failing closed (on_timeout='block'): the run is stopped")
+    assert client._pending == {}
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert f"verdict {call_verdict} (on_timeout='{on_timeout}')" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("verdict, ending", [
+    ("allow", "failing open (on_timeout='allow'): going on without a loop check"),
+    ("block", "failing closed (on_timeout='block'): the tool call is blocked"),
+    ("abort", "failing closed (on_timeout='block'): the run is stopped"),
+])
+def test_a_timed_out_verdict_says_what_happened_and_how_it_failed(verdict, ending):
+    v = Verdict("e1", verdict, None, timed_out=True, latency_s=0.5004)
+    assert v.message == ("loopwatch: no verdict within 0.5 s (the loopwatch worker is down or lagging, "
+                         f"or Kafka is unreachable); {ending}")
+    assert v.error is None and v.detection is None

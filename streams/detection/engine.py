@@ -32,7 +32,8 @@ from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, 
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
-__all__ = ["Engine", "EventError", "EVENT_TYPES", "state_key", "BLOCKED_RESULT_IGNORED", "UNKNOWN_CALL_IGNORED"]
+__all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "BLOCKED_RESULT_IGNORED",
+           "UNKNOWN_CALL_IGNORED"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
@@ -77,6 +78,29 @@ def _check_envelope(event: Mapping[str, Any]) -> None:
         raise EventError(f"outcome_follows must be true or false, got {type(follows).__name__}")
 
 
+def validate_event(event: Any) -> str:
+    """Check ``event`` against the schema as :meth:`Engine.process` does, and return its type.
+
+    These are all the rules the engine rejects an event by (the worker
+    dead-letters such an event with reason class ``schema``): an object,
+    ``type`` one of :data:`EVENT_TYPES`, the shared field types and a session
+    (see :func:`_check_envelope`), and a ``tool_call_id`` on a ``tool_result``.
+    An event that passes is accepted by the engine whatever state it meets.
+
+    Raises:
+        EventError: the first rule the event breaks (``str()`` names the field).
+    """
+    if type(event) is not dict and not isinstance(event, Mapping):
+        raise EventError(f"an event must be an object, got {type(event).__name__}")
+    kind = event.get("type")
+    if kind not in EVENT_TYPES:
+        raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
+    _check_envelope(event)
+    if kind == "tool_result" and not event.get("tool_call_id"):
+        raise EventError("a tool_result needs the tool_call_id (a non-empty string) of its tool_call")
+    return kind
+
+
 def state_key(event: Mapping[str, Any]) -> str | None:
     """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1)."""
     key = event["session_key"] if "session_key" in event else event.get("session_id")
@@ -109,14 +133,10 @@ class Engine:
         Returns:
             The verdict record (a new dict).
         Raises:
-            EventError: the event does not fit the schema; ``state`` is unchanged.
+            EventError: the event does not fit the schema (:func:`validate_event`);
+                ``state`` is unchanged.
         """
-        if type(event) is not dict and not isinstance(event, Mapping):
-            raise EventError(f"an event must be an object, got {type(event).__name__}")
-        kind = event.get("type")
-        if kind not in EVENT_TYPES:
-            raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
-        _check_envelope(event)
+        kind = validate_event(event)
         if kind == "tool_call":
             return self._tool_call(event, state, ref)
         if kind == "tool_result":
@@ -195,9 +215,7 @@ class Engine:
         return verdict
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
-        call_id = event.get("tool_call_id")
-        if not call_id:
-            raise EventError("a tool_result needs the tool_call_id (a non-empty string) of its tool_call")
+        call_id = event.get("tool_call_id")  # non-empty: validate_event
         settings, _, _, run = self._context(event, state)
         call = state.calls.pop(call_id, None)
         if call is None or call.blocked:

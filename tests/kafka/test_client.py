@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from streams.client import LoopwatchClient, TopicNotFoundError, verdict_partition
+from streams.codecs import decode_event
 from streams.detection import Engine, OpenClawConfig
 from worker_harness import consume_all, create_topics, running_worker, worker_settings
 
@@ -167,3 +168,56 @@ def test_readme_client_example_runs_as_written(kafka_bootstrap, tmp_path):
     assert verdicts[:10] == ["allow"] * 10 and verdicts[10] == "warn" and verdicts[-1] == "block"
     assert outcomes[-1].startswith("CRITICAL: Called read with identical arguments and identical outcomes 20 times")
     assert outcomes[0] == "same contents"
+
+
+@pytest.mark.timeout(120)
+def test_events_kafka_refuses_fail_open_or_closed_at_once_and_invalid_ones_are_not_sent(kafka_bootstrap, tmp_path):
+    big = "x" * 1_500_000
+
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
+        events_topic = settings.input_topics[0]
+        async with running_worker(settings, Engine(ENABLED)):
+            async with LoopwatchClient(kafka_bootstrap, events_topic=events_topic,
+                                       verdicts_topic=settings.verdicts_topic, timeout=20) as client:
+                run_id = f"big-{uuid.uuid4().hex[:6]}"
+                # over the producer's max_request_size: the fail-open verdict at once, with the reason
+                refused = await client.check({**_call(run_id, 0), "result": big, "error": None})
+                assert (refused.verdict, refused.timed_out, refused.record) == ("allow", False, None)
+                assert refused.latency_s < 5 and "over the producer's max_request_size of 1,048,576" in refused.error
+                assert refused.message.startswith("loopwatch: the event could not be sent (the event is 1,500,")
+                assert refused.message.endswith("failing open (on_timeout='allow'): going on without a loop check")
+                # the README flow: the call goes through, its large result is refused, the run goes on
+                call = await client.check(_call(run_id, 1, outcome_follows=True))
+                assert (call.verdict, call.timed_out, call.error) == ("allow", False, None)
+                assert call.record["run_id"] == run_id and call.message is None
+                result = await client.report_result({"type": "tool_result", "run_id": run_id,
+                                                     "session_id": f"s-{run_id}", "tool_call_id": f"{run_id}-1",
+                                                     "result": big, "error": None})
+                assert (result.verdict, result.timed_out, result.record) == ("allow", False, None)
+                after = await client.check({**_call(run_id, 2), "result": "small", "error": None})
+                assert after.verdict == "allow" and after.record["tool_call_id"] == f"{run_id}-2"
+
+                # no session_id: refused before sending, with the worker's reason
+                with pytest.raises(ValueError, match=r"would dead-letter it\): an event needs a session_id"):
+                    await client.check({"type": "tool_call", "run_id": run_id})
+
+            # over the topic's max.message.bytes (the broker's default 1048588), under the producer's limit
+            async with LoopwatchClient(kafka_bootstrap, events_topic=events_topic,
+                                       verdicts_topic=settings.verdicts_topic, on_timeout="block", timeout=20,
+                                       producer_options={"max_request_size": 3_000_000}) as closed:
+                blocked = await closed.check({**_call(run_id, 3), "result": big, "error": None})
+                aborted = await closed.report_result({"type": "tool_result", "run_id": run_id,
+                                                      "session_id": f"s-{run_id}", "tool_call_id": f"{run_id}-3",
+                                                      "result": big, "error": None})
+                assert (blocked.verdict, blocked.timed_out, blocked.allowed) == ("block", False, False)
+                assert blocked.error.startswith("the broker refused the event as too large (1,500,")
+                assert blocked.message.endswith("failing closed (on_timeout='block'): the tool call is blocked")
+                assert (aborted.verdict, aborted.timed_out) == ("abort", False)
+                assert aborted.message.endswith("failing closed (on_timeout='block'): the run is stopped")
+
+        # only the two small events reached the input topic: nothing to dead-letter, nothing too large
+        sent = await consume_all(kafka_bootstrap, events_topic, 3, timeout=3)
+        assert [decode_event(r.value)["tool_call_id"] for r in sent] == [f"{run_id}-1", f"{run_id}-2"]
+
+    asyncio.run(run())
