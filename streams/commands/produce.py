@@ -3,11 +3,17 @@
 :func:`publish_events` is the reusable part (``loopwatch demo`` and the
 benchmarks call it): events in, one Kafka record each, keyed by
 :func:`streams.keys.partition_key`, optionally paced to a rate.
+
+An event Kafka will not take because of its size (over the producer's
+``max_request_size``, or refused by the broker: over the topic's
+``max.message.bytes``) is reported with its file and line, counted in
+``too_large`` and skipped, like a bad line; the events after it are sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -21,9 +27,11 @@ from ..codecs import encode_json, encode_msgpack
 from ..keys import KEY_BY, partition_key
 from .replay import event_records
 
-__all__ = ["produce", "publish_events", "ProduceSummary", "file_events"]
+__all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
 
 _PROGRESS_EVERY_S = 2.0  # seconds between progress lines when stderr is not a terminal
+MAX_REQUEST_SIZE = 1_048_576  # the producer's default limit on a record: Kafka's (and aiokafka's) max.request.size
+_BROKER_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's default message.max.bytes (a topic's default max.message.bytes)
 
 
 @dataclass
@@ -32,6 +40,7 @@ class ProduceSummary:
 
     sent: int = 0
     bad: int = 0
+    too_large: int = 0
     keyless: int = 0
     failed: int = 0
     keys: set = field(default_factory=set)
@@ -44,6 +53,8 @@ class ProduceSummary:
                f"{len(self.keys)} key(s) over {len(self.partitions)} partition(s)"]
         if self.bad:
             out.append(f"{self.bad} bad record(s) skipped")
+        if self.too_large:
+            out.append(f"{self.too_large} record(s) too large for Kafka skipped")
         if self.keyless:
             out.append(f"{self.keyless} event(s) without run id or session id: sent without a key "
                        "(the worker derives one)")
@@ -52,16 +63,39 @@ class ProduceSummary:
         return out
 
 
-def file_events(paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> Iterator[dict[str, Any]]:
-    """The events of JSON Lines / msgpack files; bad records go to ``on_bad(path, position, reason)``.
+class FileEvents(Iterator[dict[str, Any]]):
+    """The events of JSON Lines / msgpack files, remembering where each was read.
 
-    Raises ``click.UsageError`` for a folder.
+    ``path`` and ``position`` (1-based line, or record number in msgpack) are
+    those of the event last returned, so :func:`publish_events` can report an
+    event it cannot send by file and line. Bad records go to
+    ``on_bad(path, position, reason)``. Iterating raises ``click.UsageError``
+    for a folder.
     """
-    for path, position, event, error in event_records("events", paths, progress=False):
-        if event is None:
-            on_bad(path, position, error or "unreadable")
-        else:
-            yield event
+
+    def __init__(self, paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> None:
+        self._paths = paths
+        self._on_bad = on_bad
+        self._records: Iterator[tuple[str, int, dict | None, str | None]] | None = None
+        self.path = "<events>"
+        self.position = 0
+
+    def __next__(self) -> dict[str, Any]:
+        if self._records is None:
+            self._records = event_records("events", self._paths, progress=False)
+        for path, position, event, error in self._records:
+            if event is None:
+                self._on_bad(path, position, error or "unreadable")
+            else:
+                self.path, self.position = path, position
+                return event
+        raise StopIteration
+
+
+def file_events(paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> FileEvents:
+    """The events of JSON Lines / msgpack files (a :class:`FileEvents`); bad records go to
+    ``on_bad(path, position, reason)``. Iterating raises ``click.UsageError`` for a folder."""
+    return FileEvents(paths, on_bad)
 
 
 async def publish_events(
@@ -79,6 +113,7 @@ async def publish_events(
     on_progress: Callable[[ProduceSummary], None] | None = None,
     on_sent: Callable[[dict[str, Any], float], None] | None = None,
     linger_ms: int = 5,
+    max_request_size: int = MAX_REQUEST_SIZE,
 ) -> ProduceSummary:
     """Publish events, one record each, and wait until the broker acknowledged all of them.
 
@@ -95,20 +130,31 @@ async def publish_events(
         summary: counts to add to (e.g. with ``bad`` already counted by the reader).
         on_progress: called about every 2 s while sending, with the summary so far.
         on_sent: called with ``(event, time.time())`` just before each send.
-        on_bad: called with ``("<events>", index, reason)`` for an event that cannot
-            be encoded at all (it is counted in ``bad`` and skipped).
+        on_bad: called with ``(path, position, reason)`` for an event that cannot be
+            encoded at all (counted in ``bad``) or is too large for Kafka (counted
+            in ``too_large``: over ``max_request_size``, or refused by the broker);
+            it is skipped. ``path``/``position`` are the event's file and line when
+            ``events`` is a :class:`FileEvents`, else ``"<events>"`` and its
+            1-based index. Only reports: the counting is done here.
         linger_ms: producer batching delay (0 with ``rate``: send at once).
+        max_request_size: the largest record the producer sends, bytes (Kafka's
+            ``max.request.size``); the topic's ``max.message.bytes`` must allow it too.
     Returns:
-        The summary; ``failed`` counts records the broker did not acknowledge.
+        The summary; ``sent`` counts the records sent and not refused as too
+        large, ``failed`` those of them the broker did not acknowledge.
     Raises:
         aiokafka.errors.KafkaConnectionError: the broker is unreachable.
     """
     from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import MessageSizeTooLargeError
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
     encode = _encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
+    report = on_bad if on_bad is not None else (lambda path, position, reason: None)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",
-                                linger_ms=0 if rate else linger_ms, max_batch_size=256 * 1024)
+                                linger_ms=0 if rate else linger_ms, max_batch_size=256 * 1024,
+                                max_request_size=max_request_size)
     try:
         await producer.start()
     except BaseException:
@@ -116,12 +162,27 @@ async def publish_events(
         raise
     pending: set[asyncio.Future] = set()
 
-    def done(future: asyncio.Future) -> None:
+    def where(index: int) -> tuple[str, int]:
+        if isinstance(events, FileEvents):
+            return events.path, events.position
+        return "<events>", index + 1
+
+    def done(location: tuple[str, int], key: bytes | None, size: int, future: asyncio.Future) -> None:
         pending.discard(future)
-        if future.cancelled() or future.exception() is not None:
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, MessageSizeTooLargeError):
+            # Alone in its batch (it is over max_batch_size), so the broker refused this record only.
+            summary.sent -= 1
+            summary.too_large += 1
+            report(*location, f"the broker refused the event as too large ({size:,} bytes as a Kafka record): "
+                              f"over the topic's max.message.bytes (by default the broker's message.max.bytes, "
+                              f"{_BROKER_MESSAGE_MAX_BYTES:,} bytes); raise that to send it")
+        elif future.cancelled() or error is not None:
             summary.failed += 1
         else:
             summary.partitions.add(future.result().partition)
+            if key is not None:
+                summary.keys.add(key)
 
     try:
         started = time.monotonic()
@@ -142,18 +203,25 @@ async def publish_events(
                 value = encode(event)
             except ValueError as exc:
                 summary.bad += 1
-                if on_bad is not None:
-                    on_bad("<events>", index + 1, str(exc))
+                report(*where(index), str(exc))
+                continue
+            if on_sent is not None:
+                on_sent(event, now)
+            size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
+            try:
+                future = await producer.send(topic, value=value, key=key)
+            except MessageSizeTooLargeError:
+                summary.too_large += 1
+                report(*where(index), f"the event is {size:,} bytes as a Kafka record, over the producer's "
+                                      f"max_request_size of {max_request_size:,} bytes (--max-request-size "
+                                      "raises it; the topic's max.message.bytes, by default the broker's "
+                                      f"message.max.bytes of {_BROKER_MESSAGE_MAX_BYTES:,} bytes, must allow "
+                                      "it too)")
                 continue
             if key is None:
                 summary.keyless += 1
-            else:
-                summary.keys.add(key)
-            if on_sent is not None:
-                on_sent(event, now)
-            future = await producer.send(topic, value=value, key=key)
             pending.add(future)
-            future.add_done_callback(done)
+            future.add_done_callback(functools.partial(done, where(index), key, size))
             summary.sent += 1
             if on_progress is not None and time.monotonic() - last_progress >= _PROGRESS_EVERY_S:
                 last_progress = time.monotonic()
@@ -208,10 +276,15 @@ Examples:
 @click.option("--keep-ts", is_flag=True,
               help="Keep each event's own ts. By default ts is set to the send time (the producer time "
                    "the worker measures verdict latency from), and a missing event_id is filled in.")
+@click.option("--max-request-size", type=click.IntRange(min=1024), default=MAX_REQUEST_SIZE, show_default=True,
+              metavar="BYTES",
+              help="Largest record the producer sends (Kafka's max.request.size); a larger event is reported "
+                   "and skipped. The topic's max.message.bytes (by default the broker's message.max.bytes, "
+                   "1048588) must allow it too.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; bad records are still reported.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, keep_ts: bool,
-            quiet: bool, files: tuple[str, ...]) -> None:
+            max_request_size: int, quiet: bool, files: tuple[str, ...]) -> None:
     """Publish the events of FILES to Kafka, one record per event.
 
     FILES are JSON Lines (one event object per line) or msgpack streams of
@@ -219,18 +292,23 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     replay`. Each record is keyed by the event's run id (falling back to its
     session key, then session id), so a run's events stay in order on one
     partition. Events are not validated here: the worker dead-letters invalid
-    ones. A line that is not an event object is reported with its file and
-    line, counted and skipped.
+    ones. A line that is not an event object, and an event too large for
+    Kafka (see --max-request-size), is reported with its file, line and
+    reason, counted and skipped.
 
     Progress and a summary (events, keys, partitions, rate) go to stderr. Exit
-    status 0, or 1 if the broker did not acknowledge every record.
+    status 0 (skipped records included), or 1 if the broker did not
+    acknowledge every record sent.
     """
     summary = ProduceSummary()
     started = time.monotonic()
 
-    def on_bad(path: str, position: int, reason: str) -> None:
-        summary.bad += 1
+    def skipped(path: str, position: int, reason: str) -> None:
         click.echo(f"loopwatch produce: {path}:{position}: skipped: {reason}", err=True)
+
+    def on_bad(path: str, position: int, reason: str) -> None:  # the reader's: counted here
+        summary.bad += 1
+        skipped(path, position, reason)
 
     def on_progress(current: ProduceSummary) -> None:
         if not quiet:
@@ -242,7 +320,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     try:
         asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad), codec=codec, key_by=key_by,
                                    rate=rate, stamp=not keep_ts, fill_ids=True, summary=summary,
-                                   on_progress=on_progress, on_bad=on_bad))
+                                   on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size))
     except KafkaConnectionError as exc:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     if not quiet:
