@@ -5,10 +5,13 @@
 # usage: kafka.sh fetch|start|stop|status|with CMD...
 #   fetch   copy the broker jars into $KAFKA_WORK/libs (skipped while pom.xml is unchanged)
 #   start   fetch, fresh data dir, start in background, wait until ready (no-op if already up)
-#   stop    stop the broker this script started, and wait for it to exit
+#   stop    stop the broker this script started on KAFKA_PORT, and wait for it to exit
 #   status  exit 0 if a broker listens on the port, 3 if not
 #   with    run CMD with a broker up; stop it afterwards only if this call started it;
 #           exits with CMD's status; exports LOOPWATCH_KAFKA_BOOTSTRAP (tests) unless set
+# Every port has its own broker state in $KAFKA_WORK/port-$KAFKA_PORT (pidfile, config, KRaft
+# storage template, data, logs/kafka.out), so brokers on different ports never see, stop or wipe
+# each other; only the jars ($KAFKA_WORK/libs) are shared.
 # env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
 #      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
 #      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python)
@@ -21,7 +24,13 @@ CPORT="${KAFKA_CONTROLLER_PORT:-9093}"
 TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 PY="${KAFKA_PYTHON:-$ROOT/.venv/bin/python}"
 CLUSTER_ID=MkU3OEVBNTcwNTJENDM2Qk          # any valid Kafka Uuid; data is fresh every start
-LIBS="$WORK/libs" DATA="$WORK/data" LOGS="$WORK/logs" PIDFILE="$WORK/kafka.pid"
+LIBS="$WORK/libs"                          # shared by every port
+STATE="$WORK/port-$PORT"                   # this port's broker only
+DATA="$STATE/data" LOGS="$STATE/logs" PIDFILE="$STATE/kafka.pid" CONF="$STATE/server.properties"
+# Before state dirs were per port, one pidfile served every port (config $WORK/server.properties):
+# a broker started that way is still recognised (and stopped) on the port it really listens on.
+LEGACY_PIDFILE="$WORK/kafka.pid"
+STARTED=0                                  # 1 once this call launched a JVM (with: stop it after)
 read -r -a HEAP <<< "${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}"
 read -r -a EXTRA <<< "${KAFKA_JVM_OPTS:-}"
 # GC flags as in Kafka's kafka-run-class.sh. C1-only JIT (TieredStopAtLevel=1) halves JIT work
@@ -37,11 +46,32 @@ now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $(( 10#$t / 1000 )); }
 since() { local d=$(( $(now_ms) - $1 )); printf '%d.%01d' $((d / 1000)) $((d % 1000 / 100)); }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 log_tail() { echo "---- last 40 lines of $LOGS/kafka.out ----" >&2; tail -n 40 "$LOGS/kafka.out" >&2 || true; }
-# PID from our pidfile, only if that process is alive and really our broker (PIDs get reused).
-our_pid() {
-  local pid; pid="$(cat "$PIDFILE" 2>/dev/null)" || return 1
-  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q kafka.Kafka \
-    && echo "$pid"
+# runs PID TEXT: PID is alive and its command line contains TEXT.
+runs() {
+  [[ "$1" =~ ^[0-9]+$ ]] && kill -0 "$1" 2>/dev/null \
+    && tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"
+}
+# listens PID PORT: PID has a TCP socket listening on PORT (IPv4 or IPv6), from /proc.
+listens() {
+  local hex ino fd; hex="$(printf '%04X' "$2")"
+  for ino in $(awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+                 /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+    for fd in /proc/"$1"/fd/*; do [[ "$(readlink "$fd" 2>/dev/null)" == "socket:[$ino]" ]] && return 0; done
+  done
+  return 1
+}
+# Finds the broker this script started on $PORT: sets OUR_PID and OUR_PIDFILE, or returns 1.
+# PIDs get reused, so the process must be alive and run kafka.Kafka with this port's config; a
+# legacy-pidfile broker (config path names no port) must really listen on $PORT.
+find_ours() {
+  local pid
+  if pid="$(cat "$PIDFILE" 2>/dev/null)" && runs "$pid" "kafka.Kafka $CONF"; then
+    OUR_PID=$pid OUR_PIDFILE=$PIDFILE; return 0
+  fi
+  if pid="$(cat "$LEGACY_PIDFILE" 2>/dev/null)" && runs "$pid" kafka.Kafka && listens "$pid" "$PORT"; then
+    OUR_PID=$pid OUR_PIDFILE=$LEGACY_PIDFILE; return 0
+  fi
+  return 1
 }
 have_probe() { [[ -x "$PY" ]] && "$PY" -c 'import aiokafka' 2>/dev/null; }
 
@@ -63,7 +93,17 @@ fetch() {
 
 start() {
   local pid t0
-  if pid="$(our_pid)"; then say "already running on 127.0.0.1:$PORT (pid $pid)"; return 0; fi
+  if find_ours; then
+    pid=$OUR_PID t0=$(now_ms)
+    # started by another call that is still waiting for it: wait too, but leave it to that call
+    port_open "$PORT" || say "the broker this script started on 127.0.0.1:$PORT (pid $pid) is starting: waiting"
+    until port_open "$PORT"; do
+      kill -0 "$pid" 2>/dev/null || die "the broker starting on 127.0.0.1:$PORT (pid $pid) exited; see $LOGS/kafka.out"
+      (( $(now_ms) - t0 > TIMEOUT * 1000 )) && die "the broker on 127.0.0.1:$PORT (pid $pid) not listening within ${TIMEOUT}s"
+      sleep 0.2
+    done
+    say "already running on 127.0.0.1:$PORT (pid $pid)"; return 0
+  fi
   if port_open "$PORT"; then               # someone else's broker (or not a broker at all)
     if have_probe && ! "$PY" "$HERE/wait_ready.py" "127.0.0.1:$PORT" 15 > /dev/null; then
       die "127.0.0.1:$PORT is in use by something that is not a working Kafka broker"
@@ -75,28 +115,28 @@ start() {
   command -v java > /dev/null || die "java not found (Kafka 3.9 needs Java 11+, 17 recommended)"
   fetch
   t0=$(now_ms)
-  mkdir -p "$WORK" "$LOGS"
+  mkdir -p "$STATE" "$LOGS"
   sed -e "s#@PORT@#$PORT#g" -e "s#@CONTROLLER_PORT@#$CPORT#g" -e "s#@DATA_DIR@#$DATA#g" \
-      "$HERE/server.properties" > "$WORK/server.properties"
+      "$HERE/server.properties" > "$CONF"
   # Fresh cluster every start. Formatting is a separate ~1.5 s JVM run, so format once into a
   # template (meta.properties + bootstrap.checkpoint) and copy it; re-format when the config changes.
-  local tmpl="$WORK/formatted" sum; sum="$(cat "$WORK/server.properties" "$HERE/pom.xml" | sha256sum | cut -c1-64)"
+  local tmpl="$STATE/formatted" sum; sum="$(cat "$CONF" "$HERE/pom.xml" | sha256sum | cut -c1-64)"
   if [[ "$(cat "$tmpl.sha256" 2>/dev/null)" != "$sum" ]]; then
     say "formatting KRaft storage template"
     rm -rf "$tmpl"
-    sed "s#^log.dirs=.*#log.dirs=$tmpl#" "$WORK/server.properties" > "$WORK/format.properties"
-    "${JVM[@]}" kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$WORK/format.properties" \
+    sed "s#^log.dirs=.*#log.dirs=$tmpl#" "$CONF" > "$STATE/format.properties"
+    "${JVM[@]}" kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$STATE/format.properties" \
       > "$LOGS/format.out" 2>&1 || { tail -n 20 "$LOGS/format.out" >&2; die "StorageTool format failed"; }
     echo "$sum" > "$tmpl.sha256"
   fi
   rm -rf "$DATA"; cp -a "$tmpl" "$DATA"
   say "starting broker on 127.0.0.1:$PORT (controller :$CPORT, heap ${HEAP[*]}, log $LOGS/kafka.out)"
   # Must be a simple command so that $! is the JVM itself (cd x && nohup ... & would give a subshell).
-  nohup "${JVM[@]}" kafka.Kafka "$WORK/server.properties" > "$LOGS/kafka.out" 2>&1 < /dev/null &
-  pid=$!; echo "$pid" > "$PIDFILE"
+  nohup "${JVM[@]}" kafka.Kafka "$CONF" > "$LOGS/kafka.out" 2>&1 < /dev/null &
+  pid=$!; echo "$pid" > "$PIDFILE"; STARTED=1
   # "Kafka Server started" is logged once the broker is unfenced; the listener opens only then.
   until grep -q "Kafka Server started" "$LOGS/kafka.out" 2>/dev/null && port_open "$PORT"; do
-    kill -0 "$pid" 2>/dev/null || { log_tail; rm -f "$PIDFILE"; die "broker exited during start-up"; }
+    kill -0 "$pid" 2>/dev/null || { log_tail; rm -f "$PIDFILE"; STARTED=0; die "broker exited during start-up"; }
     if (( $(now_ms) - t0 > TIMEOUT * 1000 )); then
       log_tail; stop; die "broker not ready within ${TIMEOUT}s (KAFKA_START_TIMEOUT)"
     fi
@@ -114,25 +154,29 @@ start() {
 
 stop() {
   local pid t0
-  if ! pid="$(our_pid)"; then
-    rm -f "$PIDFILE"
-    if port_open "$PORT"; then say "not stopping 127.0.0.1:$PORT: not started by this script ($WORK)"
+  STARTED=0
+  if ! find_ours; then
+    rm -f "$PIDFILE"                       # stale; the legacy one only once its broker is gone:
+    runs "$(cat "$LEGACY_PIDFILE" 2>/dev/null)" kafka.Kafka || rm -f "$LEGACY_PIDFILE"
+    if port_open "$PORT"; then say "not stopping 127.0.0.1:$PORT: not started by this script ($STATE)"
     else say "not running"; fi
     return 0
   fi
-  t0=$(now_ms)
+  pid=$OUR_PID t0=$(now_ms)
   say "stopping broker (pid $pid)"
   kill -TERM "$pid"                        # JVM shutdown hook: controlled shutdown, flushes logs
   while kill -0 "$pid" 2>/dev/null && (( $(now_ms) - t0 < 30000 )); do sleep 0.2; done
   if kill -0 "$pid" 2>/dev/null; then say "still alive after 30 s, sending SIGKILL"; kill -KILL "$pid"; fi
   while kill -0 "$pid" 2>/dev/null || port_open "$PORT"; do sleep 0.1; done
-  rm -f "$PIDFILE"
+  rm -f "$OUR_PIDFILE"
   say "stopped in $(since "$t0")s"
 }
 
 status() {
-  local pid
-  if pid="$(our_pid)"; then say "running on 127.0.0.1:$PORT (pid $pid, work $WORK)"; return 0; fi
+  if find_ours; then
+    if ! port_open "$PORT"; then say "starting on 127.0.0.1:$PORT (pid $OUR_PID; port not open yet)"; return 3; fi
+    say "running on 127.0.0.1:$PORT (pid $OUR_PID, pidfile $OUR_PIDFILE)"; return 0
+  fi
   if port_open "$PORT"; then say "something not started by this script listens on 127.0.0.1:$PORT"; return 0; fi
   say "not running (127.0.0.1:$PORT closed)"; return 3
 }
@@ -142,7 +186,10 @@ with() {
   if port_open "$PORT"; then
     say "broker already running on 127.0.0.1:$PORT: leaving it running afterwards"
   else
-    start; trap stop EXIT                  # also on Ctrl-C / errors; CMD's exit status is kept
+    # Trap first, so a failed or interrupted start-up is cleaned up too; it stops only a broker
+    # this call launched (not one another call is starting on the same port). CMD's status is kept.
+    trap '(( STARTED )) && stop' EXIT
+    start
   fi
   # tests/conftest.py reads this; lets KAFKA_PORT alone move a whole test run to another port
   export LOOPWATCH_KAFKA_BOOTSTRAP="${LOOPWATCH_KAFKA_BOOTSTRAP:-127.0.0.1:$PORT}"
