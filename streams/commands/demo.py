@@ -7,7 +7,9 @@ Steps, each announced on stderr:
 2. a ``loopwatch worker`` subprocess with a fresh app id and fresh topics
    (``<app_id>.events``, ``.verdicts``, ``.loop-events``, ``.dead-letters``),
    so every demo starts clean; its log and data go under ``.work/demo/<app_id>``;
-3. the example events (``examples/events.jsonl``) produced keyed by run id;
+3. the example events (``examples/events.jsonl``) produced keyed by run id and
+   stamped as ``loopwatch produce`` stamps them: ``ts`` set to the send time (the
+   worker's verdict latency runs from it), a missing ``event_id`` filled in;
 4. one line per verdict as it arrives, then a summary and where the metrics are;
 5. the worker keeps running until Ctrl-C (``--once``: stop after the replay).
 
@@ -87,6 +89,29 @@ def _port_free(port: int) -> bool:
             return False
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")  # where kafka.sh can start a broker
+
+
+def _kafka_sh_start(port: int) -> str:
+    """The shell command that starts kafka.sh's broker on 127.0.0.1:``port`` (controller on the next port)."""
+    controller = port + 1 if port < 65535 else port - 1
+    return f"KAFKA_PORT={port} KAFKA_CONTROLLER_PORT={controller} deploy/kafka/kafka.sh start"
+
+
+def _no_broker_hint(bootstrap: str) -> str:
+    host, port = _split(bootstrap)
+    if host in LOCAL_HOSTS:
+        return f"no Kafka broker at {bootstrap}; start one ({_kafka_sh_start(port)}) or pass --bootstrap"
+    return (f"no Kafka broker at {bootstrap}; check the address, or start a local one "
+            f"({_kafka_sh_start(9092)}) and pass --bootstrap 127.0.0.1:9092")
+
+
+def _kafka_sh(action: str, port: int) -> subprocess.CompletedProcess:
+    """``kafka.sh ACTION`` for ``port`` (an exported KAFKA_PORT must not move it elsewhere)."""
+    return subprocess.run([str(KAFKA_SH), action], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr,
+                          env={**os.environ, "KAFKA_PORT": str(port)})
+
+
 def _ensure_broker(bootstrap: str) -> bool:
     """Make sure a broker answers; returns True if this call started it."""
     host, port = _split(bootstrap)
@@ -94,19 +119,18 @@ def _ensure_broker(bootstrap: str) -> bool:
         _say(f"using the Kafka broker already running at {host}:{port}")
         return False
     if bootstrap.removeprefix("kafka://") != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
-        raise click.ClickException(f"no Kafka broker at {bootstrap}; start one (deploy/kafka/kafka.sh start) "
-                                   "or pass --bootstrap")
+        raise click.ClickException(_no_broker_hint(bootstrap.removeprefix("kafka://")))
+    state = Path(os.environ.get("KAFKA_WORK") or ROOT / ".work" / "kafka") / f"port-{port}"
     _say(f"no broker at {host}:{port}: starting one with {KAFKA_SH.relative_to(ROOT)} start "
-         f"(Kafka 3.9.2, data and log under {ROOT / '.work' / 'kafka'})")
-    result = subprocess.run([str(KAFKA_SH), "start"], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
-    if result.returncode != 0:
+         f"(Kafka 3.9.2, data and log under {state})")
+    if _kafka_sh("start", port).returncode != 0:
         raise click.ClickException("deploy/kafka/kafka.sh start failed (see above)")
     return True
 
 
-def _stop_broker() -> None:
+def _stop_broker(bootstrap: str) -> None:
     _say("stopping the broker this demo started")
-    subprocess.run([str(KAFKA_SH), "stop"], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
+    _kafka_sh("stop", _split(bootstrap)[1])
 
 
 class _Worker:
@@ -197,7 +221,10 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
                 record = decode_event(message.value or b"")
             except DecodeError:
                 continue
-            event_id = str(record.get("event_id"))
+            event_id = record.get("event_id")
+            if not isinstance(event_id, str) or not event_id:  # e.g. "event_id": null: one per input record
+                source = record.get("source") or {}
+                event_id = f"{source.get('topic')}:{source.get('partition')}@{source.get('offset')}"
             if event_id in seen:
                 continue  # a re-published verdict (after a worker restart): byte-identical, shown once
             seen[event_id] = record
@@ -222,9 +249,12 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
         pace = f" at {rate:g} events/s" if rate else ""
         _say(f"producing {events_path} to {topics['events']}{pace}, keyed by run id; verdicts as they arrive:")
         click.echo(f"[   #] {'time':<12}  {'run':<18} {'tool / event':<24} {'VERDICT':<6} detector level xcount")
+        # stamped as `loopwatch produce` stamps by default (its --keep-ts off): ts = send time, so the
+        # worker's loopwatch_verdict_latency_seconds is real; a missing event_id filled in, which
+        # is how the verdicts are matched to the events here
         producing = asyncio.ensure_future(publish_events(
-            bootstrap, topics["events"], file_events([events_path], on_bad), rate=rate, summary=produced,
-            on_sent=on_sent))
+            bootstrap, topics["events"], file_events([events_path], on_bad), rate=rate, stamp=True,
+            fill_ids=True, summary=produced, on_sent=on_sent))
         deadline = None
         while True:
             batches = await consumer.getmany(timeout_ms=200)
@@ -312,7 +342,6 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters")}
     bootstrap = bootstrap.removeprefix("kafka://")
     work = ROOT / ".work" / "demo" / app_id
-    work.mkdir(parents=True, exist_ok=True)
     if metrics_port:
         wanted = metrics_port
         while not _port_free(metrics_port) and metrics_port < wanted + 20:
@@ -336,6 +365,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
             "LOOPWATCH_METRICS_PORT": str(metrics_port), "LOOPWATCH_DATA_DIR": str(work / "data"),
             "LOOPWATCH_LOG_LEVEL": "info",
         }
+        work.mkdir(parents=True, exist_ok=True)  # not before: a demo without a broker leaves nothing behind
         log_path = work / "worker.log"
         _say(f"starting worker {app_id} (config {config_path}; log {log_path})")
         t0 = time.monotonic()
@@ -361,7 +391,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
             except Exception as exc:  # cleanup must not hide the outcome
                 _say(f"could not delete the demo topics: {exc}")
         if started_broker:
-            _stop_broker()
+            _stop_broker(bootstrap)
     sys.exit(status)
 
 
