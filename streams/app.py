@@ -140,7 +140,9 @@ from .detection import Engine, SessionState, load_config
 from .consumer import Transport
 from .outputs import Outputs
 from .reader import Batch, InputReader
-from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
+from .processor import (
+    APPLIED, DEAD_LETTER, MAX_CARRIED_BYTES, Outcome, Processor, Source, decode_state, encode_state,
+)
 from .settings import WorkerSettings
 from .table import StateTable
 
@@ -319,6 +321,11 @@ class Loopwatch:
         if dead is not None:
             self._publish_dead(dead, partition)
         elif not key:
+            if raw is not None and len(raw) > MAX_CARRIED_BYTES:
+                self._publish_dead(self.processor.dead_letter(
+                    raw, None, source, "size", f"a keyless record of {len(raw):,} bytes is too large to forward "
+                    f"through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"), partition)
+                return
             self._forward(event, source, raw, record.timestamp, partition)
         else:
             self._apply(key, event, source, raw, partition, record.timestamp, now)

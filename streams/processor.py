@@ -134,13 +134,30 @@ class Outcome:
     record: dict[str, Any] | None = None
 
 
+MAX_CARRIED_BYTES = 1_000_000
+"""Largest input record a dead letter carries whole, or the worker forwards through the rekey topic.
+
+Kafka's default record batch limit (``message.max.bytes``) is 1,048,588
+bytes: an input record near it no longer fits once wrapped, and a refused
+write would stop the worker at every restart. A dead letter keeps the first
+``MAX_CARRIED_BYTES`` of such a record (``value_truncated``, ``value_size``).
+"""
+
+
 def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
                        reason: str) -> bytes:
-    """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes)."""
-    return msgpack.packb({
-        "reason_class": reason_class, "reason": reason, "source": source.as_dict(),
-        "key": key, "value": raw if raw is not None else b"",
-    }, use_bin_type=True)
+    """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes).
+
+    ``{reason_class, reason, source, key, value}``; a value over
+    :data:`MAX_CARRIED_BYTES` is cut to that and ``value_truncated: true``,
+    ``value_size`` (bytes of the whole record value) are added.
+    """
+    value = raw if raw is not None else b""
+    record: dict[str, Any] = {"reason_class": reason_class, "reason": reason, "source": source.as_dict(),
+                              "key": key, "value": value}
+    if len(value) > MAX_CARRIED_BYTES:
+        record.update(value=value[:MAX_CARRIED_BYTES], value_truncated=True, value_size=len(value))
+    return msgpack.packb(record, use_bin_type=True)
 
 
 def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:

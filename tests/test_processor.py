@@ -234,3 +234,15 @@ def test_processor_with_session_keys_matches_session_store(scenario):
         got = msgpack.unpackb(out.verdict)
         assert spec_view(got) == spec_view(want) and got["evidence"] == want["evidence"]
         assert key == partition_key(event, "session").encode()
+
+
+def test_a_dead_letter_carries_at_most_max_carried_bytes_of_the_record():
+    proc = processor()
+    raw = b"\xc1" + b"z" * 1_200_000
+    outcome = proc.dead_letter(raw, b"k", src(3), "decode", "invalid msgpack")
+    letter = msgpack.unpackb(outcome.dead_letter)
+    assert letter["value"] == raw[:1_000_000] and letter["value_truncated"] is True
+    assert letter["value_size"] == 1_200_001
+    small = msgpack.unpackb(proc.dead_letter(b"\xc1", b"k", src(4), "decode", "x").dead_letter)
+    assert small == {"reason_class": "decode", "reason": "x", "source": {"topic": "events", "partition": 0,
+                                                                          "offset": 4}, "key": b"k", "value": b"\xc1"}

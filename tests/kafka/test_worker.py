@@ -203,6 +203,34 @@ def test_bad_records_are_dead_lettered_and_good_ones_flow(kafka_bootstrap, tmp_p
 
 
 @pytest.mark.timeout(90)
+def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_worker(kafka_bootstrap, tmp_path):
+    # A dead letter wraps the record, a rekey forward too: near the broker's 1 MiB default they
+    # would no longer fit, the write would fail and stop the worker (again at every restart).
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
+        topic = settings.input_topics[0]
+        invalid = json.dumps({"type": "nope", "run_id": "r1", "session_id": "s1", "pad": "x" * 1_048_200}).encode()
+        keyless = encode({"type": "tool_call", "run_id": "r2", "session_id": "s2", "tool_call_id": "c1",
+                          "tool_name": "read", "args": {"pad": "y" * 1_048_200}, "result": "ok"})
+        good = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c2", "tool_name": "read",
+                "args": {}, "result": "ok"}
+        async with running_worker(settings):
+            await produce(kafka_bootstrap, topic, [(b"r1", invalid), (None, keyless), (b"r1", encode(good))])
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 2, timeout=30)
+        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [2]
+        got = [msgpack.unpackb(r.value) for r in letters]
+        assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [("schema", 0), ("size", 1)]
+        assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got] == [
+            (True, len(invalid), 1_000_000), (True, len(keyless), 1_000_000)]
+        assert got[0]["value"] == invalid[:1_000_000]
+        assert got[1]["reason"] == (f"a keyless record of {len(keyless):,} bytes is too large to forward through "
+                                    "the rekey topic (at most 1,000,000): key your records")
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("faust", [False, True], ids=["loopwatch-worker", "faust-A"])
 def test_an_input_topic_with_another_partition_count_stops_the_worker_before_any_verdict(kafka_bootstrap, tmp_path,
                                                                                          faust):
