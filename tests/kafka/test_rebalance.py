@@ -10,7 +10,6 @@ checkpoint design in streams/app.py) and equal to the offline engine's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import threading
@@ -21,7 +20,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from test_worker import ENABLED, VerdictReader, _fleet_events, _free_port, _offline, _same
+from test_worker import ENABLED, _fleet_events, _free_port, _offline, _same, verdicts_by_source
 from worker_harness import PacedProducer, WorkerProcess, count_records, create_topics, worker_settings
 
 pytestmark = [pytest.mark.kafka]
@@ -104,13 +103,8 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
         sources = producing.join(60)
         assert len(sources) < len(events), "the stream ran out before A stopped"
 
-        async def collect() -> dict[tuple[str, int, int], list[bytes]]:
-            async with VerdictReader(kafka_bootstrap, shared.verdicts_topic) as reader:
-                with contextlib.suppress(TimeoutError):  # what is missing is asserted below
-                    await reader.until(set(sources), timeout=30)
-                return reader.by_source
-
-        by_source = asyncio.run(collect())
+        # what is missing is asserted below
+        by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=30, partial=True)
         applied_b = _events_applied(port_b)
     finally:
         finish.set()

@@ -27,7 +27,7 @@ from faust.types import TP
 
 from streams.client import verdict_partition
 from streams.processor import decode_state
-from test_worker import ENABLED, VerdictReader, _calls, _fleet_events, _offline, _same
+from test_worker import ENABLED, _calls, _fleet_events, _offline, _same, verdicts_by_source
 from worker_harness import (
     PacedProducer,
     WorkerProcess, consume_all, count_records, create_topics, encode, produce, running_worker, worker_settings,
@@ -154,12 +154,7 @@ def test_a_rocksdb_worker_killed_mid_stream_loses_nothing_and_applies_nothing_tw
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 
-        async def collect() -> dict[tuple[str, int, int], list[bytes]]:
-            async with VerdictReader(kafka_bootstrap, settings.verdicts_topic) as reader:
-                await reader.until(set(sources), timeout=90)
-                return reader.by_source
-
-        by_source = asyncio.run(collect())
+        by_source = verdicts_by_source(kafka_bootstrap, settings.verdicts_topic, sources, timeout=90)
     finally:
         worker.stop()
 

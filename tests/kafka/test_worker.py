@@ -82,6 +82,24 @@ class VerdictReader:
                     self.by_source[(src["topic"], src["partition"], src["offset"])].append(record.value)
 
 
+def verdicts_by_source(bootstrap: str, topic: str, sources: list[tuple[str, int, int]], timeout: float,
+                       partial: bool = False) -> dict[tuple[str, int, int], list[bytes]]:
+    """Verdict record values of ``topic`` by input source, once every one of ``sources`` has one.
+
+    Raises ``TimeoutError`` after ``timeout`` s unless ``partial`` (then what came is returned).
+    """
+    async def collect() -> dict[tuple[str, int, int], list[bytes]]:
+        async with VerdictReader(bootstrap, topic) as reader:
+            try:
+                await reader.until(set(sources), timeout=timeout)
+            except TimeoutError:
+                if not partial:
+                    raise
+            return reader.by_source
+
+    return asyncio.run(collect())
+
+
 def _offline(events: list[dict[str, Any]], sources: list[tuple[str, int, int]], config: dict,
              keys: list[str] | None = None) -> list[dict[str, Any]]:
     """Offline verdicts: SessionStore (keys None) or per-key states (keys given)."""
@@ -425,12 +443,7 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 
-        async def collect() -> dict[tuple[str, int, int], list[bytes]]:
-            async with VerdictReader(kafka_bootstrap, settings.verdicts_topic) as reader:
-                await reader.until(set(sources), timeout=90)
-                return reader.by_source
-
-        by_source = asyncio.run(collect())
+        by_source = verdicts_by_source(kafka_bootstrap, settings.verdicts_topic, sources, timeout=90)
     finally:
         worker.stop()
 
