@@ -74,9 +74,8 @@ production time; the Kafka record timestamp does -- so re-applying an event
 to the same state gives byte-identical records.
 
 After a crash the table is restored from the changelog (the last checkpointed
-state of each key; with ``rocksdb://`` the local database, which may hold a
-state written at step (b) but not yet acknowledged -- after (a), so as good
-as the changelog's -- then the newer changelog records) and each input
+state of each key; with ``rocksdb://`` the local database, written only as
+the changelog acknowledges, then the newer changelog records) and each input
 partition resumes at its last committed
 offset, which by (c) is never beyond a checkpoint, and is read in order
 from there (:class:`streams.reader.InputReader`). For each event then:
@@ -159,6 +158,22 @@ _ENCODE_SLICE = 25  # states encoded by a checkpoint between two pauses (~2-3 ms
 _ENCODE_PAUSE_S = 0.0005
 
 
+class _App(faust.App):
+    """Faust's app; ``before_stop`` is awaited before Faust stops its consumer and tables.
+
+    Faust sends ``on_before_shutdown`` only after its tables are stopped (a
+    RocksDB store has closed its databases by then): the worker must stop
+    reading and take its last checkpoint while they are still open.
+    """
+
+    before_stop: Any = None
+
+    async def on_stop(self) -> None:
+        if self.before_stop is not None:
+            await self.before_stop()
+        await super().on_stop()
+
+
 class Loopwatch:
     """The worker: a Faust app with its topics, state table, batch handlers and timers.
 
@@ -175,7 +190,7 @@ class Loopwatch:
         if engine is None:
             engine = Engine(load_config(s.config, strict=s.config_validate) if s.config else None)
         self.processor = Processor(engine, s.key_by, s.output_codec)
-        self.app = app = faust.App(
+        self.app = app = _App(
             s.app_id,
             broker=s.broker,
             store=s.store,
@@ -256,7 +271,7 @@ class Loopwatch:
         app.task(self._on_start)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
-        app.on_before_shutdown.connect(self._on_shutdown)
+        app.before_stop = self._on_shutdown
 
     # ------------------------------------------------------------------ events
 
@@ -409,6 +424,8 @@ class Loopwatch:
         partition. Raises ``RuntimeError`` (and crashes the app) if not.
         """
         async with self._out_lock:
+            if self._out is None and self.app.should_stop:
+                raise RuntimeError("the worker is stopping")
             if self._out is None:
                 for topic in (self.verdicts, self.loop_events, self.dead_letters):
                     await topic.maybe_declare()
@@ -422,10 +439,13 @@ class Loopwatch:
                     max_batch_size=s.producer_max_batch_size,
                     max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
                 await producer.start()
-                self._out_producer = producer
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
                            self._rekey_topic]
-                counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
+                try:
+                    counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
+                except BaseException:
+                    await producer.stop()
+                    raise
                 wrong = {name: counts[name] for name in self.settings.input_topics
                          if counts[name] != self.settings.partitions}
                 if wrong:
@@ -434,10 +454,10 @@ class Loopwatch:
                         f"({self.settings.partitions}, the state table's): "
                         + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
                     log.error("loopwatch: %s", error)
-                    self._out_producer = None
                     await producer.stop()
                     await self.app.crash(error)
                     raise error
+                self._out_producer = producer
                 self._out = Outputs(producer, {name: counts[name] for name in outputs})
             return self._out
 

@@ -161,8 +161,12 @@ class InputReader:
                     await self._handler(list(records.items()), epoch)
                 else:
                     self._fetch_again(consumer, records, epoch)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # stop()
+            log.error("loopwatch: reading the input partitions failed: %r", exc)  # not ours: never die silently
+            await self._on_error(exc)
         except Exception as exc:
             log.exception("loopwatch: reading the input partitions failed: %r", exc)
             await self._on_error(exc)

@@ -22,6 +22,7 @@ deletes and offsets go straight to the partition's database (see
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any, Iterable, Set
 
 import faust
@@ -70,11 +71,13 @@ class StateTable(faust.Table):
         current event and goes through Faust's per-message send buffer, this
         writes the keys of a whole batch of events, straight to the producer.
 
-        The local store is written at once, before the acknowledgement (as
-        Faust does): after a crash a RocksDB database may hold a state the
-        changelog lacks. That is safe here because a checkpoint writes a state
-        only once every verdict of its events was acknowledged (see
-        :mod:`streams.app`).
+        The memory store is written at once. A RocksDB database is written
+        only when the broker has acknowledged the changelog record (with the
+        changelog offset, in the same callback): a database is never ahead of
+        the changelog, so a restart from it and another worker restoring the
+        changelog hold the same states. Until then ``get`` returns the older
+        value (the worker reads the table only after its checkpoint is
+        acknowledged).
         """
         producer = await self.app.maybe_start_producer()
         send = producer.send
@@ -82,20 +85,27 @@ class StateTable(faust.Table):
         data, partitions, persisted = self.data, self.key_partitions, self._persisted
         futures = []
         for key, value, partition in items:
-            db = self._partition_db(partition)
-            if db is None:
+            rocks = self._partition_db(partition) is not None
+            if not rocks:
                 data[key] = value
                 # Faust internals: the memory store's key -> partition map, by which it
                 # forgets the keys of partitions no longer assigned after a rebalance
                 data._key_partition[key] = partition
-            else:  # raw bytes key and value: what Store._set would write, in the right database
-                db.put(key, value)
-                data._key_index[key] = partition
             partitions[key] = partition
             future = await send(topic, key, value, partition, None, None)
+            if rocks:
+                future.add_done_callback(functools.partial(self._put_acknowledged, key, value, partition))
             future.add_done_callback(persisted)
             futures.append(future)
         return futures
+
+    def _put_acknowledged(self, key: bytes, value: bytes, partition: int, future: asyncio.Future) -> None:
+        # runs before _persisted (callbacks run in the order added): the value, then its offset
+        if future.cancelled() or future.exception() is not None:
+            return
+        # raw bytes key and value: what Store._set would write, in the right database
+        self._partition_db(partition).put(key, value)
+        self.data._key_index[key] = partition
 
     def _persisted(self, future: asyncio.Future) -> None:
         # What Table._on_changelog_sent does for a FutureMessage: keep the changelog

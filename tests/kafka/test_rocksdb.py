@@ -130,8 +130,11 @@ def test_state_survives_a_restart_in_the_rocksdb_store_alone(kafka_bootstrap, tm
 
 
 @pytest.mark.timeout(170)
-def test_a_rocksdb_worker_killed_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path):
-    """kill -9 while events flow and checkpoints write the databases; a restart continues from them."""
+@pytest.mark.parametrize("stop", ["kill", "stop"], ids=["kill-9", "sigterm"])
+def test_a_rocksdb_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path,
+                                                                                     stop):
+    """kill -9, or SIGTERM (Faust closes the databases while it stops: the worker must stop reading and
+    checkpoint before), while events flow and checkpoints write the databases; a restart continues from them."""
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, store="rocksdb://")
@@ -146,7 +149,7 @@ def test_a_rocksdb_worker_killed_mid_stream_loses_nothing_and_applies_nothing_tw
         worker.wait_ready()
         producing.start()
         assert asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, 900, 60)) >= 900
-        worker.kill()
+        getattr(worker, stop)()
         killed_at = asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, len(events), 3))
         sources = producing.join(60)
         databases = _databases(Path(settings.data_dir.replace("{app_id}", settings.app_id)))
