@@ -101,13 +101,11 @@ committing, drops its cache and pending offsets; the next owner skips what
 that checkpoint covered (1) and re-applies the rest (2). A batch fetched
 before a rebalance is dropped unhandled (its records come again). A graceful
 stop runs a last full checkpoint, committed, so a restart re-sends nothing. A
-batch cut short (cancelled, or a send that failed) leaves states that may hold
-events without a published verdict: no checkpoint runs after it, a stop skips
-its final checkpoint, and the next batch (or assignment) drops the in-memory
-states and seeks to the committed offsets, so those events are applied again
-from the last checkpoint. A failed checkpoint (a send or write not
-acknowledged) crashes the worker: the in-memory states are ahead of the table,
-and a restart resumes from the last checkpoint.
+batch that fails half-way (a send refused) leaves states that may hold events
+without a published verdict: it crashes the worker, and no checkpoint runs
+after it, not even the stop's. A failed checkpoint (a send or write not
+acknowledged) crashes the worker too. Either way the in-memory states are
+ahead of the table, and a restart resumes from the last checkpoint.
 
 Cost: per event, no broker round trip and no state encoding on the verdict
 path; per checkpoint, one encoding per dirty key and one changelog round trip.
@@ -241,7 +239,7 @@ class Loopwatch:
         self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
         self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
         self._failed: BaseException | None = None
-        self._tainted = False  # a batch was cut short: in-memory states are not fit to checkpoint
+        self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
         self._out_producer: AIOKafkaProducer | None = None
@@ -251,7 +249,6 @@ class Loopwatch:
         self._dead_letters_topic = s.dead_letters_topic
         self._rekey_topic = self.rekey.get_topic_name()
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
-        self._positions: dict[tuple[str, int], int] = {}  # input (topic, partition) -> last offset seen
         self._metrics_started = False
         self._gc_full_at = time.monotonic()
         self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
@@ -264,7 +261,6 @@ class Loopwatch:
             self._bootstrap, self._on_batch, self._ready, self.app.crash,
             client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
             max_poll_records=s.max_poll_records)
-        self._committed: dict[Any, int] = {}  # assigned input TP -> committed offset (next to read)
         app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
         app.timer(_GAUGE_INTERVAL_S, name=f"{s.app_id}.gauges")(self._update_gauges)
         app.timer(s.expiry_interval_s, name=f"{s.app_id}.expire")(self._expire_idle)
@@ -278,35 +274,30 @@ class Loopwatch:
     async def _on_batch(self, batch: Batch, epoch: int) -> None:
         """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it.
 
-        A batch fetched before a rebalance or a seek (its ``epoch`` is not the
-        reader's) is dropped: its records come again, or are another
-        worker's. After a batch was cut short, the next one is dropped too and
-        the partitions are read again from the last checkpoint.
+        A batch fetched before a rebalance (its ``epoch`` is not the reader's)
+        is dropped: its records come again, or are another worker's. Raises
+        what a send raises, after marking the states unfit to checkpoint: the
+        reader then crashes the worker.
         """
         out = self._out or await self._open_outputs()
         async with self._lock:
-            if epoch != self._reader.epoch or self._failed is not None:
-                return
-            if self._tainted:
-                await self._back_to_checkpoint()
+            if epoch != self._reader.epoch or self._failed is not None or self._tainted:
                 return
             now = time.monotonic()
-            handled, positions, rekey = self._handled, self._positions, self._rekey_topic
+            handled, rekey = self._handled, self._rekey_topic
             try:
                 for tp, records in batch:
                     topic, partition = tp.topic, tp.partition
                     handle = self._handle_rekeyed if topic == rekey else self._handle_input
                     for record in records:
                         handle(topic, partition, record, now)
-                    last = records[-1].offset
-                    handled[tp] = positions[(topic, partition)] = last
+                    handled[tp] = records[-1].offset
                     self._since_snapshot += len(records)
                 if out:
                     self._outputs.extend(await out.send())
             except BaseException:
-                # Cut short (cancelled at a stop or rebalance, or a send failed): states may hold
-                # events whose verdicts were never handed to the producer. No checkpoint may
-                # write or commit them (see _back_to_checkpoint).
+                # States may hold events whose verdicts were never handed to the producer:
+                # no checkpoint may write or commit them (the worker stops, see the module docstring).
                 self._tainted = True
                 raise
             self._observe_latencies()
@@ -316,19 +307,6 @@ class Loopwatch:
                 if checkpoint is not None and not checkpoint.done():
                     await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
                 self._start_checkpoint()
-
-    async def _back_to_checkpoint(self) -> None:
-        """After a batch was cut short: forget what is not checkpointed; read again from the committed offsets.
-
-        The table holds the states of the last checkpoint and the committed
-        offsets are that checkpoint's, so the events after it are applied
-        again (their verdicts, if published, again byte for byte). Lock held.
-        """
-        log.warning("loopwatch: a batch was cut short; resuming from the last checkpoint")
-        await self._wait_checkpoint()
-        self._drop()
-        self._tainted = False
-        self._reader.seek(self._committed)
 
     def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
         key, raw = record.key, record.value
@@ -520,9 +498,7 @@ class Loopwatch:
             raise
         # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
         if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
-            offsets = {tp: offset + 1 for tp, offset in handled.items()}
-            if await self.app.consumer.commit_offsets(offsets) and self.app.consumer_generation_id == generation:
-                self._committed.update(offsets)
+            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
         metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
         self._tend_gc()
 
@@ -563,7 +539,7 @@ class Loopwatch:
         """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
         await self._wait_checkpoint()
         if self._tainted:
-            log.warning("loopwatch: no final checkpoint (a batch was cut short): the events since the last "
+            log.warning("loopwatch: no final checkpoint (a batch failed half-way): the events since the last "
                         "checkpoint are applied again after it, their verdicts published again")
             return
         if self._failed is None and (self._handled or self._outputs or self._dirty):
@@ -602,7 +578,6 @@ class Loopwatch:
                 log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
             self._drop()
             self._reader.revoke()
-            self._committed = {}
 
     async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
         """New assignment: read its input partitions here, from their committed offsets, once recovered."""
@@ -611,7 +586,6 @@ class Loopwatch:
         async with self._lock:
             await self._wait_checkpoint()
             self._drop()  # the table is the truth
-            self._tainted = False
             self._reader.revoke()
             await consumer.stop_fetching(mine)
             generation = self.app.consumer_generation_id
@@ -629,7 +603,6 @@ class Loopwatch:
                     log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
                     await asyncio.sleep(_OFFSET_RETRY_S)
             await self._reader.start()
-            self._committed = committed
             self._reader.assign(committed)
 
     def _ready(self, tp: Any) -> bool:
@@ -672,10 +645,8 @@ class Loopwatch:
 
     async def _update_gauges(self) -> None:
         metrics.ACTIVE_KEYS.set(self._active_key_count())
-        for (topic, partition), offset in list(self._positions.items()):
-            highwater = self._reader.highwater(topic, partition)
-            if highwater is not None:
-                metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, highwater - offset - 1))
+        for (topic, partition), lag in (await self._reader.lags()).items():
+            metrics.CONSUMER_LAG.labels(topic, str(partition)).set(lag)
 
     async def _expire_idle(self) -> None:
         """Delete keys idle for ``state_ttl_s`` (OpenClaw's idle prune), with changelog tombstones."""

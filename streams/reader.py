@@ -141,6 +141,19 @@ class InputReader:
         except Exception:  # not assigned
             return None
 
+    async def lags(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): records between the fetch position and the high watermark}``, assigned ones known."""
+        consumer, lags = self._consumer, {}
+        for tp in consumer.assignment() if consumer is not None else ():
+            highwater = self.highwater(tp.topic, tp.partition)
+            if highwater is None:
+                continue
+            try:
+                lags[(tp.topic, tp.partition)] = max(0, highwater - await consumer.position(tp))
+            except Exception:  # unassigned meanwhile
+                continue
+        return lags
+
     def _live(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             raise RuntimeError("InputReader is not started")
