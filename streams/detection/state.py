@@ -29,7 +29,7 @@ MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
 MAX_PENDING_CALLS = 64  # deferred or blocked calls remembered per state
 MAX_RUNS = 64  # run states kept per partition key; the oldest idle ones go first
 
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
 
 
 def hash_key(full_hash: str) -> str:
@@ -54,7 +54,7 @@ class CallRecord:
     """
 
     __slots__ = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key",
-                 "unknown_tool", "ref", "_row")
+                 "unknown_tool", "ref", "_packed")
 
     def __init__(self, tool: str, args_hash: str | None, call_id: str | None, run_id: str | None,
                  result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None,
@@ -68,7 +68,7 @@ class CallRecord:
         self.result_key = result_key if result_key is not None or result_hash is None else hash_key(result_hash)
         self.unknown_tool = unknown_tool
         self.ref = ref
-        self._row: list | None = None  # serialised form, built once (records rarely change)
+        self._packed: bytes | None = None  # serialised form, built once (records rarely change)
 
     def set_result(self, result_hash: str, unknown_tool: str | None, ref: Any = None) -> None:
         """Attach an outcome to this pending record (Spec §3 step 6).
@@ -82,18 +82,18 @@ class CallRecord:
         self.call_id = None
         if self.ref is None:
             self.ref = ref
-        self._row = None
+        self._packed = None
 
-    def row(self) -> list:
-        """``[args key, call id, result key, unknown tool, ref]`` with keys as raw bytes (cached)."""
-        row = self._row
-        if row is None:
-            row = self._row = [
-                bytes.fromhex(self.args_key[len(self.tool) + 1:]), self.call_id,
+    def packed(self) -> bytes:
+        """The msgpack of ``[tool, args key, call id, result key, unknown tool, ref]``, keys as raw bytes (cached)."""
+        packed = self._packed
+        if packed is None:
+            packed = self._packed = _packb([
+                self.tool, bytes.fromhex(self.args_key[len(self.tool) + 1:]), self.call_id,
                 _pack_hash(self.result_key) if self.result_key is not None else None,
                 self.unknown_tool, self.ref,
-            ]
-        return row
+            ])
+        return packed
 
     _IDENTITY = ("tool", "args_key", "call_id", "run_id", "result_key", "unknown_tool", "ref")
     _SHOWN = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key", "unknown_tool", "ref")
@@ -251,7 +251,7 @@ class SessionState:
     # -------------------------------------------------------------- serialisation
 
     def to_bytes(self, full_result_min_calls: int = 1) -> bytes:
-        """Compact msgpack form: hash keys as raw bytes, tool names and run ids in tables.
+        """Compact msgpack form: hash keys as raw bytes, run ids in a table.
 
         Arguments:
             full_result_min_calls: a call's result hash can only be printed (in a
@@ -260,17 +260,23 @@ class SessionState:
                 effect (:attr:`OpenClawConfig.smallest_warning_threshold`) so
                 calls seen fewer times keep only their 128-bit key. 1 keeps all.
 
-        Layout: ``[2, tools, run_ids, tool_of_record, run_of_record,
-        rows, full_args, full_results, warning_buckets, runs, calls,
-        last_offsets]`` where ``rows[i]`` is :meth:`CallRecord.row` and
+        Layout (format 3): ``[3, run_ids, run_of_record, rows, full_args,
+        full_results, warning_buckets, runs, calls, last_offsets]`` where
+        ``rows[i]`` is ``[tool, args key, call id, result key, unknown tool,
+        ref]`` (:meth:`CallRecord.packed`, encoded once per record: a state is
+        re-encoded at every checkpoint that follows a change, and its history
+        is the bulk of it), ``run_of_record`` is None when every record has
+        ``run_ids[0]`` (the usual case with run keys), and
         ``full_args``/``full_results`` map a record index to the second half of
         its full hash.
         """
         history = self.history
-        tools: dict[str, int] = {}
         run_ids: dict[str | None, int] = {}
-        tool_of = [tools.setdefault(r.tool, len(tools)) for r in history]
-        run_of = [run_ids.setdefault(r.run_id, len(run_ids)) for r in history]
+        for record in history:
+            if record.run_id not in run_ids:
+                run_ids[record.run_id] = len(run_ids)
+        single_run = len(run_ids) <= 1
+        run_of = None if single_run else [run_ids[r.run_id] for r in history]
 
         # Full hashes only where a verdict can print them: the args hash of each
         # run's newest record (ping-pong's paired signature) and the result hash
@@ -280,30 +286,40 @@ class SessionState:
         # replaces them. The rest keep 128-bit keys.
         full_args: dict[int, bytes] = {}
         full_results: dict[int, bytes] = {}
-        single_run = len(run_ids) <= 1
         if single_run:  # the usual case with run keys: groups are args keys, counted already
-            calls_per_key: dict[Any, int] = self.args_counts
+            if history and history[-1].args_hash is not None:
+                full_args[len(history) - 1] = bytes.fromhex(history[-1].args_hash[-32:])
+            frequent = {key for key, count in self.args_counts.items() if count >= full_result_min_calls}
+            for index in range(len(history) - 1, -1, -1) if frequent else ():
+                r = history[index]
+                if r.result_key is None or r.args_key not in frequent:
+                    continue
+                frequent.discard(r.args_key)
+                if r.result_hash is not None:
+                    full_results[index] = bytes.fromhex(r.result_hash[-32:])
+                if not frequent:
+                    break
         else:
-            calls_per_key = {}
+            calls_per_key: dict[Any, int] = {}
             for r in history:
                 group = (r.run_id, r.args_key)
                 calls_per_key[group] = calls_per_key.get(group, 0) + 1
-        newest_of_run: set[str | None] = set()
-        newest_result: set[Any] = set()
-        for index in range(len(history) - 1, -1, -1):
-            r = history[index]
-            if r.run_id not in newest_of_run:
-                newest_of_run.add(r.run_id)
-                if r.args_hash is not None:
-                    full_args[index] = bytes.fromhex(r.args_hash[-32:])
-            if r.result_key is None:
-                continue
-            group = r.args_key if single_run else (r.run_id, r.args_key)
-            if group in newest_result:
-                continue
-            newest_result.add(group)
-            if r.result_hash is not None and calls_per_key[group] >= full_result_min_calls:
-                full_results[index] = bytes.fromhex(r.result_hash[-32:])
+            newest_of_run: set[str | None] = set()
+            newest_result: set[Any] = set()
+            for index in range(len(history) - 1, -1, -1):
+                r = history[index]
+                if r.run_id not in newest_of_run:
+                    newest_of_run.add(r.run_id)
+                    if r.args_hash is not None:
+                        full_args[index] = bytes.fromhex(r.args_hash[-32:])
+                if r.result_key is None:
+                    continue
+                group = (r.run_id, r.args_key)
+                if group in newest_result:
+                    continue
+                newest_result.add(group)
+                if r.result_hash is not None and calls_per_key[group] >= full_result_min_calls:
+                    full_results[index] = bytes.fromhex(r.result_hash[-32:])
         runs = {
             key: [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
                   [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
@@ -313,27 +329,35 @@ class SessionState:
             key: [c.tool, _pack_hash(c.args_hash[len(c.tool) + 1:]), c.run_id, c.profile, int(c.blocked)]
             for key, c in self.calls.items()
         }
-        doc = [_FORMAT_VERSION, list(tools), list(run_ids), tool_of, run_of, [r.row() for r in history],
-               full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets]
-        return _packb(doc)
+        return b"".join((
+            _HEAD, _packb(list(run_ids)), _packb(run_of), _array_header(len(history)),
+            *[r.packed() for r in history],
+            _packb([full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets])[1:],
+        ))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SessionState":
-        """Inverse of :meth:`to_bytes`. Raises ``ValueError`` for an unknown format."""
+        """Inverse of :meth:`to_bytes` (also reads format 2). Raises ``ValueError`` for an unknown format."""
         doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        if not isinstance(doc, list) or not doc or doc[0] != _FORMAT_VERSION:
+        if not isinstance(doc, list) or not doc or doc[0] not in (2, _FORMAT_VERSION) or len(doc) != (
+                12 if doc[0] == 2 else 10):
             raise ValueError("not a loopwatch session state (unknown format version)")
-        (_, tools, run_ids, tool_of, run_of, rows, full_args, full_results,
-         buckets, runs, calls, offsets) = doc
+        if doc[0] == 2:  # rows without their tool: [args key, call id, result key, unknown tool, ref]
+            _, tools, run_ids, tool_of, run_of, rows, *rest = doc
+            rows = [[tools[tool_of[index]], *row] for index, row in enumerate(rows)]
+        else:
+            _, run_ids, run_of, rows, *rest = doc
+        full_args, full_results, buckets, runs, calls, offsets = rest
         state = cls()
-        for index, (args_bin, call_id, result_bin, unknown, ref) in enumerate(rows):
-            tool = tools[tool_of[index]]
+        history = state.history
+        for index, (tool, args_bin, call_id, result_bin, unknown, ref) in enumerate(rows):
             args_key = tool + ":" + args_bin.hex()
             result_key = _unpack_hash(result_bin) if result_bin is not None else None
             tail = full_args.get(index)
             result_tail = full_results.get(index)
-            state.history.append(CallRecord(
-                tool, args_key + tail.hex() if tail is not None else None, call_id, run_ids[run_of[index]],
+            history.append(CallRecord(
+                tool, args_key + tail.hex() if tail is not None else None, call_id,
+                run_ids[run_of[index] if run_of is not None else 0],
                 result_key + result_tail.hex() if result_tail is not None else None, unknown, ref,
                 args_key=args_key, result_key=result_key,
             ))
@@ -351,6 +375,8 @@ class SessionState:
 
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+_array_header = msgpack.Packer().pack_array_header
+_HEAD = _array_header(10) + _packb(_FORMAT_VERSION)
 
 
 # Hex digests and keys (64 or 32 lower-case hex chars, optionally "error:"-prefixed)

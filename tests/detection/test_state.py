@@ -128,7 +128,7 @@ def test_round_trip_keeps_printable_hashes(engine):
 def test_empty_state_round_trip():
     empty = SessionState()
     assert SessionState.from_bytes(empty.to_bytes()) == empty
-    assert msgpack.unpackb(empty.to_bytes()) == [2, [], [], [], [], [], {}, {}, {}, {}, {}, {}]
+    assert msgpack.unpackb(empty.to_bytes()) == [3, [], None, [], {}, {}, {}, {}, {}, {}]
 
 
 def test_hex_digests_travel_as_raw_bytes(engine):
@@ -156,14 +156,51 @@ def test_hex_looking_identifiers_round_trip():
     assert restored.calls[hex64].run_id == hex32
 
 
+def test_format_2_states_still_load():
+    # Format 2 (before tools moved into the rows): tools and the tool of each record in tables.
+    args, result = "ab" * 32, "cd" * 32
+    doc = [2, ["read", "exec"], ["r1"], [0, 1], [0, 0],
+           [[bytes.fromhex(args[:32]), None, bytes.fromhex(result[:32]), None, ["e1", 0, 4]],
+            [bytes.fromhex(args[:32]), "c2", None, None, None]],
+           {1: bytes.fromhex(args[32:])}, {0: bytes.fromhex(result[32:])}, {"k": 2},
+           {"r1": [1, 3, 0, 0, []]}, {"c2": ["exec", bytes.fromhex(args), "r1", 0, 0]}, {"in-0": 9}]
+    state = SessionState.from_bytes(msgpack.packb(doc, use_bin_type=True))
+    assert [(r.tool, r.args_key, r.args_hash, r.call_id, r.run_id, r.result_key, r.result_hash, r.ref)
+            for r in state.history] == [
+        ("read", "read:" + args[:32], None, None, "r1", result[:32], result, ["e1", 0, 4]),
+        ("exec", "exec:" + args[:32], "exec:" + args, "c2", "r1", None, None, None),
+    ]
+    assert state.args_counts == {"read:" + args[:32]: 1, "exec:" + args[:32]: 1}
+    assert state.warning_buckets == {"k": 2} and state.last_offsets == {"in-0": 9}
+    assert state.runs == {"r1": RunState(True, 3)}
+    assert state.calls == {"c2": PendingCall("exec", "exec:" + args, "r1", 0, False)}
+    # written again in the current format, read back the same
+    assert SessionState.from_bytes(state.to_bytes()) == state
+    assert msgpack.unpackb(state.to_bytes(), strict_map_key=False)[0] == 3
+
+
+def test_single_run_keeps_full_result_hashes_of_frequent_calls_only():
+    state = SessionState()
+    h = ["%02x" % n * 32 for n in range(5)]
+    for args, result in ((h[0], h[1]), (h[0], h[2]), (h[3], h[4]), (h[0], None)):
+        state.append(CallRecord("read", "read:" + args, None, "r1", result), 30)
+    restored = SessionState.from_bytes(state.to_bytes(full_result_min_calls=3))
+    # read h0 was called 3 times: the newest resulted record keeps its full hash; h3 once: key only
+    assert [r.result_hash for r in restored.history] == [None, h[2], None, None]
+    assert [r.result_key for r in restored.history] == [h[1][:32], h[2][:32], h[4][:32], None]
+    assert [r.args_hash for r in restored.history] == [None, None, None, "read:" + h[0]]  # the run's newest
+    assert msgpack.unpackb(state.to_bytes(), strict_map_key=False)[2] is None  # one run: no run index per record
+
+
 @pytest.mark.parametrize("doc", [
+    [4, [], [], {}, {}, {}, {}],
     [3, [], [], {}, {}, {}, {}],
     [0],
     [],
     {},
     "state",
     None,
-], ids=["version-3", "version-0", "empty-list", "map", "string", "nil"])
+], ids=["version-4", "version-3-short", "version-0", "empty-list", "map", "string", "nil"])
 def test_unknown_format_version_raises(doc):
     with pytest.raises(ValueError, match=r"^not a loopwatch session state \(unknown format version\)$"):
         SessionState.from_bytes(msgpack.packb(doc))
