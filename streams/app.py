@@ -152,7 +152,7 @@ log = logging.getLogger(__name__)
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
-_ENCODE_SLICE = 25  # states encoded by a checkpoint between two pauses (~2-3 ms)
+_ENCODE_SLICE = 100  # states encoded by a checkpoint between two pauses (~2 ms)
 _ENCODE_PAUSE_S = 0.0005
 
 
@@ -242,7 +242,8 @@ class Loopwatch:
         self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
-        self._out_producer: AIOKafkaProducer | None = None
+        self._states_out: Outputs | None = None  # the changelog's, opened with _out
+        self._producers: tuple[AIOKafkaProducer, ...] = ()
         self._out_lock = asyncio.Lock()
         self._verdicts_topic = s.verdicts_topic
         self._loop_events_topic = s.loop_events_topic
@@ -407,22 +408,17 @@ class Loopwatch:
             if self._out is None:
                 for topic in (self.verdicts, self.loop_events, self.dead_letters):
                     await topic.maybe_declare()
-                # A producer of their own (own connection): a checkpoint's state writes go
-                # through Faust's, and aiokafka has one produce request in flight per broker
-                # connection, so verdicts would otherwise wait behind them.
-                s = self.settings
-                producer = AIOKafkaProducer(
-                    bootstrap_servers=self._bootstrap, client_id=f"{s.app_id}-outputs",
-                    acks="all" if s.producer_acks == -1 else s.producer_acks, linger_ms=s.producer_linger_ms,
-                    max_batch_size=s.producer_max_batch_size,
-                    max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
-                await producer.start()
+                # Two producers of the worker's own (own connections): aiokafka has one produce
+                # request in flight per broker connection, so verdicts would otherwise wait
+                # behind a checkpoint's state writes.
+                producer = await self._new_producer("outputs")
+                states = await self._new_producer("states")
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
                            self._rekey_topic]
                 try:
                     counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
                 except BaseException:
-                    await producer.stop()
+                    await _stop(producer, states)
                     raise
                 wrong = {name: counts[name] for name in self.settings.input_topics
                          if counts[name] != self.settings.partitions}
@@ -432,12 +428,23 @@ class Loopwatch:
                         f"({self.settings.partitions}, the state table's): "
                         + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
                     log.error("loopwatch: %s", error)
-                    await producer.stop()
+                    await _stop(producer, states)
                     await self.app.crash(error)
                     raise error
-                self._out_producer = producer
+                self._producers = (producer, states)
+                self._states_out = Outputs(states, {self.table.changelog_topic.get_topic_name(): self.settings.partitions})
                 self._out = Outputs(producer, {name: counts[name] for name in outputs})
             return self._out
+
+    async def _new_producer(self, name: str) -> AIOKafkaProducer:
+        s = self.settings
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap, client_id=f"{s.app_id}-{name}",
+            acks="all" if s.producer_acks == -1 else s.producer_acks, linger_ms=s.producer_linger_ms,
+            max_batch_size=s.producer_max_batch_size,
+            max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
+        await producer.start()
+        return producer
 
     # ------------------------------------------------------------- checkpoints
 
@@ -491,7 +498,7 @@ class Loopwatch:
             if outputs:
                 await asyncio.gather(*outputs)  # (a) every record published so far acknowledged
             if writes:
-                await asyncio.gather(*await self.table.put_many(writes))  # (b) the states acknowledged
+                await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 self._fail(exc)
@@ -619,9 +626,8 @@ class Loopwatch:
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
             self._drop()
-            producer, self._out_producer, self._out = self._out_producer, None, None
-            if producer is not None:
-                await producer.stop()
+            producers, self._producers, self._out, self._states_out = self._producers, (), None, None
+            await _stop(*producers)
 
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
@@ -653,9 +659,11 @@ class Loopwatch:
         async with self._lock:
             if self._checkpoint is not None and not self._checkpoint.done():
                 return  # its state writes must not land after a tombstone: next time
-            if self.app.rebalancing or self._tainted:
+            if self.app.rebalancing or self._tainted or self._states_out is None:
                 return  # partitions are moving: next time
             self._expire_idle_now()
+            # the next checkpoint waits for the tombstones too (a failure stops the worker)
+            self._outputs.extend(await self.table.send(self._states_out))
 
     def _expire_idle_now(self) -> None:
         now = time.monotonic()
@@ -670,7 +678,7 @@ class Loopwatch:
             seen = last_seen.setdefault(key, now)  # recovered keys: idle since now
             if now - seen < ttl:
                 continue
-            self.table.expire(key, partition)
+            self.table.expire(key, partition, self._states_out)  # type: ignore[arg-type]
             self._cache.pop(key, None)
             self._last_seen.pop(key, None)
             if self._out is not None:
@@ -693,6 +701,11 @@ async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0
         if time.monotonic() > deadline:
             raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
         await asyncio.sleep(0.1)
+
+
+async def _stop(*producers: AIOKafkaProducer) -> None:
+    for producer in producers:
+        await producer.stop()
 
 
 def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:

@@ -67,12 +67,16 @@ class Outputs:
             known.pop(key, None)
 
     def add(self, topic: str, key: bytes | None, value: bytes, fallback: int = 0) -> None:
-        """Queue one record for ``topic``, at the partition of ``key`` (see :meth:`partition`).
+        """Queue one record for ``topic``, at the partition of ``key`` (see :meth:`partition`)."""
+        self.add_to(topic, self.partition(topic, key, fallback), key, value)
+
+    def add_to(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        """Queue one record for ``partition`` of ``topic`` (``value`` None: a tombstone).
 
         A record larger than the producer's batch size goes alone in its batch
         (the broker refuses it only beyond its ``message.max.bytes``).
         """
-        slot = (topic, self.partition(topic, key, fallback))
+        slot = (topic, partition)
         builder = self._builders.get(slot)
         if builder is not None:
             if builder.append(key=key, value=value, timestamp=None) is not None:
@@ -85,13 +89,21 @@ class Outputs:
         return bool(self._builders or self._full)
 
     async def send(self) -> list[asyncio.Future]:
+        """Submit every queued batch; their futures (resolved when acknowledged). See :meth:`send_batches`."""
+        return [future for _, _, future in await self.send_batches()]
+
+    async def send_batches(self) -> list[tuple[tuple[str, int], int, asyncio.Future]]:
         """Submit every queued batch, in the order their records were added per partition.
 
-        Returns their futures (resolved when acknowledged). Waits while the
-        producer still holds an unsent batch for the same partition (back-pressure).
+        Returns ``((topic, partition), record count, future)`` per batch; the
+        future resolves to the batch's ``RecordMetadata`` when acknowledged
+        (its ``offset`` is the batch's first record's: the n-th record added
+        is at ``offset + n``). Waits while the producer still holds an unsent
+        batch for the same partition (back-pressure).
         """
         ready, self._full = self._full, []
         ready.extend(self._builders.items())
         self._builders = {}
         send_batch = self._producer.send_batch
-        return [await send_batch(builder, topic, partition=partition) for (topic, partition), builder in ready]
+        return [(slot, builder.record_count(), await send_batch(builder, slot[0], partition=slot[1]))
+                for slot, builder in ready]

@@ -29,6 +29,8 @@ import faust
 from faust.stores import rocksdb as rocksdb_store  # imports without the bindings too
 from faust.types import TP
 
+from .outputs import Outputs
+
 __all__ = ["StateTable"]
 
 
@@ -44,6 +46,7 @@ class StateTable(faust.Table):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.key_partitions: dict[bytes, int] = {}
+        self._tombstones: dict[int, list[tuple[bytes, None]]] = {}  # partition -> queued by expire, not sent
 
     def _partition_db(self, partition: int) -> Any:
         """The RocksDB database of changelog ``partition``, or None for another store.
@@ -63,61 +66,94 @@ class StateTable(faust.Table):
             return None
         return store._db_for_partition(partition)
 
-    async def put_many(self, items: Iterable[tuple[bytes, bytes, int]]) -> list[asyncio.Future]:
+    async def put_many(self, items: Iterable[tuple[bytes, bytes, int]], out: Outputs) -> list[asyncio.Future]:
         """Set each ``(key, value, partition)`` and send its changelog record to ``partition``.
 
-        Returns the sends' futures (resolved when the broker acknowledged them).
-        Unlike ``table[key] = value``, which takes the partition of the stream's
-        current event and goes through Faust's per-message send buffer, this
-        writes the keys of a whole batch of events, straight to the producer.
+        Arguments:
+            items: the writes, in order (a key's later write wins).
+            out: the batches of the producer that writes the changelog; every
+                changelog record goes through it (:meth:`expire` too), so a
+                key's records reach the changelog in the order written.
+        Returns the futures of the changelog batches (resolved when the broker
+        acknowledged them). Unlike ``table[key] = value``, which takes the
+        partition of the stream's current event and sends one record at a
+        time, this writes the keys of a whole checkpoint, one producer batch
+        per partition.
 
         The memory store is written at once. A RocksDB database is written
-        only when the broker has acknowledged the changelog record (with the
+        only when the broker has acknowledged the changelog batch (with the
         changelog offset, in the same callback): a database is never ahead of
         the changelog, so a restart from it and another worker restoring the
         changelog hold the same states. Until then ``get`` returns the older
         value (the worker reads the table only after its checkpoint is
         acknowledged).
         """
-        producer = await self.app.maybe_start_producer()
-        send = producer.send
         topic = self.changelog_topic.get_topic_name()
-        data, partitions, persisted = self.data, self.key_partitions, self._persisted
-        futures = []
+        data, partitions = self.data, self.key_partitions
+        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for key, value, partition in items:
-            rocks = self._partition_db(partition) is not None
-            if not rocks:
+            if self._partition_db(partition) is None:
                 data[key] = value
                 # Faust internals: the memory store's key -> partition map, by which it
                 # forgets the keys of partitions no longer assigned after a rebalance
                 data._key_partition[key] = partition
             partitions[key] = partition
-            future = await send(topic, key, value, partition, None, None)
-            if rocks:
-                future.add_done_callback(functools.partial(self._put_acknowledged, key, value, partition))
-            future.add_done_callback(persisted)
+            out.add_to(topic, partition, key, value)
+            pending.setdefault(partition, []).append((key, value))
+        return await self._send(out, pending)
+
+    def expire(self, key: bytes, partition: int, out: Outputs) -> None:
+        """Delete ``key`` from the local store and queue its tombstone for changelog ``partition`` in ``out``.
+
+        The tombstone is sent by the next :meth:`send` (or :meth:`put_many`) of ``out``.
+        """
+        db = self._partition_db(partition)
+        if db is None:
+            self.data.pop(key, None)
+            self.data._key_partition.pop(key, None)
+        else:
+            db.delete(key)
+            self.data._key_index.pop(key, None)
+        self.key_partitions.pop(key, None)
+        out.add_to(self.changelog_topic.get_topic_name(), partition, key, None)
+        self._tombstones.setdefault(partition, []).append((key, None))
+
+    async def send(self, out: Outputs) -> list[asyncio.Future]:
+        """Send the tombstones queued by :meth:`expire`; the futures of their batches."""
+        pending, self._tombstones = self._tombstones, {}
+        return await self._send(out, pending)
+
+    async def _send(self, out: Outputs, pending: dict[int, list[tuple[bytes, bytes | None]]]
+                    ) -> list[asyncio.Future]:
+        pending.update((partition, [*tombstones, *pending.get(partition, ())])
+                       for partition, tombstones in self._tombstones.items())  # queued first in `out`
+        self._tombstones = {}
+        futures = []
+        for (_, partition), count, future in await out.send_batches():
+            records = pending[partition]
+            batch, pending[partition] = records[:count], records[count:]
+            future.add_done_callback(functools.partial(self._acknowledged, partition, batch))
             futures.append(future)
         return futures
 
-    def _put_acknowledged(self, key: bytes, value: bytes, partition: int, future: asyncio.Future) -> None:
-        # runs before _persisted (callbacks run in the order added): the value, then its offset
-        if future.cancelled() or future.exception() is not None:
-            return
-        # raw bytes key and value: what Store._set would write, in the right database
-        self._partition_db(partition).put(key, value)
-        self.data._key_index[key] = partition
-
-    def _persisted(self, future: asyncio.Future) -> None:
-        # What Table._on_changelog_sent does for a FutureMessage: keep the changelog
-        # offset of the stored data (RocksDB writes it into the partition's database
-        # and at start reads the changelog only after it).
+    def _acknowledged(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                      future: asyncio.Future) -> None:
+        """A changelog batch is acknowledged: RocksDB gets its values, then the store its offset."""
         if future.cancelled() or future.exception() is not None:
             return
         meta = future.result()
-        if self.app.in_transaction:
-            self.app.tables.persist_offset_on_commit(self.data, meta.topic_partition, meta.offset)
-        else:
-            self.data.set_persisted_offset(meta.topic_partition, meta.offset)
+        db = self._partition_db(partition)
+        if db is not None:
+            key_index = self.data._key_index
+            for key, value in records:
+                if value is not None:  # a tombstone's key was deleted when it was queued
+                    # raw bytes key and value: what Store._set would write, in the right database
+                    db.put(key, value)
+                    key_index[key] = partition
+        # What Table._on_changelog_sent does: keep the changelog offset of the stored data
+        # (RocksDB writes it into the partition's database and at start reads the changelog
+        # only after it).
+        self.data.set_persisted_offset(meta.topic_partition, meta.offset + len(records) - 1)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         batch = list(batch)
@@ -146,16 +182,3 @@ class StateTable(faust.Table):
                 for partition, db in list(store._dbs.items()) if partition in assigned
                 for key in store._visible_keys(db)
             }
-
-    def expire(self, key: bytes, partition: int) -> None:
-        """Delete ``key`` from the local store and write its tombstone to changelog ``partition``."""
-        db = self._partition_db(partition)
-        if db is None:
-            self.data.pop(key, None)
-            self.data._key_partition.pop(key, None)
-        else:
-            db.delete(key)
-            self.data._key_index.pop(key, None)
-        self.key_partitions.pop(key, None)
-        # Table._on_changelog_sent, its callback, stores the tombstone's offset as persisted.
-        self.send_changelog(partition, key, None, value_serializer="raw")
