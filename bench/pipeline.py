@@ -309,6 +309,20 @@ async def _paced(bootstrap: str, topic: str, events: list[tuple[bytes, dict[str,
     return sent, elapsed
 
 
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process ``pid`` so far, in seconds (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_us_per_event(before: float | None, after: float | None, events: int) -> float | None:
+    return None if before is None or after is None or not events else (after - before) / events * 1e6
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -337,8 +351,11 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         t0 = time.monotonic()
         await asyncio.to_thread(processor.start)
         result["startup_s"] = time.monotonic() - t0
+        pid = processor.proc.pid if processor.proc else None
+        cpu_start = _cpu_seconds(pid)
         ids = {event["event_id"] for _, event in throughput_events}
         await collector.wait_for(ids, DRAIN_TIMEOUT_S)
+        cpu_drained = _cpu_seconds(pid)
         got = len(ids & collector.arrivals.keys())
         span = (collector.last or 0) - (collector.first or 0)
         result["throughput_outputs"] = got
@@ -346,9 +363,15 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         result["throughput_wall_s"] = (collector.last or time.monotonic()) - t0
 
         before = processor.latency_buckets()
+        cpu_paced = _cpu_seconds(pid)
         sent, elapsed = await _paced(bootstrap, processor.input, latency_events, rate)
         await collector.wait_for(set(sent), DRAIN_TIMEOUT_S)
+        cpu_end = _cpu_seconds(pid)
         after = processor.latency_buckets()
+        # CPU time of the processor per event (start-up excluded; the saturation phase's figure
+        # includes its idle wait for the last output, a few ms)
+        result["cpu_us_per_event"] = _cpu_us_per_event(cpu_start, cpu_drained, len(throughput_events))
+        result["cpu_us_per_event_paced"] = _cpu_us_per_event(cpu_paced, cpu_end, len(latency_events))
         if before is not None and after is not None:
             # the processor's own view: event ts -> verdict handed to its producer
             counts = {bound: after[bound] - before.get(bound, 0.0) for bound in after}
@@ -391,6 +414,9 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
         if r["offered"] > r["throughput_eps"]:
             print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
                   f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
+        if r.get("cpu_us_per_event") is not None and r.get("cpu_us_per_event_paced") is not None:
+            print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event']:,.0f} µs at saturation, "
+                  f"{r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
         if "inside_share" in r:
             shares = ", ".join(f"{bound} {share:.1%}" for bound, share in r["inside_share"].items())
             print(f"  {r['name']}: event ts -> verdict handed to its producer (its loopwatch_verdict_latency_seconds):"
