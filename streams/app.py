@@ -152,7 +152,9 @@ log = logging.getLogger(__name__)
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
-_ENCODE_SLICE = 100  # states encoded by a checkpoint between two pauses (~2 ms)
+# A checkpoint encodes states for this long, then pauses (events that arrived meanwhile are
+# handled): an event never waits more than a slice behind a checkpoint.
+_ENCODE_SLICE_S = 0.0005
 _ENCODE_PAUSE_S = 0.0005
 
 
@@ -469,8 +471,10 @@ class Loopwatch:
     async def _encode_snapshot(self) -> list[tuple[bytes, bytes, int]]:
         """Encode the snapshot's states not encoded yet, a slice at a time (events are handled in between)."""
         unencoded, encoded, cache, engine = self._unencoded, self._encoded, self._cache, self.processor.engine
+        clock = time.perf_counter
         while unencoded:
-            for _ in range(min(_ENCODE_SLICE, len(unencoded))):
+            until = clock() + _ENCODE_SLICE_S
+            while unencoded and clock() < until:
                 key, partition = unencoded.popitem()
                 encoded.append((key, encode_state(cache[key], engine), partition))
             # A real pause, not sleep(0): the loop then blocks in select, handles what arrived, and
@@ -496,7 +500,8 @@ class Loopwatch:
         try:
             writes = await self._encode_snapshot()
             if outputs:
-                await asyncio.gather(*outputs)  # (a) every record published so far acknowledged
+                for future in outputs:  # (a) every record published so far acknowledged
+                    await future  # (per partition they are acknowledged in order: most are done by now)
             if writes:
                 await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
         except BaseException as exc:
