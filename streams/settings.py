@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from streams.detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
+
 __all__ = ["WorkerSettings", "ENV_PREFIX", "DEFAULT_STATE_TTL_S"]
 
 ENV_PREFIX = "LOOPWATCH_"
@@ -78,9 +80,7 @@ class WorkerSettings(BaseSettings):
         None, description="OpenClaw config file (openclaw.json, JSON5) with tools.loopDetection; "
                           "unset = OpenClaw's defaults.",
     )
-    config_validate: bool = Field(
-        True, description="Validate the config file as OpenClaw does at load time (false = runtime clamping only).",
-    )
+    config_validate: bool = Field(VALIDATE_BY_DEFAULT, description=VALIDATE_DESCRIPTION)  # replay and report too
 
     # ------------------------------------------------------------------ state
     store: str = Field(

@@ -128,6 +128,45 @@ def test_replay_invalid_config_exits_2_with_openclaw_message(tmp_path):
                              "tools.loopDetection.warningThreshold must be lower than criticalThreshold.\n")
 
 
+LENIENT_ONLY = "{tools: {loopDetection: {enabled: true, warningThreshold: 2, criticalThreshold: 2}}}"  # inverted
+
+
+def test_replay_config_validate_false_loads_a_config_strict_validation_refuses(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text(LENIENT_ONLY, encoding="utf-8")
+    events = write_jsonl(tmp_path / "events.jsonl", [read_call(f"e{i}", f"call-{i}") for i in range(1, 5)])
+    refused = run("replay", "--config", str(config), str(events))
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr == ("loopwatch: invalid configuration:\n"
+                              f"{config}: tools.loopDetection.criticalThreshold: "
+                              "tools.loopDetection.warningThreshold must be lower than criticalThreshold.\n")
+    assert run("replay", "--config-validate", "true", "--config", str(config), str(events)).exit_code == 2
+
+    lenient = run("replay", "--config-validate", "false", "--config", str(config), str(events))
+    assert lenient.exit_code == 0, lenient.stderr
+    records = [json.loads(line) for line in lenient.stdout.splitlines()]
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "block"]
+    assert records[3]["detection"]["count"] == 3  # criticalThreshold raised to warning + 1, as OpenClaw does at runtime
+    clamped = tmp_path / "clamped.json"
+    clamped.write_text(LENIENT_ONLY.replace("criticalThreshold: 2", "criticalThreshold: 3"), encoding="utf-8")
+    assert lenient.stdout == run("replay", "--config", str(clamped), str(events)).stdout
+
+    from_env = CliRunner().invoke(main, ["replay", "--config", str(config), str(events)],
+                                  env={"LOOPWATCH_CONFIG_VALIDATE": "false"})
+    assert from_env.exit_code == 0 and from_env.stdout == lenient.stdout
+
+
+def test_replay_help_documents_config_validate_as_the_worker_does():
+    text = " ".join(run("replay", "--help").stdout.split())
+    assert ("--config-validate BOOLEAN Validate the config file as OpenClaw does at load time "
+            "(false = runtime clamping only). [env var: LOOPWATCH_CONFIG_VALIDATE; default: True]") in text
+    from streams.settings import WorkerSettings
+
+    field = WorkerSettings.model_fields["config_validate"]
+    assert (field.default, field.description) == (True, "Validate the config file as OpenClaw does at load time "
+                                                         "(false = runtime clamping only).")
+
+
 def test_replay_unparsable_config_exits_2(tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text("{tools: {loopDetection: {enabled: true", encoding="utf-8")

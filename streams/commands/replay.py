@@ -10,11 +10,12 @@ import click
 
 from ..codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
+from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 
-__all__ = ["replay", "config_option", "load_config_or_exit"]
+__all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit"]
 
 _PROGRESS_MIN_BYTES = 5 * 1024 * 1024  # show a progress bar above this much input
 
@@ -29,7 +30,16 @@ def config_option(func):
     )(func)
 
 
-def load_config_or_exit(path: str | None, strict: bool = True):
+def config_validate_option(func):
+    """``--config-validate BOOLEAN`` (parameter ``config_validate``): the worker's flag, same name, environment
+    variable, default and meaning, so a config the worker runs with validation off can be backtested."""
+    return click.option(
+        "--config-validate", "config_validate", type=click.BOOL, default=VALIDATE_BY_DEFAULT, show_default=True,
+        envvar="LOOPWATCH_CONFIG_VALIDATE", show_envvar=True, help=VALIDATE_DESCRIPTION,
+    )(func)
+
+
+def load_config_or_exit(path: str | None, strict: bool = VALIDATE_BY_DEFAULT):
     """``load_config(path, strict=strict)``; an invalid or unreadable file exits with status 2 and the reasons."""
     try:
         return load_config(path, strict=strict)
@@ -108,6 +118,7 @@ Examples:
 """,
 )
 @config_option
+@config_validate_option
 @click.option("--format", "fmt", default="events", show_default=True,
               type=click.Choice(["events", *sorted(FORMATS)]),
               help="Input format: loopwatch event files (JSON Lines or msgpack, sniffed), or recorded "
@@ -119,7 +130,7 @@ Examples:
               show_default=True, help="Where to write verdict records as JSON Lines ('-' = stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary on stderr; bad records are still reported.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def replay(config_path: str | None, fmt: str, key_by: str, output: str, quiet: bool,
+def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str, output: str, quiet: bool,
            files: tuple[str, ...]) -> None:
     """Run events through the detection engine and write one verdict per event.
 
@@ -136,7 +147,7 @@ def replay(config_path: str | None, fmt: str, key_by: str, output: str, quiet: b
     (events, runs, detections by detector and level, blocks, aborts) goes to
     stderr. Exit status 0, or 2 for an invalid configuration.
     """
-    engine = Engine(load_config_or_exit(config_path))
+    engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
     records = event_records(fmt, files)
     with click.open_file(output, "wb") as sink:

@@ -13,7 +13,7 @@ from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
-from .replay import config_option, event_records, load_config_or_exit, reject_folders
+from .replay import config_option, config_validate_option, event_records, load_config_or_exit, reject_folders
 
 __all__ = ["report"]
 
@@ -72,9 +72,9 @@ def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple
     return out
 
 
-def _replay(events: list[tuple[str, int, dict]], config_path: str | None, key_by: str,
+def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict: bool, key_by: str,
             bad: list[int], report_errors: bool = True) -> list[dict[str, Any]]:
-    replayer = Replayer(Engine(load_config_or_exit(config_path)), key_by=key_by)
+    replayer = Replayer(Engine(load_config_or_exit(config_path, strict=strict)), key_by=key_by)
     records = []
     for path, position, event in events:
         ref = event.get("event_id") or f"{path}:{position}"
@@ -100,6 +100,7 @@ Examples:
 """,
 )
 @config_option
+@config_validate_option
 @click.option("--format", "fmt", default="verdicts", show_default=True,
               type=click.Choice(["verdicts", "events", *_SESSION_FORMATS]),
               help="Input: verdict JSON Lines written by `loopwatch replay`; or loopwatch event files, "
@@ -116,8 +117,8 @@ Examples:
               help="Also write the report as one self-contained HTML page (summary and per-run timelines).")
 @click.option("-q", "--quiet", is_flag=True, help="No text report on stdout (with --html).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def report(config_path: str | None, fmt: str, compare_path: str | None, key_by: str, html_path: str | None,
-           quiet: bool, files: tuple[str, ...]) -> None:
+def report(config_path: str | None, config_validate: bool, fmt: str, compare_path: str | None, key_by: str,
+           html_path: str | None, quiet: bool, files: tuple[str, ...]) -> None:
     """Report the loops loop detection finds, per session and for the fleet.
 
     Per session: its runs and calls, and its detections by detector and
@@ -153,10 +154,10 @@ def report(config_path: str | None, fmt: str, compare_path: str | None, key_by: 
         result = build_report(records)
     else:
         events = _load_events(fmt, files, bad)
-        records = _replay(events, config_path, key_by, bad)
+        records = _replay(events, config_path, config_validate, key_by, bad)
         label_a = config_path or "OpenClaw defaults"
         if compare_path:
-            records_b = _replay(events, compare_path, key_by, bad, report_errors=False)
+            records_b = _replay(events, compare_path, config_validate, key_by, bad, report_errors=False)
             comparison = compare(records, records_b, label_a, compare_path)
             result = comparison.a
         else:

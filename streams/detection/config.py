@@ -30,6 +30,8 @@ from .fingerprint import js_trim
 __all__ = [
     "ConfigError",
     "LoopDetectionSettings",
+    "VALIDATE_BY_DEFAULT",
+    "VALIDATE_DESCRIPTION",
     "OpenClawConfig",
     "DEFAULTS",
     "load_config",
@@ -45,6 +47,10 @@ DEFAULT_CRITICAL_THRESHOLD = 20
 DEFAULT_UNKNOWN_TOOL_THRESHOLD = 10
 DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD = 30
 DEFAULT_WINDOW_SIZE = 3  # postCompactionGuard.windowSize, tool outcomes
+
+# ``--config-validate`` of the worker (a WorkerSettings field), replay and report: one meaning, one default
+VALIDATE_BY_DEFAULT = True
+VALIDATE_DESCRIPTION = "Validate the config file as OpenClaw does at load time (false = runtime clamping only)."
 
 _NUMERIC_KEYS = (
     "historySize",
@@ -348,7 +354,7 @@ class OpenClawConfig:
         return settings
 
 
-def load_config(path: str | Path | None, *, strict: bool = True) -> OpenClawConfig:
+def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT) -> OpenClawConfig:
     """Read an ``openclaw.json`` (JSON5) and return its loop-detection config.
 
     Arguments:

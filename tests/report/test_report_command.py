@@ -83,6 +83,34 @@ def test_invalid_config_exits_2(events_file, tmp_path):
     assert "invalid configuration" in res.stderr
 
 
+def test_config_validate_false_loads_a_config_strict_validation_refuses(events_file, sensitive_config, tmp_path):
+    lenient = tmp_path / "lenient.json"  # criticalThreshold not above warningThreshold: OpenClaw refuses it at load
+    lenient.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4, criticalThreshold: 4}}}")
+    refused = _run("--format", "events", "--config", lenient, events_file)
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr == ("loopwatch: invalid configuration:\n"
+                              f"{lenient}: tools.loopDetection.criticalThreshold: "
+                              "tools.loopDetection.warningThreshold must be lower than criticalThreshold.\n")
+    as_b = _run("--format", "events", "--config", sensitive_config, "--compare", lenient, events_file)
+    assert as_b.exit_code == 2 and "invalid configuration" in as_b.stderr
+
+    res = _run("--format", "events", "--config", lenient, "--config-validate", "false", events_file)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == f"loopwatch report: 4 sessions, 5 runs, 26 calls (config: {lenient})"
+    # criticalThreshold raised to warning + 1 (5), as OpenClaw does at runtime
+    assert "    s1.jsonl:20  exec  generic_repeat critical block  count 5" in res.stdout
+    assert "    s1.jsonl:18  exec  generic_repeat warning suppressed  count 4" in res.stdout
+    rows = [line.split() for line in res.stdout.splitlines()]
+    assert ["generic_repeat", "critical", "0", "0", "1", "0", "1"] in rows
+    assert ["generic_repeat", "warning", "1", "7", "0", "0", "8"] in rows
+
+    backtest = _run("--format", "events", "--config", sensitive_config, "--compare", lenient,
+                    "--config-validate", "false", events_file)
+    assert backtest.exit_code == 0, backtest.output
+    assert f"backtest: A = {sensitive_config}\n          B = {lenient}\n" in backtest.stdout
+    assert "events whose verdict differs: 0" in backtest.stdout.splitlines()
+
+
 def test_bad_verdict_lines_are_reported_and_skipped(tmp_path):
     f = tmp_path / "v.jsonl"
     good = {"type": "tool_call", "session_id": "s", "run_id": "r", "tool_name": "exec", "verdict": "allow",
