@@ -43,6 +43,10 @@ check (:func:`streams.detection.engine.validate_event`, the rules by which
 the worker dead-letters an event): an invalid event raises
 :class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
 instead of being dead-lettered while the caller waits out its timeout.
+An event msgpack cannot carry (an integer beyond 64 bits, a lone surrogate)
+is sent as JSON, which the worker reads too (:func:`streams.codecs.event_encoder`,
+as ``loopwatch produce`` does); one JSON cannot encode either raises
+``ValueError`` naming the event.
 
 Timeouts and send failures: fail-open or fail-closed
 ----------------------------------------------------
@@ -92,7 +96,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from .codecs import DecodeError, decode_event, encode_json, encode_msgpack
+from .codecs import DecodeError, decode_event, event_encoder
 from .detection.engine import EventError, validate_event
 from .keys import KEY_BY, partition_key
 
@@ -227,7 +231,9 @@ class LoopwatchClient:
             (fail-closed): the verdict given when none arrives in time or the
             event cannot be published (see the module docstring for the
             per-event-type table).
-        codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding.
+        codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding;
+            an event msgpack cannot carry (an integer beyond 64 bits, a lone
+            surrogate) goes as JSON, as ``loopwatch produce`` sends it.
         timeout: default seconds to wait for a verdict (send included).
         key_by: the record key of each event: ``"run"`` (default: run id, else
             session key, else session id) or ``"session"`` (session key, else
@@ -291,7 +297,7 @@ class LoopwatchClient:
         self.timeout = timeout
         self.key_by = key_by
         self.start_timeout = start_timeout
-        self._encode = encode_msgpack if codec == "msgpack" else encode_json
+        self._encode = event_encoder(codec)
         self._producer_options = dict(producer_options or {})
         self._consumer_options = dict(consumer_options or {})
         self._producer: AIOKafkaProducer | None = None
@@ -441,8 +447,9 @@ class LoopwatchClient:
             ValueError: an event the worker would dead-letter
                 (:class:`~streams.detection.EventError`: unknown ``type``, no
                 ``session_id``/``session_key``, a field of the wrong type, a
-                ``tool_result`` without ``tool_call_id``), or one the codec
-                cannot encode.
+                ``tool_result`` without ``tool_call_id``), or one neither msgpack
+                nor JSON can encode (the message names its type, event id, key
+                and tool call id).
             ClientClosedError: the client is not started, or was stopped meanwhile.
         """
         if not self._started:
@@ -461,8 +468,8 @@ class LoopwatchClient:
             event["ts"] = int(time.time() * 1000)
         try:
             value = self._encode(event)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(f"the event cannot be encoded as {self.codec}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
         wait = self.timeout if timeout is None else timeout
         started = time.monotonic()
         loop = asyncio.get_running_loop()
@@ -600,6 +607,13 @@ class LoopwatchClient:
 def _event_type(event: Any) -> Any:
     """The ``type`` of an event mapping; None for anything else (validated later)."""
     return event.get("type") if isinstance(event, Mapping) else None
+
+
+def _event_name(event: Mapping[str, Any], kind: str, key: bytes) -> str:
+    """How an error names an event, e.g. ``tool_call event 'e1' (key 'r1', tool_call_id 'c1')``."""
+    call_id = event.get("tool_call_id")
+    ids = f"key {key.decode('utf-8')!r}" + (f", tool_call_id {call_id!r}" if isinstance(call_id, str) else "")
+    return f"{kind} event {event['event_id']!r} ({ids})"
 
 
 def _resolved(loop: asyncio.AbstractEventLoop, verdict: Verdict) -> "asyncio.Future[Verdict]":

@@ -17,7 +17,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 import msgpack
 
@@ -26,6 +26,7 @@ __all__ = [
     "decode_event",
     "encode_msgpack",
     "encode_json",
+    "event_encoder",
     "read_event_file",
     "FileRecord",
 ]
@@ -78,6 +79,30 @@ def encode_msgpack(value: Any) -> bytes:
 def encode_json(value: Any) -> bytes:
     """Compact UTF-8 JSON of a JSON-like value."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def event_encoder(codec: str) -> Callable[[Any], bytes]:
+    """The event record encoder of ``codec`` (``msgpack`` or ``json``), as ``loopwatch produce`` and the
+    client use it: an event msgpack cannot carry (integers beyond 64 bits, lone surrogates) goes as
+    ASCII-escaped JSON, which :func:`decode_event` (the worker) also reads.
+
+    The encoder raises ``ValueError`` ("cannot encode the event as msgpack or JSON: <reason>") for an
+    event neither can encode (e.g. one holding a set).
+    """
+    primary = encode_msgpack if codec == "msgpack" else encode_json
+    tried = "msgpack or JSON" if codec == "msgpack" else "JSON"
+
+    def encode(event: Any) -> bytes:
+        try:
+            return primary(event)
+        except (OverflowError, TypeError, ValueError, UnicodeEncodeError):
+            pass
+        try:
+            return json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"cannot encode the event as {tried}: {exc}") from None
+
+    return encode
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from streams.client import ClientClosedError, LoopwatchClient, Verdict, verdict_
 from streams.codecs import decode_event, encode_msgpack
 from streams.detection import Engine, EventError, SessionState
 from streams.detection.engine import validate_event
-from streams.processor import DEAD_LETTER, Processor, Source
+from streams.processor import APPLIED, DEAD_LETTER, Processor, Source
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -127,17 +127,69 @@ def test_valid_events_are_what_the_engine_applies(event):
     assert "verdict" in Engine().process(event, SessionState())
 
 
-def test_an_event_the_codec_cannot_encode_is_a_value_error_before_sending():
-    client = _started_client()
+class _RecordingProducer:
+    """A producer whose send() records the value and acknowledges it at once."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes]] = []
+
+    async def send(self, topic, value=None, key=None):
+        self.records.append((key, value))
+        delivered = asyncio.get_running_loop().create_future()
+        delivered.set_result(None)
+        return delivered
+
+
+def _sending_client(**kwargs) -> tuple[LoopwatchClient, _RecordingProducer]:
+    client = _started_client(**kwargs)
+    client._producer = producer = _RecordingProducer()  # type: ignore[assignment]
+
+    async def no_partition(key: bytes) -> None:
+        return None
+
+    client._ensure_partition = no_partition  # type: ignore[method-assign]
+    return client, producer
+
+
+@pytest.mark.parametrize("codec", ["msgpack", "json"])
+@pytest.mark.parametrize("field, value", [
+    ("result", 2**70),                    # beyond msgpack's 64-bit integers
+    ("args", {"text": "lone \ud800"}),   # not encodable as UTF-8
+], ids=["huge-int", "lone-surrogate"])
+def test_an_event_msgpack_cannot_carry_is_sent_as_json_the_worker_applies(codec, field, value):
+    client, producer = _sending_client(codec=codec)
+    event = {"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c", "tool_name": "read",
+             "args": {}, "result": None, "error": None, "event_id": "e1", "ts": 1000, field: value}
+
+    async def run() -> Verdict:
+        return await client.check(event, timeout=0.01)
+
+    verdict = asyncio.run(run())
+    assert (verdict.event_id, verdict.verdict, verdict.timed_out) == ("e1", "allow", True)  # no worker here
+    [(key, sent)] = producer.records
+    assert key == b"r" and sent.startswith(b"{")
+    assert decode_event(sent) == event
+    outcome = Processor(Engine()).apply(key, decode_event(sent), Source("events", 0, 0), SessionState(), sent)
+    assert outcome.kind == APPLIED and outcome.record["event_id"] == "e1"
+
+
+def test_an_event_neither_msgpack_nor_json_can_encode_is_a_value_error_naming_it():
+    client, producer = _sending_client()
 
     async def run() -> None:
-        with pytest.raises(ValueError, match="cannot be encoded as msgpack: can not serialize 'set' object"):
-            await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "args": {1, 2}})
-        with pytest.raises(ValueError, match="cannot be encoded as msgpack: Integer value out of range"):
-            await client.report_result({"type": "tool_result", "run_id": "r", "session_id": "s",
-                                        "tool_call_id": "c", "result": 2**70})
+        with pytest.raises(ValueError) as raised:
+            await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c",
+                                "event_id": "e1", "args": {1, 2}})
+        assert str(raised.value) == ("tool_call event 'e1' (key 'r', tool_call_id 'c'): cannot encode the event "
+                                     "as msgpack or JSON: Object of type set is not JSON serializable")
+        with pytest.raises(ValueError, match=r"^compaction_retry event '[0-9a-f]{32}' \(key 's'\): cannot encode "
+                                             r"the event as JSON: Object of type set"):
+            await _started_client(codec="json", key_by="session").report_result(
+                {"type": "compaction_retry", "run_id": "r", "session_id": "s", "agent_id": "main", "x": {1}})
+        assert client._pending == {}
 
     asyncio.run(run())
+    assert producer.records == []  # nothing sent
 
 
 # ------------------------------------------------ timeouts and failed sends

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import sys
 import time
 import uuid
@@ -23,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..codecs import encode_json, encode_msgpack
+from ..codecs import event_encoder
 from ..keys import KEY_BY, partition_key
 from .replay import event_records
 
@@ -149,7 +148,7 @@ async def publish_events(
     from aiokafka.errors import MessageSizeTooLargeError
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    encode = _encoder(codec)
+    encode = event_encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
     report = on_bad if on_bad is not None else (lambda path, position, reason: None)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",
@@ -233,25 +232,6 @@ async def publish_events(
     finally:
         await producer.stop()
     return summary
-
-
-def _encoder(codec: str) -> Callable[[dict[str, Any]], bytes]:
-    """The record encoder; an event msgpack cannot carry (integers beyond 64 bits,
-    lone surrogates) goes as ASCII-escaped JSON, which the worker also reads.
-    Raises ``ValueError`` for an event neither can encode."""
-    primary = encode_msgpack if codec == "msgpack" else encode_json
-
-    def encode(event: dict[str, Any]) -> bytes:
-        try:
-            return primary(event)
-        except (OverflowError, TypeError, ValueError, UnicodeEncodeError):
-            pass
-        try:
-            return json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"cannot encode the event: {exc}") from None
-
-    return encode
 
 
 @click.command("produce", epilog="""\b
