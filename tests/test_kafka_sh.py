@@ -62,6 +62,21 @@ def _free_ports(n: int) -> list[int]:
             sock.close()
 
 
+def _free_port_pairs(n: int) -> list[int]:
+    """``n`` ports ``p`` with ``p`` and ``p + 1`` both free, no two pairs overlapping."""
+    found: list[int] = []
+    while len(found) < n:
+        port = _free_ports(1)[0]
+        if port < 65535 and not any(abs(port - p) <= 1 for p in found):
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            found.append(port)
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -97,10 +112,12 @@ def kafka_sh(tmp_path):
     base.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", KAFKA_WORK=str(work),
                 KAFKA_PYTHON=str(tmp_path / "no-python"), KAFKA_START_TIMEOUT="20")
 
-    def env(port: int, cport: int, **extra: str) -> dict[str, str]:
-        return {**base, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(cport), **extra}
+    def env(port: int, cport: int | None, **extra: str) -> dict[str, str]:
+        """``cport`` None: no KAFKA_CONTROLLER_PORT (kafka.sh's default, KAFKA_PORT + 1)."""
+        controller = {} if cport is None else {"KAFKA_CONTROLLER_PORT": str(cport)}
+        return {**base, "KAFKA_PORT": str(port), **controller, **extra}
 
-    def run(action: str, port: int, cport: int, *cmd: str) -> subprocess.CompletedProcess:
+    def run(action: str, port: int, cport: int | None, *cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(KAFKA_SH), action, *cmd], env=env(port, cport), capture_output=True, text=True,
                               timeout=60)
 
@@ -235,3 +252,76 @@ def test_with_during_another_calls_start_up_waits_and_leaves_the_broker_to_that_
         starting.stdout.close()
     assert f"stopping broker (pid {pid_a})" in kafka_sh("stop", port_a, cport_a).stdout
     assert _wait_gone(pid_a)
+
+
+@pytest.mark.timeout(120)
+def test_the_controller_port_defaults_to_the_broker_port_plus_one_so_two_brokers_do_not_clash(kafka_sh):
+    port_a, port_b = _free_port_pairs(2)
+    work = kafka_sh.work
+    started = {}
+    try:
+        for port in (port_a, port_b):  # KAFKA_PORT only, as a user moving the broker off 9092 sets it
+            started[port] = kafka_sh("start", port, None)
+            assert started[port].returncode == 0, started[port].stderr + started[port].stdout
+            assert f"starting broker on 127.0.0.1:{port} (controller :{port + 1}," in started[port].stdout
+            conf = (work / f"port-{port}" / "server.properties").read_text().splitlines()
+            assert f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}" in conf
+            assert f"controller.quorum.voters=1@127.0.0.1:{port + 1}" in conf
+        pids = [int((work / f"port-{port}" / "kafka.pid").read_text()) for port in (port_a, port_b)]
+        assert pids[0] != pids[1] and all(map(_alive, pids))
+        assert all(_open(port) for port in (port_a, port_a + 1, port_b, port_b + 1))
+    finally:
+        for port in started:
+            kafka_sh("stop", port, None)
+
+
+@pytest.mark.timeout(60)
+def test_an_explicit_controller_port_still_wins(kafka_sh):
+    port_a, cport_a = _free_ports(2)
+    started = kafka_sh("start", port_a, cport_a)
+    try:
+        assert started.returncode == 0, started.stderr + started.stdout
+        assert f"starting broker on 127.0.0.1:{port_a} (controller :{cport_a}," in started.stdout
+        conf = (kafka_sh.work / f"port-{port_a}" / "server.properties").read_text().splitlines()
+        assert f"listeners=PLAINTEXT://127.0.0.1:{port_a},CONTROLLER://127.0.0.1:{cport_a}" in conf
+    finally:
+        kafka_sh("stop", port_a, cport_a)
+
+
+@pytest.mark.timeout(60)
+def test_the_default_controller_port_is_taken_says_which_variable_to_set(kafka_sh, tmp_path):
+    [port_a] = _free_port_pairs(1)
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", port_a + 1))
+    blocker.listen(1)
+    try:
+        result = kafka_sh("start", port_a, None)
+    finally:
+        blocker.close()
+    assert result.returncode == 1
+    assert result.stderr == (f"kafka.sh: ERROR: controller port 127.0.0.1:{port_a + 1} is in use "
+                             "(set KAFKA_CONTROLLER_PORT)\n")
+    assert not (kafka_sh.work / f"port-{port_a}" / "kafka.pid").exists()
+
+
+def test_port_65535_has_no_default_controller_port(kafka_sh):
+    result = kafka_sh("start", 65535, None)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == ("kafka.sh: ERROR: controller port 65536 is not a port (KAFKA_CONTROLLER_PORT, default "
+                             "KAFKA_PORT + 1): set KAFKA_CONTROLLER_PORT\n")
+
+
+def test_a_kafka_port_that_is_not_a_number_is_refused(kafka_sh):
+    result = kafka_sh("status", "90 92", None)  # type: ignore[arg-type]
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "kafka.sh: ERROR: KAFKA_PORT must be a port number, got '90 92'\n"
+
+
+def test_help_describes_the_controller_port_default():
+    shown = subprocess.run([str(KAFKA_SH), "help"], capture_output=True, text=True, timeout=10)
+    assert shown.returncode == 0 and shown.stderr == ""
+    assert shown.stdout.splitlines()[3] == "usage: kafka.sh fetch|start|stop|status|with CMD...|help"
+    assert ("     KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1: 9093 by default; KAFKA_PORT=9192 alone gives 9193),"
+            in shown.stdout.splitlines())
+    wrong = subprocess.run([str(KAFKA_SH), "restart"], capture_output=True, text=True, timeout=10)
+    assert (wrong.returncode, wrong.stdout, wrong.stderr) == (2, "", shown.stdout)

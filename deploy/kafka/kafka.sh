@@ -2,17 +2,19 @@
 # Single-node Apache Kafka 3.9.2 (KRaft, broker+controller in one JVM) on 127.0.0.1, from Maven
 # Central jars: no tarball, no Docker. For dev and CI.
 #
-# usage: kafka.sh fetch|start|stop|status|with CMD...
+# usage: kafka.sh fetch|start|stop|status|with CMD...|help
 #   fetch   copy the broker jars into $KAFKA_WORK/libs (skipped while pom.xml is unchanged)
 #   start   fetch, fresh data dir, start in background, wait until ready (no-op if already up)
 #   stop    stop the broker this script started on KAFKA_PORT, and wait for it to exit
 #   status  exit 0 if a broker listens on the port, 3 if not
 #   with    run CMD with a broker up; stop it afterwards only if this call started it;
 #           exits with CMD's status; exports LOOPWATCH_KAFKA_BOOTSTRAP (tests) unless set
+#   help    print this text
 # Every port has its own broker state in $KAFKA_WORK/port-$KAFKA_PORT (pidfile, config, KRaft
 # storage template, data, logs/kafka.out), so brokers on different ports never see, stop or wipe
 # each other; only the jars ($KAFKA_WORK/libs) are shared.
-# env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
+# env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092),
+#      KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1: 9093 by default; KAFKA_PORT=9192 alone gives 9193),
 #      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
 #      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python)
 set -euo pipefail
@@ -20,7 +22,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${KAFKA_WORK:-$ROOT/.work/kafka}"
 PORT="${KAFKA_PORT:-9092}"
-CPORT="${KAFKA_CONTROLLER_PORT:-9093}"
+[[ "$PORT" =~ ^[0-9]+$ ]] || { echo "kafka.sh: ERROR: KAFKA_PORT must be a port number, got '$PORT'" >&2; exit 2; }
+CPORT="${KAFKA_CONTROLLER_PORT:-$((10#$PORT + 1))}"  # next to the broker's, so brokers on other ports never clash
 TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 PY="${KAFKA_PYTHON:-$ROOT/.venv/bin/python}"
 CLUSTER_ID=MkU3OEVBNTcwNTJENDM2Qk          # any valid Kafka Uuid; data is fresh every start
@@ -73,6 +76,8 @@ find_ours() {
   fi
   return 1
 }
+# The comment block at the top of this file, without its '# '.
+usage() { sed -n '2,/^set -euo/{/^set -euo/d; s/^# \{0,1\}//; p}' "${BASH_SOURCE[0]}"; }
 have_probe() { [[ -x "$PY" ]] && "$PY" -c 'import aiokafka' 2>/dev/null; }
 
 fetch() {
@@ -111,6 +116,8 @@ start() {
     say "a broker not started by this script is already running on 127.0.0.1:$PORT; using it"
     return 0
   fi
+  [[ "$CPORT" =~ ^[0-9]+$ ]] && (( 10#$CPORT <= 65535 )) \
+    || die "controller port $CPORT is not a port (KAFKA_CONTROLLER_PORT, default KAFKA_PORT + 1): set KAFKA_CONTROLLER_PORT"
   port_open "$CPORT" && die "controller port 127.0.0.1:$CPORT is in use (set KAFKA_CONTROLLER_PORT)"
   command -v java > /dev/null || die "java not found (Kafka 3.9 needs Java 11+, 17 recommended)"
   fetch
@@ -201,5 +208,6 @@ cmd="${1:-}"; shift || true
 case "$cmd" in
   fetch|start|stop|status) "$cmd" ;;
   with) with "$@" ;;
-  *) echo "usage: $0 fetch|start|stop|status|with CMD..." >&2; exit 2 ;;
+  help|-h|--help) usage ;;
+  *) usage >&2; exit 2 ;;
 esac
