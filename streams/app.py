@@ -414,7 +414,11 @@ class Loopwatch:
                 # request in flight per broker connection, so verdicts would otherwise wait
                 # behind a checkpoint's state writes.
                 producer = await self._new_producer("outputs")
-                states = await self._new_producer("states")
+                try:
+                    states = await self._new_producer("states")
+                except BaseException:
+                    await _stop(producer)
+                    raise
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
                            self._rekey_topic]
                 try:
@@ -445,7 +449,11 @@ class Loopwatch:
             acks="all" if s.producer_acks == -1 else s.producer_acks, linger_ms=s.producer_linger_ms,
             max_batch_size=s.producer_max_batch_size,
             max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # a failed start may leave its client open
+            raise
         return producer
 
     # ------------------------------------------------------------- checkpoints
@@ -709,8 +717,12 @@ async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0
 
 
 async def _stop(*producers: AIOKafkaProducer) -> None:
-    for producer in producers:
-        await producer.stop()
+    """Stop each producer, the others too when one's stop raises."""
+    if producers:
+        try:
+            await producers[0].stop()
+        finally:
+            await _stop(*producers[1:])
 
 
 def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:
