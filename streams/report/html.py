@@ -313,7 +313,8 @@ def render_html(report: Report, comparison: Comparison | None = None, relative_t
     """The report as one self-contained HTML document."""
     if relative_to is None:
         relative_to = report.base_dir()
-    sub = f"config: {_e(report.config)}" if report.config else "config: OpenClaw defaults"
+    # Verdict files do not say which config produced them: no config is named then.
+    sub = f"config: {_e(report.config)}" if report.config else "verdicts as recorded"
     if relative_to:
         sub += f" · paths relative to {_e(relative_to)}"
     for note in report.input_notes():

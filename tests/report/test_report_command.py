@@ -69,6 +69,21 @@ def test_html_file(events_file, sensitive_config, tmp_path):
     assert "http://" not in html and "https://" not in html and "<link" not in html  # self-contained
 
 
+def test_html_names_the_config_only_when_it_replayed_events(events_file, sensitive_config, worker_verdicts,
+                                                            tmp_path):
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps(v) + "\n" for v in worker_verdicts))
+    subtitles = {}
+    for name, args in {"verdicts": [verdicts], "events": ["--format", "events", events_file],
+                       "events-config": ["--format", "events", "--config", sensitive_config, events_file]}.items():
+        page = tmp_path / f"{name}.html"
+        assert _run("-q", "--html", page, *args).exit_code == 0
+        html = page.read_text()
+        subtitles[name] = html[html.index('<p class="sub">') + 15:].split(" · ")[0].split("</p>")[0]
+    assert subtitles == {"verdicts": "verdicts as recorded", "events": "config: OpenClaw defaults",
+                         "events-config": f"config: {sensitive_config}"}
+
+
 def test_config_with_verdict_files_is_a_usage_error(events_file, sensitive_config):
     res = _run("--config", sensitive_config, events_file)
     assert res.exit_code == 2
