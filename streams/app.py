@@ -639,8 +639,9 @@ class Loopwatch:
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
             self._drop()
-            producers, self._producers, self._out, self._states_out = self._producers, (), None, None
-            await _stop(*producers)
+            async with self._out_lock:  # producers being opened are kept and stopped too
+                producers, self._producers, self._out, self._states_out = self._producers, (), None, None
+                await _stop(*producers)
 
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
@@ -672,8 +673,8 @@ class Loopwatch:
         async with self._lock:
             if self._checkpoint is not None and not self._checkpoint.done():
                 return  # its state writes must not land after a tombstone: next time
-            if self.app.rebalancing or self._tainted or self._states_out is None:
-                return  # partitions are moving: next time
+            if self.app.rebalancing or self._tainted or self._failed is not None or self._states_out is None:
+                return  # partitions are moving (next time), or the worker is stopping
             self._expire_idle_now()
             # the next checkpoint waits for the tombstones too (a failure stops the worker)
             self._outputs.extend(await self.table.send(self._states_out))

@@ -80,53 +80,45 @@ class StateTable(faust.Table):
         time, this writes the keys of a whole checkpoint, one producer batch
         per partition.
 
-        The memory store is written at once. A RocksDB database is written
-        only when the broker has acknowledged the changelog batch (with the
-        changelog offset, in the same callback): a database is never ahead of
-        the changelog, so a restart from it and another worker restoring the
-        changelog hold the same states. Until then ``get`` returns the older
-        value (the worker reads the table only after its checkpoint is
-        acknowledged).
+        The local store (memory or RocksDB) takes a record only when the
+        broker has acknowledged its batch, with the changelog offset, in the
+        same callback: the store is never ahead of the changelog, so a restart
+        from it and another worker restoring the changelog hold the same
+        states, and a tombstone and a later write of its key land in the
+        store in changelog order. Until then ``get`` returns the older value
+        (the worker reads the table only on a cache miss: after a rebalance,
+        once its checkpoint is acknowledged, or for a key expired a moment
+        ago, whose state it then takes back; its next write follows the
+        tombstone).
         """
         topic = self.changelog_topic.get_topic_name()
-        data, partitions = self.data, self.key_partitions
+        partitions = self.key_partitions
         pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for key, value, partition in items:
-            if self._partition_db(partition) is None:
-                data[key] = value
-                # Faust internals: the memory store's key -> partition map, by which it
-                # forgets the keys of partitions no longer assigned after a rebalance
-                data._key_partition[key] = partition
             partitions[key] = partition
             out.add_to(topic, partition, key, value)
             pending.setdefault(partition, []).append((key, value))
         return await self._send(out, pending)
 
     def expire(self, key: bytes, partition: int, out: Outputs) -> None:
-        """Delete ``key`` from the local store and queue its tombstone for changelog ``partition`` in ``out``.
+        """Queue the tombstone of ``key`` for changelog ``partition`` in ``out`` (sent by :meth:`send`).
 
-        The tombstone is sent by the next :meth:`send` (or :meth:`put_many`) of ``out``.
+        The key leaves :attr:`key_partitions` at once and the local store when
+        the tombstone is acknowledged (see :meth:`put_many`).
         """
-        db = self._partition_db(partition)
-        if db is None:
-            self.data.pop(key, None)
-            self.data._key_partition.pop(key, None)
-        else:
-            db.delete(key)
-            self.data._key_index.pop(key, None)
         self.key_partitions.pop(key, None)
         out.add_to(self.changelog_topic.get_topic_name(), partition, key, None)
         self._tombstones.setdefault(partition, []).append((key, None))
 
     async def send(self, out: Outputs) -> list[asyncio.Future]:
         """Send the tombstones queued by :meth:`expire`; the futures of their batches."""
-        pending, self._tombstones = self._tombstones, {}
-        return await self._send(out, pending)
+        return await self._send(out, {})
 
     async def _send(self, out: Outputs, pending: dict[int, list[tuple[bytes, bytes | None]]]
                     ) -> list[asyncio.Future]:
-        pending.update((partition, [*tombstones, *pending.get(partition, ())])
-                       for partition, tombstones in self._tombstones.items())  # queued first in `out`
+        # tombstones queued by expire went into `out` before these writes
+        for partition, tombstones in self._tombstones.items():
+            pending[partition] = [*tombstones, *pending.get(partition, ())]
         self._tombstones = {}
         futures = []
         for (_, partition), count, future in await out.send_batches():
@@ -138,22 +130,37 @@ class StateTable(faust.Table):
 
     def _acknowledged(self, partition: int, records: list[tuple[bytes, bytes | None]],
                       future: asyncio.Future) -> None:
-        """A changelog batch is acknowledged: RocksDB gets its values, then the store its offset."""
+        """A changelog batch is acknowledged: the local store takes its records, then their offset."""
         if future.cancelled() or future.exception() is not None:
             return
         meta = future.result()
+        store = self.data
         db = self._partition_db(partition)
-        if db is not None:
-            key_index = self.data._key_index
+        if db is None:
+            # Faust internals: the memory store's key -> partition map, by which it
+            # forgets the keys of partitions no longer assigned after a rebalance
+            key_partition = store._key_partition
             for key, value in records:
-                if value is not None:  # a tombstone's key was deleted when it was queued
-                    # raw bytes key and value: what Store._set would write, in the right database
+                if value is None:
+                    store.pop(key, None)
+                    key_partition.pop(key, None)
+                else:
+                    store[key] = value
+                    key_partition[key] = partition
+        else:
+            # raw bytes keys and values: what Store._set/_del would write, in the right database
+            key_index = store._key_index
+            for key, value in records:
+                if value is None:
+                    db.delete(key)
+                    key_index.pop(key, None)
+                else:
                     db.put(key, value)
                     key_index[key] = partition
         # What Table._on_changelog_sent does: keep the changelog offset of the stored data
         # (RocksDB writes it into the partition's database and at start reads the changelog
         # only after it).
-        self.data.set_persisted_offset(meta.topic_partition, meta.offset + len(records) - 1)
+        store.set_persisted_offset(meta.topic_partition, meta.offset + len(records) - 1)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         batch = list(batch)

@@ -196,16 +196,17 @@ def test_idle_keys_recovered_from_rocksdb_expire_with_a_tombstone_on_their_own_p
             await _produce_to(kafka_bootstrap, topic,
                               [(key, encode(_calls(key.decode(), 0, 1)[0]), p) for key, p in keys.items()])
             assert len(await consume_all(kafka_bootstrap, first.verdicts_topic, 2, timeout=20)) == 2
-            deadline = time.monotonic() + 10  # in the table from its checkpoint on
-            while loopwatch.table.key_partitions != keys and time.monotonic() < deadline:
+            deadline = time.monotonic() + 10  # in the table from its checkpoint's acknowledgement on
+            while ((loopwatch.table.key_partitions != keys or not all(key in loopwatch.table.data for key in keys))
+                   and time.monotonic() < deadline):
                 await asyncio.sleep(0.05)
             assert loopwatch.table.key_partitions == keys
             assert all(key in loopwatch.table.data for key in keys)
             assert len(loopwatch.table.data) == 2
         async with running_worker(second) as loopwatch:
             assert loopwatch.table.key_partitions == keys  # from the databases
-            deadline = time.monotonic() + 10
-            while loopwatch.table.key_partitions and time.monotonic() < deadline:
+            deadline = time.monotonic() + 10  # the databases drop a key once its tombstone is acknowledged
+            while (loopwatch.table.key_partitions or len(loopwatch.table.data)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             assert loopwatch.table.key_partitions == {}
             assert not any(key in loopwatch.table.data for key in keys) and len(loopwatch.table.data) == 0

@@ -1,0 +1,83 @@
+"""StateTable writes: the local store takes a changelog record only once the broker acknowledged its batch.
+
+No broker: a stand-in producer hands out aiokafka batch builders and keeps each
+batch's future for the test to resolve (acknowledge) or fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+from aiokafka.producer.message_accumulator import BatchBuilder
+from faust.types import TP
+
+from streams.app import Loopwatch
+from streams.outputs import Outputs
+from streams.settings import WorkerSettings
+
+
+class _Producer:
+    """create_batch/send_batch as aiokafka's; sent batches wait in ``sent`` as (topic, partition, count, future)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, int, asyncio.Future]] = []
+
+    def create_batch(self) -> BatchBuilder:
+        return BatchBuilder(16384, 0)
+
+    async def send_batch(self, builder: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self.sent.append((topic, partition, builder.record_count(), future))
+        return future
+
+
+def _acknowledge(entry: tuple[str, int, int, asyncio.Future], base_offset: int) -> None:
+    topic, partition, _, future = entry
+    future.set_result(SimpleNamespace(topic_partition=TP(topic, partition), offset=base_offset))
+
+
+def test_store_follows_the_acknowledged_changelog(tmp_path: Path) -> None:
+    worker = Loopwatch(WorkerSettings(broker="kafka://127.0.0.1:1", app_id="lw-unit", input_topics=["unit.events"],
+                                      partitions=2, metrics_port=0, data_dir=str(tmp_path / "faust")))
+    table, producer = worker.table, _Producer()
+    changelog = table.changelog_topic.get_topic_name()
+    store = table.data
+    persisted: dict[TP, int] = {}
+    store.set_persisted_offset = lambda tp, offset: persisted.__setitem__(tp, offset)  # memory: a no-op
+
+    async def run() -> None:
+        out = Outputs(producer, {changelog: 2})
+        await table.put_many([(b"a", b"A1", 0), (b"b", b"B1", 1), (b"c", b"C1", 0)], out)
+        assert [(t, p, n) for t, p, n, _ in producer.sent] == [(changelog, 0, 2), (changelog, 1, 1)]
+        assert dict(store.items()) == {} and table.key_partitions == {b"a": 0, b"b": 1, b"c": 0}
+        _acknowledge(producer.sent[0], 40)
+        await asyncio.sleep(0)
+        assert dict(store.items()) == {b"a": b"A1", b"c": b"C1"} and persisted == {TP(changelog, 0): 41}
+
+        # b expires and comes back before its tombstone is acknowledged: the tombstone goes first
+        table.expire(b"b", 1, out)
+        assert table.key_partitions == {b"a": 0, b"c": 0}
+        await table.put_many([(b"b", b"B2", 1)], out)
+        assert [(p, n) for _, p, n, _ in producer.sent[2:]] == [(1, 2)]  # [tombstone, B2] in one batch
+        producer.sent[1][3].set_exception(RuntimeError("not acknowledged"))  # B1 never stored
+        _acknowledge(producer.sent[2], 7)
+        await asyncio.sleep(0)
+        assert dict(store.items()) == {b"a": b"A1", b"c": b"C1", b"b": b"B2"}
+        assert persisted == {TP(changelog, 0): 41, TP(changelog, 1): 8}
+
+        # an expiry whose tombstone is not acknowledged leaves the store as the changelog has it
+        table.expire(b"a", 0, out)
+        await table.send(out)
+        assert dict(store.items())[b"a"] == b"A1"
+        producer.sent[3][3].set_exception(RuntimeError("not acknowledged"))
+        await asyncio.sleep(0)
+        assert dict(store.items())[b"a"] == b"A1" and persisted[TP(changelog, 0)] == 41
+        table.expire(b"c", 0, out)
+        await table.send(out)
+        _acknowledge(producer.sent[4], 42)
+        await asyncio.sleep(0)
+        assert dict(store.items()) == {b"a": b"A1", b"b": b"B2"} and persisted[TP(changelog, 0)] == 42
+
+    asyncio.run(run())
