@@ -10,12 +10,11 @@ recovery, standbys, commits -- and stops fetching the input partitions
 fetches exactly the partitions Faust assigned, with a group-less aiokafka
 consumer in the app's loop, from the offsets the worker gives it.
 
-Order: after :meth:`InputReader.assign` or :meth:`InputReader.seek`, each
-partition's records come in offset order from the given offset (aiokafka
-discards a fetch in flight across a seek); gaps in the offsets are the log's
-own (transaction markers, compaction, retention). A batch fetched before one
-of those calls carries an older :attr:`InputReader.epoch` and must be
-refused by the handler.
+Order: after :meth:`InputReader.assign`, each partition's records come in
+offset order from the given offset (aiokafka discards a fetch in flight
+across it); gaps in the offsets are the log's own (transaction markers,
+compaction, retention). A batch fetched before an assign or revoke carries an
+older :attr:`InputReader.epoch` and must be refused by the handler.
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ class InputReader:
         self._starting: asyncio.Lock | None = None
         self._fetching: set[TopicPartition] = set()  # assigned and resumed
         self._revoked = False  # nothing is resumed until the next assign
-        self._sought: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, offset) of its last seek
-        self.epoch = 0  # changes at every assign, seek and revoke
+        self.epoch = 0  # changes at every assign and revoke
 
     async def start(self) -> None:
         """Connect (once; later calls return at once). Raises aiokafka's errors if the broker is unreachable."""
@@ -102,25 +100,12 @@ class InputReader:
         self.epoch += 1
         tps = {TopicPartition(tp[0], tp[1]): offset for tp, offset in offsets.items()}
         consumer.assign(list(tps))
-        self._sought = {}
         for tp, offset in tps.items():
             consumer.seek(tp, offset)
-            self._sought[tp] = (self.epoch, offset)
         if tps:
             consumer.pause(*tps)
         self._fetching = set()
         self._revoked = False
-
-    def seek(self, offsets: Mapping[Any, int]) -> None:
-        """Read the given assigned partitions again from ``{(topic, partition): next offset}``."""
-        consumer = self._live()
-        self.epoch += 1
-        assigned = consumer.assignment()
-        for (topic, partition), offset in offsets.items():
-            tp = TopicPartition(topic, partition)
-            if tp in assigned:
-                consumer.seek(tp, offset)
-                self._sought[tp] = (self.epoch, offset)
 
     def revoke(self) -> None:
         """Stop delivering every partition (until the next :meth:`assign`)."""
@@ -170,10 +155,10 @@ class InputReader:
                 records = await consumer.getmany(timeout_ms=int(_IDLE_S * 1000))
                 if not records:
                     continue
+                # Fetched across an assign or revoke (from another task): dropped. An assign
+                # seeks every partition it gives; a revoke holds them until the next assign.
                 if epoch == self.epoch:
                     await self._handler(list(records.items()), epoch)
-                else:
-                    self._fetch_again(consumer, records, epoch)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -183,21 +168,6 @@ class InputReader:
         except Exception as exc:
             log.exception("loopwatch: reading the input partitions failed: %r", exc)
             await self._on_error(exc)
-
-    def _fetch_again(self, consumer: AIOKafkaConsumer, records: Mapping[TopicPartition, Sequence[Any]],
-                     epoch: int) -> None:
-        """Records fetched while a seek, assign or revoke happened (from another task): not delivered.
-
-        aiokafka counts them as consumed, so each partition still assigned is
-        sought back: to the offset of a seek made meanwhile (the fetch may
-        predate it), else to the first of these records.
-        """
-        assigned = consumer.assignment()
-        for tp, batch in records.items():
-            if tp not in assigned or tp not in self._fetching:
-                continue
-            sought_epoch, offset = self._sought.get(tp, (-1, 0))
-            consumer.seek(tp, offset if sought_epoch > epoch else batch[0].offset)
 
     def _resume_ready(self, consumer: AIOKafkaConsumer) -> bool:
         """Resume the assigned partitions that became ready; whether any is being fetched."""

@@ -227,26 +227,26 @@ def test_partition_is_delivered_only_once_ready(kafka_bootstrap: str) -> None:
     run(scenario())
 
 
-# ------------------------------------------------------------------------------------------ seek
+# ---------------------------------------------------------------------------------------- assign again
 
 
 @pytest.mark.timeout(60)
-def test_seek_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch(kafka_bootstrap: str) -> None:
-    """The worker's pattern (``_back_to_checkpoint``): the handler seeks while holding a batch."""
+def test_assign_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch(kafka_bootstrap: str) -> None:
+    """The partition is assigned again (another offset) while the handler holds a batch."""
     topic = new_topic("seek-in-handler")
 
     async def scenario() -> None:
         await create_topics(kafka_bootstrap, [topic], 1)
         await produce_to(kafka_bootstrap, topic, 0, [f"k{i}" for i in range(6)])
         deliveries = Deliveries()
-        stale_in_hand: list[tuple[int, int]] = []  # (epoch of the batch, reader epoch after the seek)
+        stale_in_hand: list[tuple[int, int]] = []  # (epoch of the batch, reader epoch after the assign)
         reader_box: list[InputReader] = []
 
         async def handler(batch: Any, epoch: int) -> None:
             await deliveries.handler(batch, epoch)
             reader = reader_box[0]
             if not stale_in_hand and any(r.offset == 3 for _, records in batch for r in records):
-                reader.seek({(topic, 0): 1})
+                reader.assign({(topic, 0): 1})
                 stale_in_hand.append((epoch, reader.epoch))
 
         async with running_reader(kafka_bootstrap, deliveries, handler=handler, max_poll_records=2) as reader:
@@ -265,8 +265,8 @@ def test_seek_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch(k
 
 
 @pytest.mark.timeout(60)
-def test_batch_in_hand_across_a_seek_is_refusable_and_records_come_again(kafka_bootstrap: str) -> None:
-    """seek() from another task while the handler awaits: the handler sees its epoch is stale."""
+def test_batch_in_hand_across_an_assign_is_refusable_and_records_come_again(kafka_bootstrap: str) -> None:
+    """assign() from another task (the worker's rebalance handler) while the handler awaits: its epoch is stale."""
     topic = new_topic("seek-busy")
 
     async def scenario() -> None:
@@ -293,7 +293,7 @@ def test_batch_in_hand_across_a_seek_is_refusable_and_records_come_again(kafka_b
             reader_box.append(reader)
             reader.assign({(topic, 0): 0})
             await deliveries.until(entered.is_set, "the first batch in the handler")
-            reader.seek({(topic, 0): 2})
+            reader.assign({(topic, 0): 2})
             assert reader.epoch == 2
             release.set()
             await deliveries.until(lambda: len(accepted) >= 4, "offsets 2..5 accepted")
@@ -308,8 +308,8 @@ def test_batch_in_hand_across_a_seek_is_refusable_and_records_come_again(kafka_b
 
 
 @pytest.mark.timeout(60)
-def test_seek_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap: str) -> None:
-    """seek() from another task while nothing is being handled (the reader waits in a fetch)."""
+def test_assign_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap: str) -> None:
+    """assign() from another task while nothing is being handled (the reader waits in a fetch)."""
     topic = new_topic("seek-idle")
 
     async def scenario() -> None:
@@ -320,8 +320,8 @@ def test_seek_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap:
             reader.assign({(topic, 0): 0})
             await deliveries.until(lambda: len(deliveries.offsets(topic, 0)) >= 5, "offsets 0..4")
             assert deliveries.offsets(topic, 0, epoch=1) == [0, 1, 2, 3, 4]
-            for round_ in range(10):  # each round: the reader is waiting for records when seek() comes
-                reader.seek({(topic, 0): 2})
+            for round_ in range(10):  # each round: the reader is waiting for records when assign() comes
+                reader.assign({(topic, 0): 2})
                 epoch = reader.epoch
                 await deliveries.until(lambda: len(deliveries.offsets(topic, 0, epoch=epoch)) >= 3,
                                        f"round {round_}: offsets 2..4 again at epoch {epoch}", timeout=5)
