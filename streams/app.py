@@ -413,30 +413,27 @@ class Loopwatch:
                 # Two producers of the worker's own (own connections): aiokafka has one produce
                 # request in flight per broker connection, so verdicts would otherwise wait
                 # behind a checkpoint's state writes.
-                producer = await self._new_producer("outputs")
-                try:
-                    states = await self._new_producer("states")
-                except BaseException:
-                    await _stop(producer)
-                    raise
+                started: list[AIOKafkaProducer] = []
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
                            self._rekey_topic]
                 try:
+                    for name in ("outputs", "states"):
+                        started.append(await self._new_producer(name))
+                    producer, states = started
                     counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
+                    wrong = {name: counts[name] for name in self.settings.input_topics
+                             if counts[name] != self.settings.partitions}
+                    if wrong:
+                        error = RuntimeError(
+                            "input topic partitions must equal --partitions "
+                            f"({self.settings.partitions}, the state table's): "
+                            + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
+                        log.error("loopwatch: %s", error)
+                        await self.app.crash(error)
+                        raise error
                 except BaseException:
-                    await _stop(producer, states)
+                    await _stop(*started)
                     raise
-                wrong = {name: counts[name] for name in self.settings.input_topics
-                         if counts[name] != self.settings.partitions}
-                if wrong:
-                    error = RuntimeError(
-                        "input topic partitions must equal --partitions "
-                        f"({self.settings.partitions}, the state table's): "
-                        + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
-                    log.error("loopwatch: %s", error)
-                    await _stop(producer, states)
-                    await self.app.crash(error)
-                    raise error
                 self._producers = (producer, states)
                 self._states_out = Outputs(states, {self.table.changelog_topic.get_topic_name(): self.settings.partitions})
                 self._out = Outputs(producer, {name: counts[name] for name in outputs})

@@ -46,7 +46,7 @@ class StateTable(faust.Table):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.key_partitions: dict[bytes, int] = {}
-        self._tombstones: dict[int, list[tuple[bytes, None]]] = {}  # partition -> queued by expire, not sent
+        self._queued: dict[int, list[tuple[bytes, bytes | None]]] = {}  # partition -> records in `out`, not sent
 
     def _partition_db(self, partition: int) -> Any:
         """The RocksDB database of changelog ``partition``, or None for another store.
@@ -91,14 +91,11 @@ class StateTable(faust.Table):
         ago, whose state it then takes back; its next write follows the
         tombstone).
         """
-        topic = self.changelog_topic.get_topic_name()
         partitions = self.key_partitions
-        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for key, value, partition in items:
             partitions[key] = partition
-            out.add_to(topic, partition, key, value)
-            pending.setdefault(partition, []).append((key, value))
-        return await self._send(out, pending)
+            self._queue(out, key, value, partition)
+        return await self.send(out)
 
     def expire(self, key: bytes, partition: int, out: Outputs) -> None:
         """Queue the tombstone of ``key`` for changelog ``partition`` in ``out`` (sent by :meth:`send`).
@@ -107,23 +104,19 @@ class StateTable(faust.Table):
         the tombstone is acknowledged (see :meth:`put_many`).
         """
         self.key_partitions.pop(key, None)
-        out.add_to(self.changelog_topic.get_topic_name(), partition, key, None)
-        self._tombstones.setdefault(partition, []).append((key, None))
+        self._queue(out, key, None, partition)
+
+    def _queue(self, out: Outputs, key: bytes, value: bytes | None, partition: int) -> None:
+        out.add_to(self.changelog_topic.get_topic_name(), partition, key, value)
+        self._queued.setdefault(partition, []).append((key, value))
 
     async def send(self, out: Outputs) -> list[asyncio.Future]:
-        """Send the tombstones queued by :meth:`expire`; the futures of their batches."""
-        return await self._send(out, {})
-
-    async def _send(self, out: Outputs, pending: dict[int, list[tuple[bytes, bytes | None]]]
-                    ) -> list[asyncio.Future]:
-        # tombstones queued by expire went into `out` before these writes
-        for partition, tombstones in self._tombstones.items():
-            pending[partition] = [*tombstones, *pending.get(partition, ())]
-        self._tombstones = {}
+        """Send the records queued in ``out`` (writes and tombstones); the futures of their batches."""
+        queued, self._queued = self._queued, {}
         futures = []
         for (_, partition), count, future in await out.send_batches():
-            records = pending[partition]
-            batch, pending[partition] = records[:count], records[count:]
+            records = queued[partition]
+            batch, queued[partition] = records[:count], records[count:]
             future.add_done_callback(functools.partial(self._acknowledged, partition, batch))
             futures.append(future)
         return futures
