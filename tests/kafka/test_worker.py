@@ -15,7 +15,7 @@ import urllib.request
 import zlib
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 import pytest
@@ -25,6 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
+from streams.settings import WorkerSettings
 from worker_harness import (
     count_records,
     PacedProducer, WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
@@ -414,13 +415,17 @@ def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
     return events
 
 
-@pytest.mark.timeout(170)
-@pytest.mark.parametrize("stop", ["kill", "stop"], ids=["kill-9", "sigterm"])
-def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path, stop):
-    """kill -9, or SIGTERM (a graceful stop, which can cut a batch short), while events flow; then a restart."""
+def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop: str, store: str = "memory://",
+                                     after_stop: Callable[[WorkerSettings], Any] = lambda settings: None) -> Any:
+    """``stop`` (``kill``: kill -9, ``stop``: SIGTERM) a worker while events flow, restart it, check every verdict.
+
+    Asserts that every event has a verdict, repeated verdicts are byte-identical
+    and all equal the offline replay. Returns what ``after_stop(settings)``
+    returned, called between the stop and the restart.
+    """
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
-    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config)
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, store=store)
     topic = settings.input_topics[0]
     events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
@@ -435,11 +440,11 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
         def wait_for(count: int, timeout: float) -> int:
             return asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, count, timeout))
 
-        seen = wait_for(900, 60)
-        assert seen >= 900
+        assert wait_for(900, 60) >= 900
         getattr(worker, stop)()
-        killed_at = wait_for(len(events), 3)  # every verdict published before the kill
+        killed_at = wait_for(len(events), 3)  # every verdict published before the stop
         sources = producing.join(60)
+        after = after_stop(settings)
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 
@@ -447,7 +452,7 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
     finally:
         worker.stop()
 
-    assert killed_at < len(events), "the worker finished before it was killed"
+    assert killed_at < len(events), "the worker finished before it was stopped"
     missing = [s for s in sources if s not in by_source]
     assert missing == []
     duplicates = {s: v for s, v in by_source.items() if len(v) > 1}
@@ -459,6 +464,14 @@ def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kaf
     assert mismatches == []
     assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
     print(f"{stop} after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
+    return after
+
+
+@pytest.mark.timeout(170)
+@pytest.mark.parametrize("stop", ["kill", "stop"], ids=["kill-9", "sigterm"])
+def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path, stop):
+    """kill -9, or SIGTERM (a graceful stop), while events flow; then a restart."""
+    stopped_mid_stream_loses_nothing(kafka_bootstrap, tmp_path, stop)
 
 
 # ------------------------------------------------------------------------ idle expiry
