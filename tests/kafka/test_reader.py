@@ -265,49 +265,6 @@ def test_assign_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch
 
 
 @pytest.mark.timeout(60)
-def test_batch_in_hand_across_an_assign_is_refusable_and_records_come_again(kafka_bootstrap: str) -> None:
-    """assign() from another task (the worker's rebalance handler) while the handler awaits: its epoch is stale."""
-    topic = new_topic("seek-busy")
-
-    async def scenario() -> None:
-        await create_topics(kafka_bootstrap, [topic], 1)
-        await produce_to(kafka_bootstrap, topic, 0, [f"k{i}" for i in range(6)])
-        deliveries = Deliveries()
-        entered, release = asyncio.Event(), asyncio.Event()
-        refused: list[tuple[int, list[int]]] = []
-        accepted: list[int] = []
-        reader_box: list[InputReader] = []
-
-        async def handler(batch: Any, epoch: int) -> None:  # the contract: refuse a stale epoch
-            await deliveries.handler(batch, epoch)
-            offsets = [r.offset for _, records in batch for r in records]
-            if not entered.is_set():
-                entered.set()
-                await release.wait()
-            if epoch != reader_box[0].epoch:
-                refused.append((epoch, offsets))
-            else:
-                accepted.extend(offsets)
-
-        async with running_reader(kafka_bootstrap, deliveries, handler=handler, max_poll_records=2) as reader:
-            reader_box.append(reader)
-            reader.assign({(topic, 0): 0})
-            await deliveries.until(entered.is_set, "the first batch in the handler")
-            reader.assign({(topic, 0): 2})
-            assert reader.epoch == 2
-            release.set()
-            await deliveries.until(lambda: len(accepted) >= 4, "offsets 2..5 accepted")
-
-            assert refused == [(1, [0, 1])]
-            assert accepted == [2, 3, 4, 5]
-            assert deliveries.offsets(topic, 0, epoch=2) == [2, 3, 4, 5]
-            assert deliveries.keys(topic, 0, epoch=2) == ["k2", "k3", "k4", "k5"]
-            assert not deliveries.errors
-
-    run(scenario())
-
-
-@pytest.mark.timeout(60)
 def test_assign_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap: str) -> None:
     """assign() from another task while nothing is being handled (the reader waits in a fetch)."""
     topic = new_topic("seek-idle")
