@@ -94,9 +94,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from .codecs import DecodeError, decode_event, event_encoder
+from .codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, event_encoder, record_size, too_large_reason
 from .detection.engine import EventError, validate_event
 from .keys import KEY_BY, partition_key
 
@@ -114,8 +113,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a healthy pipeline answers in ms
 DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
 _FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
-_MAX_REQUEST_SIZE = 1_048_576  # aiokafka's (and Kafka's) default max_request_size
-_BROKER_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's default message.max.bytes
 
 _TIMEOUT_VERDICTS = {
     "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
@@ -521,16 +518,11 @@ class LoopwatchClient:
         """What :attr:`Verdict.error` says for an event the producer or the broker refused."""
         if not isinstance(exc, MessageSizeTooLargeError):
             return f"{type(exc).__name__}: {exc}"
-        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
-        limit = self._producer_options.get("max_request_size", _MAX_REQUEST_SIZE)
+        size = record_size(key, value)
+        limit = self._producer_options.get("max_request_size", MAX_REQUEST_SIZE)
         if size > limit:
-            return (f"the event is {size:,} bytes as a Kafka record, over the producer's max_request_size of "
-                    f"{limit:,} bytes; producer_options={{'max_request_size': ...}} raises it, and the topic's "
-                    f"max.message.bytes (default: the broker's message.max.bytes, {_BROKER_MESSAGE_MAX_BYTES:,}) "
-                    "must allow it too")
-        return (f"the broker refused the event as too large ({size:,} bytes as a Kafka record): over the "
-                f"topic's max.message.bytes (default: the broker's message.max.bytes, "
-                f"{_BROKER_MESSAGE_MAX_BYTES:,})")
+            return too_large_reason(size, limit, "producer_options={'max_request_size': ...}")
+        return too_large_reason(size)
 
     async def _verdict_partition_count(self) -> int:
         # Metadata for all topics: a request naming the topic would auto-create it with the

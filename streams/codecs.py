@@ -27,6 +27,10 @@ __all__ = [
     "encode_msgpack",
     "encode_json",
     "event_encoder",
+    "MAX_REQUEST_SIZE",
+    "BROKER_MESSAGE_MAX_BYTES",
+    "record_size",
+    "too_large_reason",
     "read_event_file",
     "FileRecord",
 ]
@@ -103,6 +107,37 @@ def event_encoder(codec: str) -> Callable[[Any], bytes]:
             raise ValueError(f"cannot encode the event as {tried}: {exc}") from None
 
     return encode
+
+
+MAX_REQUEST_SIZE = 1_048_576
+"""The producer's default limit on one record, bytes (Kafka's ``max.request.size``, aiokafka's ``max_request_size``)."""
+
+BROKER_MESSAGE_MAX_BYTES = 1_048_588
+"""Kafka's default ``message.max.bytes``, bytes: a topic's default ``max.message.bytes``."""
+
+
+def record_size(key: bytes | None, value: bytes) -> int:
+    """Bytes of one record in a Kafka record batch, as the producer counts it against ``max_request_size``."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    return DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
+
+
+def too_large_reason(size: int, producer_limit: int | None = None, raised_by: str = "") -> str:
+    """Why Kafka refuses an event record of ``size`` bytes (:func:`record_size`), for ``produce`` and the client.
+
+    Arguments:
+        producer_limit: the producer's ``max_request_size`` when it refused the
+            record; None when the broker did (over the topic's ``max.message.bytes``).
+        raised_by: what raises the producer's limit (a flag, an option).
+    """
+    topic_limit = (f"the topic's max.message.bytes, by default the broker's message.max.bytes of "
+                   f"{BROKER_MESSAGE_MAX_BYTES:,} bytes")
+    if producer_limit is None:
+        return (f"the broker refused the event as too large ({size:,} bytes as a Kafka record): over "
+                f"{topic_limit}; raise that to send it")
+    return (f"the event is {size:,} bytes as a Kafka record, over the producer's max_request_size of "
+            f"{producer_limit:,} bytes ({raised_by} raises it; {topic_limit}, must allow it too)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,15 +22,13 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..codecs import event_encoder
+from ..codecs import MAX_REQUEST_SIZE, event_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, partition_key
 from .replay import event_records
 
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
 
 _PROGRESS_EVERY_S = 2.0  # seconds between progress lines when stderr is not a terminal
-MAX_REQUEST_SIZE = 1_048_576  # the producer's default limit on a record: Kafka's (and aiokafka's) max.request.size
-_BROKER_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's default message.max.bytes (a topic's default max.message.bytes)
 
 
 @dataclass
@@ -146,7 +144,6 @@ async def publish_events(
     """
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import MessageSizeTooLargeError
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
     encode = event_encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
@@ -173,9 +170,7 @@ async def publish_events(
             # Alone in its batch (it is over max_batch_size), so the broker refused this record only.
             summary.sent -= 1
             summary.too_large += 1
-            report(*location, f"the broker refused the event as too large ({size:,} bytes as a Kafka record): "
-                              f"over the topic's max.message.bytes (by default the broker's message.max.bytes, "
-                              f"{_BROKER_MESSAGE_MAX_BYTES:,} bytes); raise that to send it")
+            report(*location, too_large_reason(size))
         elif future.cancelled() or error is not None:
             summary.failed += 1
         else:
@@ -206,16 +201,12 @@ async def publish_events(
                 continue
             if on_sent is not None:
                 on_sent(event, now)
-            size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
+            size = record_size(key, value)
             try:
                 future = await producer.send(topic, value=value, key=key)
             except MessageSizeTooLargeError:
                 summary.too_large += 1
-                report(*where(index), f"the event is {size:,} bytes as a Kafka record, over the producer's "
-                                      f"max_request_size of {max_request_size:,} bytes (--max-request-size "
-                                      "raises it; the topic's max.message.bytes, by default the broker's "
-                                      f"message.max.bytes of {_BROKER_MESSAGE_MAX_BYTES:,} bytes, must allow "
-                                      "it too)")
+                report(*where(index), too_large_reason(size, max_request_size, "--max-request-size"))
                 continue
             if key is None:
                 summary.keyless += 1
