@@ -286,40 +286,29 @@ class SessionState:
         # replaces them. The rest keep 128-bit keys.
         full_args: dict[int, bytes] = {}
         full_results: dict[int, bytes] = {}
-        if single_run:  # the usual case with run keys: groups are args keys, counted already
-            if history and history[-1].args_hash is not None:
-                full_args[len(history) - 1] = bytes.fromhex(history[-1].args_hash[-32:])
-            frequent = {key for key, count in self.args_counts.items() if count >= full_result_min_calls}
-            for index in range(len(history) - 1, -1, -1) if frequent else ():
-                r = history[index]
-                if r.result_key is None or r.args_key not in frequent:
-                    continue
-                frequent.discard(r.args_key)
-                if r.result_hash is not None:
-                    full_results[index] = bytes.fromhex(r.result_hash[-32:])
-                if not frequent:
-                    break
+        if single_run:  # the usual case with run keys: calls are args keys, counted already
+            calls_per_key: dict[Any, int] = self.args_counts
         else:
-            calls_per_key: dict[Any, int] = {}
+            calls_per_key = {}
             for r in history:
                 group = (r.run_id, r.args_key)
                 calls_per_key[group] = calls_per_key.get(group, 0) + 1
-            newest_of_run: set[str | None] = set()
-            newest_result: set[Any] = set()
-            for index in range(len(history) - 1, -1, -1):
-                r = history[index]
-                if r.run_id not in newest_of_run:
-                    newest_of_run.add(r.run_id)
-                    if r.args_hash is not None:
-                        full_args[index] = bytes.fromhex(r.args_hash[-32:])
-                if r.result_key is None:
-                    continue
-                group = (r.run_id, r.args_key)
-                if group in newest_result:
-                    continue
-                newest_result.add(group)
-                if r.result_hash is not None and calls_per_key[group] >= full_result_min_calls:
-                    full_results[index] = bytes.fromhex(r.result_hash[-32:])
+        frequent = {group for group, count in calls_per_key.items() if count >= full_result_min_calls}
+        runs_left = set(run_ids)  # runs whose newest record is still to come
+        for index in range(len(history) - 1, -1, -1):
+            if not (runs_left or frequent):
+                break
+            r = history[index]
+            if r.run_id in runs_left:
+                runs_left.discard(r.run_id)
+                if r.args_hash is not None:
+                    full_args[index] = bytes.fromhex(r.args_hash[-32:])
+            if r.result_key is not None and frequent:
+                group = r.args_key if single_run else (r.run_id, r.args_key)
+                if group in frequent:  # its newest resulted record
+                    frequent.discard(group)
+                    if r.result_hash is not None:
+                        full_results[index] = bytes.fromhex(r.result_hash[-32:])
         runs = {
             key: [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
                   [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
