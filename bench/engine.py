@@ -18,6 +18,7 @@ import gc
 import statistics
 import sys
 import time
+import timeit
 from collections import Counter
 from pathlib import Path
 
@@ -79,9 +80,16 @@ def main() -> None:
     print("verdicts: " + ", ".join(f"{n:,} {v}" for v, n in sorted(verdicts.items())))
     keep_full = config.smallest_warning_threshold
     state_sizes = sorted(len(s.to_bytes(keep_full)) for s in states.values())
+    # A checkpoint re-encodes every state an event changed since the last one (records already packed
+    # stay cached); a restart or rebalance decodes each state once.
+    encode_s = min(timeit.repeat(lambda: [s.to_bytes(keep_full) for s in states.values()], number=1, repeat=5))
+    encoded = [s.to_bytes(keep_full) for s in states.values()]
+    decode_s = min(timeit.repeat(lambda: [SessionState.from_bytes(b) for b in encoded], number=1, repeat=5))
     print(f"state:    {len(state_sizes):,} runs; serialised bytes per run mean {statistics.mean(state_sizes):,.0f}, "
           f"p50 {state_sizes[len(state_sizes)//2]:,}, p99 {state_sizes[int(len(state_sizes)*0.99)]:,}, "
-          f"max {state_sizes[-1]:,} (historySize {config.for_agent('main').history_size})")
+          f"max {state_sizes[-1]:,} (historySize {config.for_agent('main').history_size}); "
+          f"encode {encode_s / len(encoded) * 1e6:.1f} µs, decode {decode_s / len(encoded) * 1e6:.1f} µs per state "
+          f"(best of 5)")
 
 
 if __name__ == "__main__":
