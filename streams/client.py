@@ -25,10 +25,10 @@ adding partitions to it needs a client restart (as it needs a worker restart).
 
 Record keys
 -----------
-Each event is published with the record key ``partition_key(event, key_by)``
-(:mod:`streams.keys`): with ``key_by="run"`` (the default) its run id, else
-its session key, else its session id; with ``key_by="session"`` its session
-key, else its session id. The worker uses the record key **as it is** as the
+Each event is published with the record key ``record_key(event, key_by)``
+(:mod:`streams.keys`; ``loopwatch produce`` keys it the same): with
+``key_by="run"`` (the default) its run id, else its session key, else its
+session id; with ``key_by="session"`` its session key, else its session id. The worker uses the record key **as it is** as the
 key of the detection state (its own ``--key-by`` only derives a key for
 records that arrive without one), so the client's ``key_by`` decides whether
 loop detection sees a run or a whole session: ``"session"`` gives OpenClaw's
@@ -97,7 +97,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from .codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, event_encoder, record_size, too_large_reason
 from .detection.engine import EventError, validate_event
-from .keys import KEY_BY, partition_key
+from .keys import KEY_BY, record_key
 
 __all__ = [
     "LoopwatchClient",
@@ -456,7 +456,8 @@ class LoopwatchClient:
         except EventError as exc:
             raise EventError(f"invalid event (the worker would dead-letter it): {exc}") from None
         # A valid event has a session id or key (a non-empty string): there is always a key.
-        key = partition_key(event, self.key_by).encode("utf-8")
+        key = record_key(event, self.key_by)
+        assert key is not None
         event = dict(event)
         event_id = event.get("event_id")
         if not isinstance(event_id, str) or not event_id:
@@ -604,7 +605,8 @@ def _event_type(event: Any) -> Any:
 def _event_name(event: Mapping[str, Any], kind: str, key: bytes) -> str:
     """How an error names an event, e.g. ``tool_call event 'e1' (key 'r1', tool_call_id 'c1')``."""
     call_id = event.get("tool_call_id")
-    ids = f"key {key.decode('utf-8')!r}" + (f", tool_call_id {call_id!r}" if isinstance(call_id, str) else "")
+    text = key.decode("utf-8", "surrogatepass")  # the key record_key encoded
+    ids = f"key {text!r}" + (f", tool_call_id {call_id!r}" if isinstance(call_id, str) else "")
     return f"{kind} event {event['event_id']!r} ({ids})"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["KEY_BY", "partition_key"]
+__all__ = ["KEY_BY", "partition_key", "record_key"]
 
 KEY_BY = ("run", "session")
 
@@ -32,3 +32,14 @@ def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
     if key_by != "run":
         raise ValueError(f"key_by must be one of {KEY_BY}, got {key_by!r}")
     return _text(event.get("run_id")) or session or ""
+
+
+def record_key(event: Mapping[str, Any], key_by: str = "run") -> bytes | None:
+    """The Kafka record key of ``event``: :func:`partition_key` as UTF-8 bytes; None if it is "".
+
+    Raises:
+        ValueError: ``key_by`` is not ``run`` or ``session``.
+    """
+    # surrogatepass: a lone surrogate in an id (JSON can carry one) keys the record instead of raising,
+    # and the client and `loopwatch produce` put the same event on the same partition.
+    return partition_key(event, key_by).encode("utf-8", "surrogatepass") or None

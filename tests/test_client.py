@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import types
 
 import msgpack
 import pytest
@@ -128,7 +129,7 @@ def test_valid_events_are_what_the_engine_applies(event):
 
 
 class _RecordingProducer:
-    """A producer whose send() records the value and acknowledges it at once."""
+    """A producer whose send() records the key and value and acknowledges them at once (partition 0)."""
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes]] = []
@@ -136,7 +137,7 @@ class _RecordingProducer:
     async def send(self, topic, value=None, key=None):
         self.records.append((key, value))
         delivered = asyncio.get_running_loop().create_future()
-        delivered.set_result(None)
+        delivered.set_result(types.SimpleNamespace(partition=0))  # the record metadata `produce` reads
         return delivered
 
 
@@ -171,6 +172,48 @@ def test_an_event_msgpack_cannot_carry_is_sent_as_json_the_worker_applies(codec,
     assert decode_event(sent) == event
     outcome = Processor(Engine()).apply(key, decode_event(sent), Source("events", 0, 0), SessionState(), sent)
     assert outcome.kind == APPLIED and outcome.record["event_id"] == "e1"
+
+
+class _ProduceProducer(_RecordingProducer):
+    """What `loopwatch produce` (publish_events) needs of aiokafka's producer, recording each send."""
+
+    last: "_ProduceProducer"
+
+    def __init__(self, **options) -> None:
+        super().__init__()
+        _ProduceProducer.last = self
+
+    async def start(self) -> None: ...
+    async def flush(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+@pytest.mark.parametrize("key_by, ids, key, named", [
+    ("run", {"run_id": "r\ud800"}, b"r\xed\xa0\x80", r"key 'r\ud800'"),
+    ("run", {"session_key": "k\udfff"}, b"k\xed\xbf\xbf", r"key 'k\udfff'"),
+    ("session", {"run_id": "r", "session_key": "k\ud800"}, b"k\xed\xa0\x80", r"key 'k\ud800'"),
+    ("session", {"run_id": "r", "session_id": "s\udc00"}, b"s\xed\xb0\x80", r"key 's\udc00'"),
+], ids=["run-id", "session-key-by-run", "session-key", "session-id"])
+def test_a_lone_surrogate_in_an_id_keys_the_record_as_produce_does(monkeypatch, key_by, ids, key, named):
+    import aiokafka
+
+    from streams.commands.produce import publish_events
+
+    event = {"type": "tool_call", "session_id": "s", "tool_call_id": "c", "tool_name": "read", "args": {},
+             "event_id": "e1", "ts": 1000, **ids}
+    client, producer = _sending_client(key_by=key_by)
+
+    async def run() -> None:
+        await client.check(event, timeout=0.01)
+        with pytest.raises(ValueError, match=re.escape(f"tool_call event 'e1' ({named}, tool_call_id 'c'): ")):
+            await client.check({**event, "args": {1}})  # the error names the key as it is
+        monkeypatch.setattr(aiokafka, "AIOKafkaProducer", _ProduceProducer)
+        await publish_events("127.0.0.1:1", "loopwatch.events", [dict(event)], key_by=key_by)
+
+    asyncio.run(run())
+    [(sent_key, _)] = producer.records
+    [(produced_key, _)] = _ProduceProducer.last.records
+    assert sent_key == produced_key == key
 
 
 def test_an_event_neither_msgpack_nor_json_can_encode_is_a_value_error_naming_it():

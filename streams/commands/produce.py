@@ -2,7 +2,7 @@
 
 :func:`publish_events` is the reusable part (``loopwatch demo`` and the
 benchmarks call it): events in, one Kafka record each, keyed by
-:func:`streams.keys.partition_key`, optionally paced to a rate.
+:func:`streams.keys.record_key`, optionally paced to a rate.
 
 An event Kafka will not take because of its size (over the producer's
 ``max_request_size``, or refused by the broker: over the topic's
@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator
 import click
 
 from ..codecs import MAX_REQUEST_SIZE, event_encoder, record_size, too_large_reason
-from ..keys import KEY_BY, partition_key
+from ..keys import KEY_BY, record_key
 from .replay import event_records
 
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
@@ -117,8 +117,8 @@ async def publish_events(
     Arguments:
         bootstrap: ``host:port`` (a ``kafka://`` prefix is accepted).
         topic: the input topic.
-        events: decoded events; the record key is ``partition_key(event, key_by)``
-            (UTF-8), no key when that is empty.
+        events: decoded events; the record key is ``record_key(event, key_by)``
+            (:mod:`streams.keys`), no key when that is empty.
         codec: ``msgpack`` or ``json`` record values.
         rate: events per second to pace the sends to (None: as fast as possible).
         stamp: set each event's ``ts`` to the send time (epoch ms) before encoding
@@ -186,8 +186,7 @@ async def publish_events(
                 delay = started + index / rate - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            key_text = partition_key(event, key_by) if isinstance(event, dict) else ""
-            key = key_text.encode("utf-8", "surrogatepass") if key_text else None
+            key = record_key(event, key_by) if isinstance(event, dict) else None
             now = time.time()
             if stamp:
                 event["ts"] = int(now * 1000)
