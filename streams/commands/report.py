@@ -6,6 +6,7 @@ import sys
 from typing import Any, Iterator
 
 import click
+from click.core import ParameterSource
 
 from ..codecs import read_event_file
 from ..detection import Engine, EventError
@@ -147,6 +148,10 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
         if config_path or compare_path:
             raise click.UsageError("--config and --compare replay events: give --format events or a session "
                                    "format (verdict files are already decided)")
+        # Only when typed: LOOPWATCH_CONFIG_VALIDATE is the worker's setting too, so it may well be set here.
+        if click.get_current_context().get_parameter_source("config_validate") is ParameterSource.COMMANDLINE:
+            click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
+                       "(it applies when --format events or a session format replays events)", err=True)
         records = list(_verdict_records(files, bad))
         if not records and bad[0]:
             raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "

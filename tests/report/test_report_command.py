@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from streams.commands.replay import replay
@@ -88,6 +90,22 @@ def test_config_with_verdict_files_is_a_usage_error(events_file, sensitive_confi
     res = _run("--config", sensitive_config, events_file)
     assert res.exit_code == 2
     assert "--config and --compare replay events" in res.output
+
+
+@pytest.mark.parametrize("value", ["false", "true"])
+def test_config_validate_with_verdict_files_is_said_to_be_ignored(worker_verdicts, tmp_path, value):
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps(v) + "\n" for v in worker_verdicts))
+    plain = _run(verdicts)
+    res = _run("--config-validate", value, verdicts)
+    assert res.exit_code == plain.exit_code == 0, res.output
+    assert res.stdout == plain.stdout
+    assert res.stderr == plain.stderr + (
+        "loopwatch report: --config-validate ignored: verdict files are reported as recorded "
+        "(it applies when --format events or a session format replays events)\n")
+    # The worker's environment variable is no request of the user's: nothing said.
+    from_env = CliRunner().invoke(report, [str(verdicts)], env={"LOOPWATCH_CONFIG_VALIDATE": value})
+    assert (from_env.exit_code, from_env.stdout, from_env.stderr) == (0, plain.stdout, plain.stderr)
 
 
 def test_invalid_config_exits_2(events_file, tmp_path):
