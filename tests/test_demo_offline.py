@@ -159,15 +159,17 @@ def test_no_broker_hint_starts_kafka_sh_on_the_requested_port(tmp_path):
                                        "--app-id", f"test-no-broker-{port}"])
     assert result.exit_code == 1
     assert (f"Error: no Kafka broker at 127.0.0.1:{port}; start one (KAFKA_PORT={port} "
-            f"KAFKA_CONTROLLER_PORT={port + 1} deploy/kafka/kafka.sh start) or pass --bootstrap") in result.output
+            "deploy/kafka/kafka.sh start) or pass --bootstrap") in result.output
     assert not (demo_module.ROOT / ".work" / "demo" / f"test-no-broker-{port}").exists()
 
 
 def test_no_broker_hint_for_a_remote_address_does_not_pretend_kafka_sh_serves_it():
     hint = demo_module._no_broker_hint("kafka.example.com:9092")
     assert hint == ("no Kafka broker at kafka.example.com:9092; check the address, or start a local one "
-                    "(KAFKA_PORT=9092 KAFKA_CONTROLLER_PORT=9093 deploy/kafka/kafka.sh start) and pass "
+                    "(KAFKA_PORT=9092 deploy/kafka/kafka.sh start) and pass "
                     "--bootstrap 127.0.0.1:9092")
+    # kafka.sh's default controller port is KAFKA_PORT + 1: named only where there is no such port
+    assert demo_module._kafka_sh_start(65534) == "KAFKA_PORT=65534 deploy/kafka/kafka.sh start"
     assert demo_module._kafka_sh_start(65535) == \
         "KAFKA_PORT=65535 KAFKA_CONTROLLER_PORT=65534 deploy/kafka/kafka.sh start"
 

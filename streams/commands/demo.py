@@ -94,8 +94,9 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")  # where kafka.sh can s
 
 def _kafka_sh_start(port: int) -> str:
     """The shell command that starts kafka.sh's broker on 127.0.0.1:``port`` (controller on the next port)."""
-    controller = port + 1 if port < 65535 else port - 1
-    return f"KAFKA_PORT={port} KAFKA_CONTROLLER_PORT={controller} deploy/kafka/kafka.sh start"
+    # kafka.sh puts the controller on KAFKA_PORT + 1 by itself; only 65535 has no next port.
+    controller = "" if port < 65535 else f" KAFKA_CONTROLLER_PORT={port - 1}"
+    return f"KAFKA_PORT={port}{controller} deploy/kafka/kafka.sh start"
 
 
 def _no_broker_hint(bootstrap: str) -> str:
