@@ -16,13 +16,14 @@ Faust writes a table key from a stream only (``table[key] = value`` takes the
 partition of the current event; the RocksDB store asserts one). This worker
 writes whole checkpoints outside any stream, so for RocksDB the writes,
 deletes and offsets go straight to the partition's database (see
-:meth:`StateTable._partition_db`).
+:meth:`StateTable._write_local`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from typing import Any, Iterable, Set
 
 import faust
@@ -32,6 +33,8 @@ from faust.types import TP
 from .outputs import Outputs
 
 __all__ = ["StateTable"]
+
+log = logging.getLogger(__name__)
 
 
 class StateTable(faust.Table):
@@ -47,24 +50,6 @@ class StateTable(faust.Table):
         super().__init__(*args, **kwargs)
         self.key_partitions: dict[bytes, int] = {}
         self._queued: dict[int, list[tuple[bytes, bytes | None]]] = {}  # partition -> records in `out`, not sent
-
-    def _partition_db(self, partition: int) -> Any:
-        """The RocksDB database of changelog ``partition``, or None for another store.
-
-        The database is a ``rocksdict.Rdict`` (a ``rocksdb.DB`` with Faust's
-        ``python-rocksdb`` driver), raw bytes keys and values; opening it raises
-        the driver's error if it cannot be opened (e.g. locked by another
-        worker using the same data directory).
-
-        Faust internals: ``Store._db_for_partition`` opens the database on first
-        use; ``Store._key_index`` (key -> partition, an LRU) is what the store's
-        own ``__setitem__`` fills so that a read outside a stream looks in one
-        database instead of all.
-        """
-        store = self.data
-        if not isinstance(store, rocksdb_store.Store):
-            return None
-        return store._db_for_partition(partition)
 
     async def put_many(self, items: Iterable[tuple[bytes, bytes, int]], out: Outputs) -> list[asyncio.Future]:
         """Set each ``(key, value, partition)`` and send its changelog record to ``partition``.
@@ -123,15 +108,52 @@ class StateTable(faust.Table):
 
     def _acknowledged(self, partition: int, records: list[tuple[bytes, bytes | None]],
                       future: asyncio.Future) -> None:
-        """A changelog batch is acknowledged: the local store takes its records, then their offset."""
+        """A changelog batch is acknowledged: the local store takes its records, then their offset.
+
+        With RocksDB, a batch acknowledged after its partition was revoked (the
+        worker is failing, or lost the partition while a failed checkpoint's
+        batches were still in flight) is left to the changelog: writing it
+        would reopen the revoked partition's database, and whoever restores the
+        partition next reads the record from the changelog after the database's
+        persisted offset, which the skip leaves behind it. (The memory store
+        takes it: its keys of unassigned partitions go when the next recovery
+        completes.) A local write that fails crashes the worker: a store behind
+        the changelog would hand stale states to the next cache miss.
+        """
         if future.cancelled() or future.exception() is not None:
             return
-        meta = future.result()
+        try:
+            self._write_local(partition, records, future.result())
+        except Exception as exc:
+            log.error("loopwatch: cannot write acknowledged states to the local store: %r", exc)
+            asyncio.ensure_future(self.app.crash(exc))
+
+    def _write_local(self, partition: int, records: list[tuple[bytes, bytes | None]], meta: Any) -> None:
+        """Write acknowledged ``records`` of changelog ``partition`` (base offset ``meta.offset``) to the local store.
+
+        For RocksDB into the partition's database (a ``rocksdict.Rdict``, raw
+        bytes keys and values), nothing if the partition is no longer assigned.
+        """
         store = self.data
-        db = self._partition_db(partition)
-        if db is None:
-            # Faust internals: the memory store's key -> partition map, by which it
-            # forgets the keys of partitions no longer assigned after a rebalance
+        if isinstance(store, rocksdb_store.Store):
+            # Faust internals: Store._dbs holds the databases of the assigned partitions (opened at
+            # assignment, removed at revocation; Store._db_for_partition would open a missing one);
+            # Store._key_index (key -> partition) is what the store's own __setitem__ fills so that
+            # a read outside a stream looks in one database instead of all.
+            db = store._dbs.get(partition)
+            if db is None:
+                return
+            key_index = store._key_index
+            for key, value in records:  # what Store._set/_del would write, in the right database
+                if value is None:
+                    db.delete(key)
+                    key_index.pop(key, None)
+                else:
+                    db.put(key, value)
+                    key_index[key] = partition
+        else:
+            # Faust internals: the memory store's key -> partition map, by which it forgets
+            # the keys of partitions no longer assigned once a rebalance's recovery completes
             key_partition = store._key_partition
             for key, value in records:
                 if value is None:
@@ -140,16 +162,6 @@ class StateTable(faust.Table):
                 else:
                     store[key] = value
                     key_partition[key] = partition
-        else:
-            # raw bytes keys and values: what Store._set/_del would write, in the right database
-            key_index = store._key_index
-            for key, value in records:
-                if value is None:
-                    db.delete(key)
-                    key_index.pop(key, None)
-                else:
-                    db.put(key, value)
-                    key_index[key] = partition
         # What Table._on_changelog_sent does: keep the changelog offset of the stored data
         # (RocksDB writes it into the partition's database and at start reads the changelog
         # only after it).

@@ -81,3 +81,63 @@ def test_store_follows_the_acknowledged_changelog(tmp_path: Path) -> None:
         assert dict(store.items()) == {b"a": b"A1", b"b": b"B2"} and persisted[TP(changelog, 0)] == 42
 
     asyncio.run(run())
+
+
+def _worker(tmp_path: Path, store: str) -> Loopwatch:
+    return Loopwatch(WorkerSettings(broker="kafka://127.0.0.1:1", app_id="lw-unit", input_topics=["unit.events"],
+                                    partitions=2, metrics_port=0, store=store, data_dir=str(tmp_path / "faust")))
+
+
+def test_rocksdb_takes_no_write_for_a_partition_not_assigned(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, "rocksdb://")
+    table, producer = worker.table, _Producer()
+    changelog = table.changelog_topic.get_topic_name()
+    store = table.data
+    store._db_for_partition(0)  # what the store does for an assigned partition
+
+    async def run() -> None:
+        out = Outputs(producer, {changelog: 2})
+        await table.put_many([(b"a", b"A1", 0), (b"b", b"B1", 1)], out)
+        _acknowledge(producer.sent[0], 10)
+        _acknowledge(producer.sent[1], 20)
+        await asyncio.sleep(0)
+        # partition 1 was never opened here: its database stays closed, its offset unknown
+        assert sorted(store._dbs) == [0]
+        assert store._dbs[0][b"a"] == b"A1" and store.persisted_offset(TP(changelog, 0)) == 10
+
+        # partition 0 revoked while a write is in flight: acknowledged, not written, not reopened
+        await table.put_many([(b"a", b"A2", 0)], out)
+        store.revoke_partitions(table, {TP(changelog, 0)})
+        _acknowledge(producer.sent[2], 11)
+        await asyncio.sleep(0)
+        assert store._dbs == {}
+        assert store._db_for_partition(0)[b"a"] == b"A1"  # behind the changelog by the skipped record...
+        assert store.persisted_offset(TP(changelog, 0)) == 10  # ...which a recovery reads after offset 10
+
+    asyncio.run(run())
+
+
+def test_a_failed_local_write_crashes_the_worker(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, "rocksdb://")
+    table, producer = worker.table, _Producer()
+    changelog = table.changelog_topic.get_topic_name()
+    crashed: list[BaseException] = []
+
+    async def crash(exc: BaseException) -> None:
+        crashed.append(exc)
+
+    class _FullDisk:
+        def put(self, key: bytes, value: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+    worker.app.crash = crash
+    table.data._dbs[0] = _FullDisk()
+
+    async def run() -> None:
+        await table.put_many([(b"a", b"A1", 0)], Outputs(producer, {changelog: 2}))
+        _acknowledge(producer.sent[0], 10)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert [str(exc) for exc in crashed] == ["[Errno 28] No space left on device"]
+
+    asyncio.run(run())
