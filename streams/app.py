@@ -504,9 +504,7 @@ class Loopwatch:
         started = time.perf_counter()
         try:
             writes = await self._encode_snapshot()
-            if outputs:
-                for future in outputs:  # (a) every record published so far acknowledged
-                    await future  # (per partition they are acknowledged in order: most are done by now)
+            await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
             if writes:
                 await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
         except BaseException as exc:
@@ -646,6 +644,7 @@ class Loopwatch:
         self._dirty.clear()
         self._handled.clear()
         self._since_snapshot = 0
+        _failures_seen(self._outputs)
         self._outputs.clear()
         self._unencoded.clear()
         self._encoded = []
@@ -712,6 +711,33 @@ async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0
         if time.monotonic() > deadline:
             raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
         await asyncio.sleep(0.1)
+
+
+async def _all_acknowledged(futures: list[asyncio.Future]) -> None:
+    """Await ``futures`` one after the other; raises the first failure.
+
+    Per partition the broker acknowledges batches in order, so most are done
+    by the time the first is: cheaper than gathering hundreds of futures.
+    The failures of those not awaited count as seen (:func:`_failures_seen`).
+    """
+    for index, future in enumerate(futures):
+        try:
+            await future
+        except BaseException:
+            _failures_seen(futures[index + 1:])
+            raise
+
+
+def _failures_seen(futures: list[asyncio.Future]) -> None:
+    """Mark the failures of ``futures`` (now or when they end) as seen: the worker reported the first
+    one, and asyncio would log each other as "Future exception was never retrieved"."""
+    for future in futures:
+        future.add_done_callback(_see_failure)
+
+
+def _see_failure(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _stop(*producers: AIOKafkaProducer) -> None:
