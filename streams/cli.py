@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
+import sys
 
 import click
 
@@ -62,3 +64,8 @@ def main() -> None:
     the one OpenClaw's tools.loopDetection would give. The same engine runs
     offline: `loopwatch replay` needs no broker.
     """
+    # Text output may quote ids or tool names holding a lone surrogate (JSON input can carry one):
+    # printed escaped, not a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")

@@ -44,7 +44,7 @@ the worker dead-letters an event): an invalid event raises
 :class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
 instead of being dead-lettered while the caller waits out its timeout.
 An event msgpack cannot carry (an integer beyond 64 bits, a lone surrogate)
-is sent as JSON, which the worker reads too (:func:`streams.codecs.event_encoder`,
+is sent as JSON, which the worker reads too (:func:`streams.codecs.record_encoder`,
 as ``loopwatch produce`` does); one JSON cannot encode either raises
 ``ValueError`` naming the event.
 
@@ -95,7 +95,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
-from .codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, event_encoder, record_size, too_large_reason
+from .codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
 from .detection.engine import EventError, validate_event
 from .keys import KEY_BY, record_key
 
@@ -294,7 +294,7 @@ class LoopwatchClient:
         self.timeout = timeout
         self.key_by = key_by
         self.start_timeout = start_timeout
-        self._encode = event_encoder(codec)
+        self._encode = record_encoder(codec)
         self._producer_options = dict(producer_options or {})
         self._consumer_options = dict(consumer_options or {})
         self._producer: AIOKafkaProducer | None = None

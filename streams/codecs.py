@@ -26,7 +26,7 @@ __all__ = [
     "decode_event",
     "encode_msgpack",
     "encode_json",
-    "event_encoder",
+    "record_encoder",
     "MAX_REQUEST_SIZE",
     "BROKER_MESSAGE_MAX_BYTES",
     "record_size",
@@ -81,17 +81,23 @@ def encode_msgpack(value: Any) -> bytes:
 
 
 def encode_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON of a JSON-like value."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """Compact UTF-8 JSON of a JSON-like value; ASCII-escaped if it holds a lone surrogate (JSON input can
+    carry one, UTF-8 cannot), which reads back as the same value."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def event_encoder(codec: str) -> Callable[[Any], bytes]:
-    """The event record encoder of ``codec`` (``msgpack`` or ``json``), as ``loopwatch produce`` and the
-    client use it: an event msgpack cannot carry (integers beyond 64 bits, lone surrogates) goes as
-    ASCII-escaped JSON, which :func:`decode_event` (the worker) also reads.
+def record_encoder(codec: str) -> Callable[[Any], bytes]:
+    """The record value encoder of ``codec`` (``msgpack`` or ``json``): events as ``loopwatch produce``
+    and the client send them, verdicts and loop events as the worker publishes them. A value msgpack
+    cannot carry (integers beyond 64 bits, lone surrogates, which JSON input may hold) goes as
+    ASCII-escaped JSON, which :func:`decode_event` (the worker, the client, ``tail``) also reads,
+    giving back the same value.
 
-    The encoder raises ``ValueError`` ("cannot encode the event as msgpack or JSON: <reason>") for an
-    event neither can encode (e.g. one holding a set).
+    The encoder raises ``ValueError`` ("cannot encode the event as msgpack or JSON: <reason>") for a
+    value neither can encode (e.g. one holding a set).
     """
     primary = encode_msgpack if codec == "msgpack" else encode_json
     tried = "msgpack or JSON" if codec == "msgpack" else "JSON"

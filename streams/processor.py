@@ -4,12 +4,13 @@
 
 * :meth:`Processor.decode` -- record value -> event, or a dead letter;
 * :meth:`Processor.state_key` -- the record key, else the key derived from the
-  event (:func:`streams.keys.partition_key`);
+  event (:func:`streams.keys.record_key`);
 * :meth:`Processor.apply` -- one event against the :class:`SessionState` of
   its key: the engine's verdict as a verdict record and its loop events, the
   state updated in place; or nothing for an event the state already contains.
 
-Record shapes (values encoded with the output codec, msgpack by default;
+Record shapes (values encoded with the output codec, msgpack by default, as
+JSON when msgpack cannot carry them, e.g. a lone surrogate from JSON input;
 dead letters always msgpack because they carry raw bytes):
 
 * verdict (``loopwatch.verdicts``, same key as the event)::
@@ -50,10 +51,9 @@ from typing import Any, Mapping
 
 import msgpack
 
-from . import metrics
-from .codecs import DecodeError, decode_event, encode_json
+from . import keys, metrics
+from .codecs import DecodeError, decode_event, record_encoder
 from .detection import Engine, EventError, SessionState
-from .keys import partition_key
 from .replay import detection_action, verdict_record
 
 __all__ = [
@@ -76,8 +76,6 @@ VERDICTS_BY_NAME = metrics.VERDICTS
 APPLIED = "applied"          # applied to the state; new verdict
 SKIPPED = "skipped"          # already in the state (its verdict was published before the checkpoint): nothing to send
 DEAD_LETTER = "dead_letter"  # not an event (decode) or not a valid one (schema)
-
-_pack = msgpack.Packer(use_bin_type=True).pack
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +155,8 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
                               "key": key, "value": value}
     if len(value) > MAX_CARRIED_BYTES:
         record.update(value=value[:MAX_CARRIED_BYTES], value_truncated=True, value_size=len(value))
-    return msgpack.packb(record, use_bin_type=True)
+    # backslashreplace: a reason may quote a lone surrogate of the event (JSON can carry one)
+    return msgpack.packb(record, use_bin_type=True, unicode_errors="backslashreplace")
 
 
 def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -208,7 +207,7 @@ class Processor:
         self.engine = engine
         self.key_by = key_by
         self.codec = codec
-        self._encode = _pack if codec == "msgpack" else encode_json
+        self._encode = record_encoder(codec)
         # metric updates gathered per batch, published by flush_metrics()
         self._event_counts: dict[Any, int] = {}
         self._verdict_counts: dict[Any, int] = {}
@@ -230,10 +229,8 @@ class Processor:
         return Outcome(DEAD_LETTER, key, dead_letter=encode_dead_letter(raw, key, source, reason_class, reason))
 
     def state_key(self, record_key: bytes | None, event: Mapping[str, Any]) -> bytes:
-        """The record key when there is one, else the key derived from the event (UTF-8)."""
-        if record_key:
-            return record_key
-        return partition_key(event, self.key_by).encode("utf-8")
+        """The record key when there is one, else the key derived from the event (:func:`streams.keys.record_key`)."""
+        return record_key or keys.record_key(event, self.key_by) or b""
 
     # ---------------------------------------------------------------- applying
 

@@ -214,7 +214,7 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
     seen: dict[str, dict[str, Any]] = {}
     sent_at: dict[str, float] = {}
     latencies: list[float] = []
-    out = open(verdicts_out, "w", encoding="utf-8") if verdicts_out else None
+    out = open(verdicts_out, "w", encoding="utf-8", errors="backslashreplace") if verdicts_out else None
 
     def show(batches: dict) -> None:
         for message in sorted((r for b in batches.values() for r in b), key=lambda r: r.timestamp):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..codecs import MAX_REQUEST_SIZE, event_encoder, record_size, too_large_reason
+from ..codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, record_key
 from .replay import event_records
 
@@ -145,7 +145,7 @@ async def publish_events(
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import MessageSizeTooLargeError
 
-    encode = event_encoder(codec)
+    encode = record_encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
     report = on_bad if on_bad is not None else (lambda path, position, reason: None)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",

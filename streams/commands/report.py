@@ -176,7 +176,7 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
         sys.stdout.flush()
     if html_path:
         try:
-            with open(html_path, "w", encoding="utf-8") as fh:
+            with open(html_path, "w", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(render_html(result, comparison))
         except OSError as exc:
             raise click.ClickException(f"cannot write {html_path}: {exc.strerror or exc}") from None

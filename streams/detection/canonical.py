@@ -275,6 +275,8 @@ def digest(value: Any, prefix: str = "") -> str:
             return _c_digest_hex(value, _number, UNDEFINED, prefix)
         except TypeError:
             pass
+        except UnicodeEncodeError:  # C takes the prefix as UTF-8; a tool name may hold a lone surrogate
+            return prefix + digest(value)
     elif _c_canonical_bytes is not None:
         try:
             return prefix + _sha256(_c_canonical_bytes(value, _number, UNDEFINED)).hexdigest()

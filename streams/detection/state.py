@@ -327,7 +327,7 @@ class SessionState:
     @classmethod
     def from_bytes(cls, data: bytes) -> "SessionState":
         """Inverse of :meth:`to_bytes` (also reads format 2). Raises ``ValueError`` for an unknown format."""
-        doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        doc = msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
         if not isinstance(doc, list) or not doc or doc[0] not in (2, _FORMAT_VERSION) or len(doc) != (
                 12 if doc[0] == 2 else 10):
             raise ValueError("not a loopwatch session state (unknown format version)")
@@ -363,7 +363,8 @@ class SessionState:
         return state
 
 
-_packb = msgpack.Packer(use_bin_type=True).pack
+# surrogatepass: ids and tool names from JSON input may hold lone surrogates; they round-trip exactly.
+_packb = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass").pack
 _array_header = msgpack.Packer().pack_array_header
 _HEAD = _array_header(10) + _packb(_FORMAT_VERSION)
 

@@ -24,7 +24,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
-from streams.keys import partition_key
+from streams.codecs import decode_event
+from streams.keys import partition_key, record_key
+from streams.processor import decode_state
 from streams.settings import WorkerSettings
 from worker_harness import (
     count_records,
@@ -217,6 +219,40 @@ def test_bad_records_are_dead_lettered_and_good_ones_flow(kafka_bootstrap, tmp_p
         assert "type must be one of" in got[2]["reason"]
         assert got[0]["value"] == b"\xc1\x00garbage" and got[0]["key"] == b"r1"
         assert [r.key for r in letters] == [b"r1"] * 3
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
+def test_lone_surrogates_from_json_input_get_verdicts_and_checkpoints(kafka_bootstrap, tmp_path):
+    # JSON can carry a lone surrogate (a JavaScript slice through an emoji), UTF-8 and msgpack cannot:
+    # keyed and keyless records holding them get their verdicts and their states checkpoint.
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
+        topic = settings.input_topics[0]
+        calls = [{"type": "tool_call", "event_id": f"e{i}\udc00", "run_id": "run-\ud83d", "session_id": "s\ud800",
+                  "tool_call_id": f"c{i}\ud800", "tool_name": "read\ud83d", "args": {"path": "\ud800"},
+                  "result": "same \udc00", "error": None} for i in range(11)]
+        key = record_key(calls[0])
+        assert key == b"run-\xed\xa0\xbd"
+        records = [(key, json.dumps(e).encode()) for e in calls[:6]]
+        async with running_worker(settings, Engine(OpenClawConfig(ENABLED))) as loopwatch:
+            await produce(kafka_bootstrap, topic, records)
+            await consume_all(kafka_bootstrap, settings.verdicts_topic, 6, timeout=30)
+            await produce(kafka_bootstrap, topic, [(None, json.dumps(e).encode()) for e in calls[6:]])  # rekeyed
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 11, timeout=30)
+            await asyncio.sleep(2 * settings.checkpoint_interval_s)
+            await loopwatch._wait_checkpoint()
+            assert loopwatch._failed is None
+            stored = decode_state(loopwatch.table.get(key))
+        got = [decode_event(v.value) for v in verdicts]
+        assert [g["event_id"] for g in got] == [e["event_id"] for e in calls]
+        assert [v.key for v in verdicts] == [key] * 11
+        sources = [(topic, g["source"]["partition"], g["source"]["offset"]) for g in got]
+        assert [_same(g, w) for g, w in zip(got, _offline(calls, sources, ENABLED))] == [True] * 11
+        assert got[-1]["verdict"] == "warn" and got[-1]["detection"]["count"] == 10
+        assert [r.tool for r in stored.history] == ["read\ud83d"] * 11
+        assert stored.last_offsets == {f"{topic}:0": 5, f"rekey:{topic}:0": 10}
 
     asyncio.run(run())
 
