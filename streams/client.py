@@ -43,10 +43,10 @@ check (:func:`streams.detection.engine.validate_event`, the rules by which
 the worker dead-letters an event): an invalid event raises
 :class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
 instead of being dead-lettered while the caller waits out its timeout.
-An event msgpack cannot carry (an integer beyond 64 bits, a lone surrogate)
-is sent as JSON, which the worker reads too (:func:`streams.codecs.record_encoder`,
-as ``loopwatch produce`` does); one JSON cannot encode either raises
-``ValueError`` naming the event.
+An event the chosen codec cannot carry (for msgpack an integer beyond 64
+bits or a lone surrogate, for JSON bytes) is sent in the other, which the
+worker reads too (:func:`streams.codecs.record_encoder`, as ``loopwatch
+produce`` does); one neither can encode raises ``ValueError`` naming the event.
 
 Timeouts and send failures: fail-open or fail-closed
 ----------------------------------------------------
@@ -229,8 +229,8 @@ class LoopwatchClient:
             event cannot be published (see the module docstring for the
             per-event-type table).
         codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding;
-            an event msgpack cannot carry (an integer beyond 64 bits, a lone
-            surrogate) goes as JSON, as ``loopwatch produce`` sends it.
+            an event the codec cannot carry goes in the other, as ``loopwatch
+            produce`` sends it (see the module docstring).
         timeout: default seconds to wait for a verdict (send included).
         key_by: the record key of each event: ``"run"`` (default: run id, else
             session key, else session id) or ``"session"`` (session key, else

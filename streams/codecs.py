@@ -70,6 +70,8 @@ def decode_event(data: bytes) -> dict[str, Any]:
             value = json.loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise DecodeError(f"invalid JSON: {exc}") from None
+        except RecursionError:  # msgpack has its own limit (StackError, a ValueError)
+            raise DecodeError("invalid JSON: nested too deeply to decode") from None
     if not isinstance(value, dict):
         raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
     return value
@@ -86,21 +88,28 @@ def encode_json(value: Any) -> bytes:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        return _ascii_json(value)
+
+
+def _ascii_json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def record_encoder(codec: str) -> Callable[[Any], bytes]:
     """The record value encoder of ``codec`` (``msgpack`` or ``json``): events as ``loopwatch produce``
-    and the client send them, verdicts and loop events as the worker publishes them. A value msgpack
-    cannot carry (integers beyond 64 bits, lone surrogates, which JSON input may hold) goes as
-    ASCII-escaped JSON, which :func:`decode_event` (the worker, the client, ``tail``) also reads,
-    giving back the same value.
+    and the client send them, verdicts and loop events as the worker publishes them.
 
-    The encoder raises ``ValueError`` ("cannot encode the event as msgpack or JSON: <reason>") for a
+    A value one codec cannot carry goes in the other, which :func:`decode_event`
+    (the worker, the client, ``tail``) reads too, giving back the same value: for
+    msgpack, integers beyond 64 bits and lone surrogates (JSON input may hold
+    them) go as ASCII-escaped JSON; for JSON, bytes and msgpack extension types
+    (msgpack input may hold them, e.g. in a verdict's ``event_source``) go as
+    msgpack. Every value decoded from either codec can thus be encoded.
+
+    The encoder raises ``ValueError`` ("cannot encode the event as JSON or msgpack: <reason>") for a
     value neither can encode (e.g. one holding a set).
     """
-    primary = encode_msgpack if codec == "msgpack" else encode_json
-    tried = "msgpack or JSON" if codec == "msgpack" else "JSON"
+    primary, fallback = (encode_msgpack, _ascii_json) if codec == "msgpack" else (encode_json, encode_msgpack)
 
     def encode(event: Any) -> bytes:
         try:
@@ -108,9 +117,9 @@ def record_encoder(codec: str) -> Callable[[Any], bytes]:
         except (OverflowError, TypeError, ValueError, UnicodeEncodeError):
             pass
         try:
-            return json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"cannot encode the event as {tried}: {exc}") from None
+            return fallback(event)
+        except (OverflowError, TypeError, ValueError, UnicodeEncodeError) as exc:
+            raise ValueError(f"cannot encode the event as JSON or msgpack: {exc}") from None
 
     return encode
 

@@ -224,9 +224,9 @@ def test_an_event_neither_msgpack_nor_json_can_encode_is_a_value_error_naming_it
             await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c",
                                 "event_id": "e1", "args": {1, 2}})
         assert str(raised.value) == ("tool_call event 'e1' (key 'r', tool_call_id 'c'): cannot encode the event "
-                                     "as msgpack or JSON: Object of type set is not JSON serializable")
+                                     "as JSON or msgpack: Object of type set is not JSON serializable")
         with pytest.raises(ValueError, match=r"^compaction_retry event '[0-9a-f]{32}' \(key 's'\): cannot encode "
-                                             r"the event as JSON: Object of type set"):
+                                             r"the event as JSON or msgpack: can not serialize 'set' object"):
             await _started_client(codec="json", key_by="session").report_result(
                 {"type": "compaction_retry", "run_id": "r", "session_id": "s", "agent_id": "main", "x": {1}})
         assert client._pending == {}

@@ -6,6 +6,7 @@ import msgpack
 import pytest
 
 from streams import metrics
+from streams.codecs import decode_event
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
@@ -47,6 +48,13 @@ def test_verdict_record_shape():
 def test_json_codec():
     out = processor(codec="json").apply(b"r1", call(0), src(0), SessionState())
     assert json.loads(out.verdict)["verdict"] == "allow"
+
+
+def test_json_codec_sends_a_verdict_json_cannot_carry_as_msgpack():
+    # a msgpack event's free-form `source` may hold bytes; its verdict copies it as event_source
+    out = processor(codec="json").apply(b"r1", call(0, source={"blob": b"\xff"}), src(0), SessionState())
+    record = decode_event(out.verdict)
+    assert out.verdict[:1] != b"{" and record["event_source"] == {"blob": b"\xff"} and record["verdict"] == "allow"
 
 
 def test_evidence_refs_are_event_id_partition_offset():
@@ -135,7 +143,9 @@ def test_state_table_rejects_other_bytes():
     (b" [1, 2]", "must be a map/object"),
     (b"", "empty record value"),
     (None, "empty record value"),
-], ids=["garbage", "json-array", "json-array-after-space", "empty", "none"])
+    (b'{"args":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "invalid JSON: nested too deeply to decode"),
+    (b"\x81\xa4args" + b"\x91" * 100_000 + b"\xc0", "invalid msgpack: StackError"),
+], ids=["garbage", "json-array", "json-array-after-space", "empty", "none", "deep-json", "deep-msgpack"])
 def test_undecodable_records_are_dead_lettered(raw, reason):
     before = metrics.DEAD_LETTERS.labels("decode")._value.get()
     event, out = processor().decode(raw, b"k", src(3))

@@ -1,5 +1,5 @@
-"""`loopwatch produce` and the client (streams.codecs.record_encoder) encode every event the worker can read,
-falling back to JSON where msgpack cannot."""
+"""`loopwatch produce`, the client and the worker's outputs (streams.codecs.record_encoder) encode every value
+either codec decodes, falling back to the other codec where the chosen one cannot carry it."""
 
 import msgpack
 import pytest
@@ -32,8 +32,15 @@ def test_the_json_codec_escapes_a_lone_surrogate_utf8_cannot_carry():
     assert record_encoder("json")({"n": 2**70}) == b'{"n":1180591620717411303424}'  # JSON has no integer limit
 
 
-@pytest.mark.parametrize("codec, tried", [("msgpack", "msgpack or JSON"), ("json", "JSON")])
-def test_an_event_nothing_can_encode_is_a_clear_value_error(codec, tried):
+@pytest.mark.parametrize("codec, reason", [("msgpack", "Object of type set is not JSON serializable"),
+                                           ("json", "can not serialize 'set' object")])
+def test_an_event_nothing_can_encode_is_a_clear_value_error(codec, reason):
     with pytest.raises(ValueError) as raised:
         record_encoder(codec)({"type": "tool_call", "args": {1, 2}})
-    assert str(raised.value) == f"cannot encode the event as {tried}: Object of type set is not JSON serializable"
+    assert str(raised.value) == f"cannot encode the event as JSON or msgpack: {reason}"
+
+
+def test_the_json_codec_sends_as_msgpack_what_only_msgpack_carries():
+    event = {"type": "tool_call", "run_id": "r", "source": {"blob": b"\xff\x00", "ext": msgpack.ExtType(5, b"x")}}
+    value = record_encoder("json")(event)
+    assert value == msgpack.packb(event, use_bin_type=True) and decode_event(value) == event

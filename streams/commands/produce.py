@@ -237,7 +237,8 @@ Examples:
 @click.option("--topic", default="loopwatch.events", show_default=True,
               help="Topic to publish to (the worker's input topic).")
 @click.option("--codec", type=click.Choice(["msgpack", "json"]), default="msgpack", show_default=True,
-              help="Encoding of the record values.")
+              help="Encoding of the record values; an event it cannot carry goes in the other (msgpack: "
+                   "integers beyond 64 bits, lone surrogates; JSON: bytes). The worker reads both.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="run", show_default=True,
               help="Record key: 'run' = run id (else session key, else session id), as runners key "
                    "their events; 'session' = session key, else session id.")
