@@ -351,7 +351,9 @@ class Loopwatch:
             for value in outcome.loop_events:
                 add(self._loop_events_topic, key, value)
             event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
-            sent_ms = event_ts if isinstance(event_ts, (int, float)) else timestamp_ms
+            # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
+            # spoil the histogram or overflow the float arithmetic (and stop the worker)
+            sent_ms = event_ts if isinstance(event_ts, (int, float)) and 0 < event_ts < 1e15 else timestamp_ms
             if sent_ms:
                 self._sent_ms.append(sent_ms)
         elif kind == DEAD_LETTER:

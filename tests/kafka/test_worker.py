@@ -22,6 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams import metrics
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.codecs import decode_event
@@ -253,6 +254,27 @@ def test_lone_surrogates_from_json_input_get_verdicts_and_checkpoints(kafka_boot
         assert got[-1]["verdict"] == "warn" and got[-1]["detection"]["count"] == 10
         assert [r.tool for r in stored.history] == ["read\ud83d"] * 11
         assert stored.last_offsets == {f"{topic}:0": 5, f"rekey:{topic}:0": 10}
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
+def test_implausible_ts_values_get_verdicts_and_stay_out_of_the_latency_histogram(kafka_bootstrap, tmp_path):
+    # ts is the runner's send time, only used for the latency metric; the engine takes any number
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
+        topic = settings.input_topics[0]
+        call = ('{"type":"tool_call","run_id":"r1","session_id":"s1","tool_call_id":"c%d","tool_name":"read",'
+                '"args":{},"result":"ok","ts":%s}')
+        stamps = ["NaN", "Infinity", "-Infinity", "1" + "0" * 400, "-1", "1e300"]
+        before = metrics.VERDICT_LATENCY_SECONDS._sum.get()
+        async with running_worker(settings) as loopwatch:
+            await produce(kafka_bootstrap, topic, [(b"r1", (call % (i, ts)).encode()) for i, ts in enumerate(stamps)])
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, len(stamps), timeout=30)
+            assert loopwatch._failed is None and not loopwatch._tainted
+        assert [decode_event(v.value)["verdict"] for v in verdicts] == ["allow"] * len(stamps)  # one JSON: 400 digits
+        # each latency taken from the record's timestamp instead: seconds, not centuries
+        assert 0 <= metrics.VERDICT_LATENCY_SECONDS._sum.get() - before < 60
 
     asyncio.run(run())
 
