@@ -8,14 +8,16 @@ engine on the same events, with evidence refs rebuilt from the Kafka offsets.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
+import threading
 import time
 import urllib.request
 import zlib
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import msgpack
 import pytest
@@ -451,9 +453,14 @@ def test_input_with_offset_gaps_from_transaction_markers_is_handled_in_full_acro
 
 def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
     """A mixed stream: runs that loop on one call, ping-pong, or make progress, interleaved."""
+    return list(itertools.islice(_fleet_stream(runs, seed), total))
+
+
+def _fleet_stream(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
+    """:func:`_fleet_events` without an end (the first ``total`` events are those of ``_fleet_events``)."""
     rng = random.Random(seed)
-    events, counters = [], defaultdict(int)
-    for n in range(total):
+    counters: defaultdict[str, int] = defaultdict(int)
+    while True:
         run = f"run-{rng.randrange(runs):03d}"
         i = counters[run]
         counters[run] += 1
@@ -469,8 +476,10 @@ def _fleet_events(runs: int, total: int, seed: int = 7) -> list[dict[str, Any]]:
                  "event_id": f"{run}:{i}"}
         if i and i % 17 == 0:
             event = {"type": "compaction_retry", "run_id": run, "session_id": f"s-{run}", "event_id": f"{run}:{i}"}
-        events.append(event)
-    return events
+        yield event
+
+
+_AFTER_STOP = 1500  # events produced after the stopped worker has exited (only the restart can handle them)
 
 
 def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop: str, store: str = "memory://",
@@ -485,10 +494,13 @@ def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop:
     config.write_text(json.dumps(ENABLED))
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, store=store)
     topic = settings.input_topics[0]
-    events = _fleet_events(runs=60, total=3000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
-    producing = PacedProducer(kafka_bootstrap, topic, events)  # ~1,500 events/s: the stop lands mid-stream
+    # ~1,500 events/s from an endless stream until the worker has exited, then _AFTER_STOP more: the
+    # stop lands mid-stream however slow the machine (a fixed-length stream could run out first)
+    stopped = threading.Event()
+    producing = PacedProducer(kafka_bootstrap, topic, _fleet_stream(runs=60), until=stopped.is_set,
+                              then=_AFTER_STOP)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log).start()
     try:
@@ -499,15 +511,18 @@ def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop:
             return asyncio.run(count_records(kafka_bootstrap, settings.verdicts_topic, count, timeout))
 
         assert wait_for(900, 60) >= 900
-        getattr(worker, stop)()
-        killed_at = wait_for(len(events), 3)  # every verdict published before the stop
+        getattr(worker, stop)()  # returns once the process has exited
+        stopped.set()
         sources = producing.join(60)
+        events = producing.sent
+        killed_at = wait_for(len(sources), 3)  # every verdict published before the stop
         after = after_stop(settings)
         worker = WorkerProcess(settings, log).start()
         worker.wait_ready()
 
         by_source = verdicts_by_source(kafka_bootstrap, settings.verdicts_topic, sources, timeout=90)
     finally:
+        stopped.set()  # ends the endless production also when the test failed before the stop
         worker.stop()
 
     assert killed_at < len(events), "the worker finished before it was stopped"
@@ -521,7 +536,7 @@ def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop:
     mismatches = [i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
     assert mismatches == []
     assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
-    print(f"{stop} after {killed_at} verdicts; {len(duplicates)} byte-identical duplicate verdicts")
+    print(f"{stop} after {killed_at} verdicts of {len(events)} events; {len(duplicates)} byte-identical duplicate verdicts")
     return after
 
 

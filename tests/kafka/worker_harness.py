@@ -229,14 +229,20 @@ class PacedProducer:
 
     With ``until`` (a callable polled after each event): once it returns
     True, ``then`` more events are produced and production ends early.
-    :meth:`join` returns the (topic, partition, offset) of every event
-    produced, in order, and raises what the thread raised.
+    ``events`` may be an endless iterator when ``until`` is given: then
+    production ends on the condition, never because the stream ran out
+    (however slow the machine). :meth:`join` returns the (topic, partition,
+    offset) of every event produced, in order, and raises what the thread
+    raised; :attr:`sent` holds those events, :attr:`ran_out` says whether
+    ``events`` ended before the condition (and its ``then`` events) did.
     """
 
-    def __init__(self, bootstrap: str, topic: str, events: list[dict[str, Any]], every: int = 30,
+    def __init__(self, bootstrap: str, topic: str, events: Iterable[dict[str, Any]], every: int = 30,
                  pause: float = 0.02, until: Callable[[], bool] | None = None, then: int = 0) -> None:
         self.bootstrap, self.topic, self.events = bootstrap, topic, events
         self.every, self.pause, self.until, self.then = every, pause, until, then
+        self.sent: list[dict[str, Any]] = []
+        self.ran_out = True
         self._sources: list[tuple[str, int, int]] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
@@ -267,11 +273,13 @@ class PacedProducer:
             futures, left = [], None
             for number, event in enumerate(self.events, 1):
                 futures.append(await producer.send(self.topic, encode(event), key=event["run_id"].encode()))
+                self.sent.append(event)
                 if left is None and self.until is not None and self.until():
                     left = self.then
                 if left is not None:
                     left -= 1
                     if left <= 0:
+                        self.ran_out = False
                         break
                 if number % self.every == 0:
                     await asyncio.sleep(self.pause)
