@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from test_worker import ENABLED, _fleet_events, _free_port, _offline, _same, verdicts_by_source
+from test_worker import ENABLED, _fleet_stream, _free_port, _offline, _same, verdicts_by_source
 from worker_harness import PacedProducer, WorkerProcess, count_records, create_topics, worker_settings
 
 pytestmark = [pytest.mark.kafka]
@@ -69,14 +69,15 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
     port_a, port_b = _free_port(), _free_port()
     settings_a = shared.model_copy(update={"data_dir": str(tmp_path / "faust-a-{app_id}"), "metrics_port": port_a})
     settings_b = shared.model_copy(update={"data_dir": str(tmp_path / "faust-b-{app_id}"), "metrics_port": port_b})
-    events = _fleet_events(runs=60, total=20_000)
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
+    # an endless stream: production ends on `finish`, never because the events ran out (a fixed
+    # 20,000 lasted ~66 s at this rate, which a slow machine's worker starts and stops can outlast)
     finish = threading.Event()  # set once A has stopped: produce _AFTER_STOP more, then end
     async def count_verdicts(at_least: int, timeout: float) -> int:
         return await count_records(kafka_bootstrap, shared.verdicts_topic, at_least, timeout)
 
-    producing = PacedProducer(kafka_bootstrap, topic, events, every=_RATE_BATCH, pause=_RATE_SLEEP,
+    producing = PacedProducer(kafka_bootstrap, topic, _fleet_stream(runs=60), every=_RATE_BATCH, pause=_RATE_SLEEP,
                               until=finish.is_set, then=_AFTER_STOP)
     worker_a = WorkerProcess(settings_a, tmp_path / "worker-a.log").start()
     worker_b = WorkerProcess(settings_b, tmp_path / "worker-b.log")
@@ -101,7 +102,8 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
         assert worker_a.proc.returncode == 0, worker_a.log_text()[-3000:]
         finish.set()
         sources = producing.join(60)
-        assert len(sources) < len(events), "the stream ran out before A stopped"
+        events = producing.sent
+        assert not producing.ran_out, "the stream ran out before A stopped"
 
         # what is missing is asserted below
         by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=30, partial=True)
