@@ -255,6 +255,7 @@ class Loopwatch:
         self._metrics_started = False
         self._gc_full_at = time.monotonic()
         self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
+        self._not_written: set[bytes] = set()  # keys whose state was too large for the changelog (logged once)
 
         # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.reader).
         external = [*s.input_topics, self._rekey_topic]
@@ -490,6 +491,32 @@ class Loopwatch:
         self._encoded = []
         return encoded
 
+    def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
+        """The state writes a changelog record can carry; each larger one is counted and left out.
+
+        A state over :data:`~streams.processor.MAX_CARRIED_BYTES` (tool names
+        or ids of tens of KB, times ``historySize``) would be refused by the
+        broker and stop the worker at every restart. Left out, the key's state
+        lives on in memory (and still expires); after a crash or rebalance it
+        restarts from its last written version, or empty, without the events
+        in between. Logged at ERROR once per key.
+        """
+        if all(len(value) <= MAX_CARRIED_BYTES for _, value, _ in writes):
+            return writes
+        kept = []
+        for key, value, partition in writes:
+            if len(value) <= MAX_CARRIED_BYTES:
+                kept.append((key, value, partition))
+                continue
+            metrics.STATES_NOT_WRITTEN.inc()
+            self.table.key_partitions.setdefault(key, partition)  # so that idle expiry finds it
+            if key not in self._not_written:
+                self._not_written.add(key)
+                log.error("loopwatch: the state of key %r is %s bytes, over the %s a changelog record carries: "
+                          "kept in memory only (its tool names or ids are very long, or historySize very large)",
+                          key[:200], f"{len(value):,}", f"{MAX_CARRIED_BYTES:,}")
+        return kept
+
     def _start_checkpoint(self) -> None:
         """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
         if self._checkpoint is not None and not self._checkpoint.done():
@@ -505,7 +532,7 @@ class Loopwatch:
         """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
         started = time.perf_counter()
         try:
-            writes = await self._encode_snapshot()
+            writes = self._fitting(await self._encode_snapshot())
             await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
             if writes:
                 await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged

@@ -25,6 +25,7 @@ __all__ = [
     "CONSUMER_LAG",
     "REDELIVERED",
     "CHECKPOINT_SECONDS",
+    "STATES_NOT_WRITTEN",
     "METRIC_NAMES",
     "observe_many",
 ]
@@ -84,10 +85,18 @@ CHECKPOINT_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS, registry=REGISTRY,
 )
 
+STATES_NOT_WRITTEN = Counter(
+    "loopwatch_states_not_written",
+    "State writes left out of a checkpoint because the state is too large for a changelog record (see the worker's "
+    "log for the key): that key's state is kept in memory only.",
+    registry=REGISTRY,
+)
+
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
-    for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED)
+    for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED,
+                   STATES_NOT_WRITTEN)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix

@@ -65,6 +65,7 @@ __all__ = [
     "DEAD_LETTER",
     "loop_events",
     "encode_dead_letter",
+    "shortened",
     "encode_state",
     "decode_state",
 ]
@@ -140,6 +141,44 @@ bytes: an input record near it no longer fits once wrapped, and a refused
 write would stop the worker at every restart. A dead letter keeps the first
 ``MAX_CARRIED_BYTES`` of such a record (``value_truncated``, ``value_size``).
 """
+
+
+SHORTENED_CHARS = 1_024
+"""Longest string (or bytes) a :func:`shortened` record keeps whole, ``event_id`` aside."""
+
+_EVENT_ID_CHARS = 65_536
+
+
+def shortened(record: Mapping[str, Any], size: int) -> dict[str, Any]:
+    """A verdict or loop-event record too large to publish (``size`` bytes encoded), cut down to publish.
+
+    Every string and bytes value over :data:`SHORTENED_CHARS` is cut to that
+    (``event_id`` to 64 KiB: the runner waiting for the verdict matches it
+    whole); ``truncated`` gives ``size``. If that is still over
+    :data:`MAX_CARRIED_BYTES` (e.g. evidence of a huge ``historySize``), only
+    the top-level scalars and ``source`` are kept. The decision fields
+    (``verdict``, ``decision``, ``blocked``, ...) are short and always kept.
+
+    Such records come from events with tool names or ids of hundreds of KB (a
+    verdict repeats the tool name) or a huge free-form ``source``: published
+    whole, the broker would refuse them and the worker stop at every restart.
+    """
+    out = _cut(record)
+    out["event_id"] = _cut(record.get("event_id"), _EVENT_ID_CHARS)
+    out["truncated"] = size
+    if len(msgpack.packb(out, use_bin_type=True, unicode_errors="surrogatepass")) > MAX_CARRIED_BYTES:
+        out = {name: value for name, value in out.items() if name == "source" or not isinstance(value, (dict, list))}
+    return out
+
+
+def _cut(value: Any, limit: int = SHORTENED_CHARS) -> Any:
+    if isinstance(value, (str, bytes)):
+        return value[:limit] if len(value) > limit else value
+    if isinstance(value, dict):
+        return {name: _cut(item, limit) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_cut(item, limit) for item in value]
+    return value
 
 
 def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
@@ -270,7 +309,7 @@ class Processor:
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = source.as_dict()
-        encoded = self._encode(record)
+        encoded = self._encode_capped(record)
         state.last_offsets[tp] = offset
         counts = self._event_counts
         kind = event.get("type")
@@ -281,9 +320,16 @@ class Processor:
         events = loop_events(record)
         if events:
             self._count_detections(events)
-            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode(e) for e in events],
+            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(e) for e in events],
                            record=record)
         return Outcome(APPLIED, key, verdict=encoded, record=record)
+
+    def _encode_capped(self, record: dict[str, Any]) -> bytes:
+        """``record`` encoded; :func:`shortened` if that is over :data:`MAX_CARRIED_BYTES`."""
+        encoded = self._encode(record)
+        if len(encoded) > MAX_CARRIED_BYTES:
+            encoded = self._encode(shortened(record, len(encoded)))
+        return encoded
 
     def flush_metrics(self) -> None:
         """Publish the metric updates of the events applied since the last call (once per batch)."""

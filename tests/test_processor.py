@@ -11,7 +11,7 @@ from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
 from streams.processor import (
-    APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, loop_events,
+    APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, loop_events, shortened,
 )
 
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
@@ -256,3 +256,23 @@ def test_a_dead_letter_carries_at_most_max_carried_bytes_of_the_record():
     small = msgpack.unpackb(proc.dead_letter(b"\xc1", b"k", src(4), "decode", "x").dead_letter)
     assert small == {"reason_class": "decode", "reason": "x", "source": {"topic": "events", "partition": 0,
                                                                           "offset": 4}, "key": b"k", "value": b"\xc1"}
+
+
+def test_a_verdict_too_large_to_publish_is_shortened_keeping_the_decision():
+    proc, state = processor(), SessionState()
+    name = "t" * 400_000  # the verdict and its warning each repeat the tool name
+    outs = [proc.apply(b"r1", call(i, tool_name=name), src(i), state) for i in range(11)]
+    record = msgpack.unpackb(outs[-1].verdict)
+    assert (record["event_id"], record["verdict"], record["detection"]["count"]) == ("e10", "warn", 10)
+    assert record["tool_name"] == "t" * 1_024 and record["truncated"] > 800_000
+    [warning] = [msgpack.unpackb(e) for e in outs[-1].loop_events]
+    assert (warning["detector"], warning["action"], warning["tool_name"]) == ("generic_repeat", "warn", "t" * 1_024)
+    assert warning["truncated"] > 400_000 and max(len(e) for e in [outs[-1].verdict, *outs[-1].loop_events]) < 20_000
+    assert "truncated" not in msgpack.unpackb(proc.apply(b"r2", call(0, run="r2"), src(11), SessionState()).verdict)
+
+
+def test_a_shortened_record_still_too_large_keeps_its_scalars_and_source():
+    record = {"event_id": "e1", "verdict": "allow", "source": {"topic": "t", "partition": 0, "offset": 1},
+              "event_source": {"k" * 2_000_000: 1}, "evidence": [["x" * 1_000, 0, i] for i in range(2_000)]}
+    assert shortened(record, 4_000_000) == {"event_id": "e1", "verdict": "allow", "truncated": 4_000_000,
+                                            "source": {"topic": "t", "partition": 0, "offset": 1}}

@@ -282,6 +282,35 @@ def test_implausible_ts_values_get_verdicts_and_stay_out_of_the_latency_histogra
 
 
 @pytest.mark.timeout(90)
+def test_a_tool_name_of_600_kb_gets_a_shortened_verdict_and_its_state_stays_in_memory(kafka_bootstrap, tmp_path):
+    # The verdict repeats the tool name, the state keeps it per call: whole, the broker would refuse
+    # both, and the worker would stop again at every restart.
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
+        topic = settings.input_topics[0]
+        big = [{"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}", "event_id": f"e{i}",
+                "tool_name": "t" * 600_000, "args": {}, "result": "ok"} for i in range(2)]
+        good = {"type": "tool_call", "run_id": "r2", "session_id": "s2", "tool_call_id": "c9", "event_id": "e9",
+                "tool_name": "read", "args": {}, "result": "ok"}
+        not_written = metrics.STATES_NOT_WRITTEN._value.get()
+        async with running_worker(settings) as loopwatch:
+            await produce(kafka_bootstrap, topic, [(b"r1", encode(e)) for e in big] + [(b"r2", encode(good))])
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 3, timeout=30)
+            await asyncio.sleep(2 * settings.checkpoint_interval_s)
+            await loopwatch._wait_checkpoint()
+            assert loopwatch._failed is None
+            assert loopwatch.table.get(b"r1") is None and decode_state(loopwatch.table.get(b"r2")).history
+            assert len(loopwatch._cache[b"r1"].history) == 2  # in memory: the next calls still count
+        got = [decode_event(v.value) for v in verdicts]
+        assert [(g["event_id"], g["verdict"], len(g["tool_name"]), "truncated" in g) for g in got] == [
+            ("e0", "allow", 1_024, True), ("e1", "allow", 1_024, True), ("e9", "allow", 4, False)]
+        assert got[0]["truncated"] > 1_000_000 and max(len(v.value) for v in verdicts) < 10_000
+        assert metrics.STATES_NOT_WRITTEN._value.get() > not_written
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
 def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_worker(kafka_bootstrap, tmp_path):
     # A dead letter wraps the record, a rekey forward too: near the broker's 1 MiB default they
     # would no longer fit, the write would fail and stop the worker (again at every restart).
