@@ -185,15 +185,18 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
                        reason: str) -> bytes:
     """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes).
 
-    ``{reason_class, reason, source, key, value}``; a value over
-    :data:`MAX_CARRIED_BYTES` is cut to that and ``value_truncated: true``,
-    ``value_size`` (bytes of the whole record value) are added.
+    ``{reason_class, reason, source, key, value}``. The value is cut to
+    :data:`MAX_CARRIED_BYTES` less twice the key's length (the dead letter's
+    record key and its ``key`` field both carry the key), adding
+    ``value_truncated: true`` and ``value_size`` (bytes of the whole record
+    value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`.
     """
     value = raw if raw is not None else b""
-    record: dict[str, Any] = {"reason_class": reason_class, "reason": reason, "source": source.as_dict(),
+    record: dict[str, Any] = {"reason_class": reason_class, "reason": _cut(reason), "source": source.as_dict(),
                               "key": key, "value": value}
-    if len(value) > MAX_CARRIED_BYTES:
-        record.update(value=value[:MAX_CARRIED_BYTES], value_truncated=True, value_size=len(value))
+    carried = max(0, MAX_CARRIED_BYTES - 2 * len(key or b""))
+    if len(value) > carried:
+        record.update(value=value[:carried], value_truncated=True, value_size=len(value))
     # backslashreplace: a reason may quote a lone surrogate of the event (JSON can carry one)
     return msgpack.packb(record, use_bin_type=True, unicode_errors="backslashreplace")
 

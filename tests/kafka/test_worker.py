@@ -322,16 +322,19 @@ def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_w
                           "tool_name": "read", "args": {"pad": "y" * 1_048_200}, "result": "ok"})
         good = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c2", "tool_name": "read",
                 "args": {}, "result": "ok"}
+        # a long key is carried twice (record key, key field); the reason quotes the 900 KB type
+        long_key, quoting = b"k" * 100_000, json.dumps({"type": "t" * 900_000, "session_id": "s1"}).encode()
         async with running_worker(settings):
-            await produce(kafka_bootstrap, topic, [(b"r1", invalid), (None, keyless), (b"r1", encode(good))])
+            await produce(kafka_bootstrap, topic, [(b"r1", invalid), (None, keyless), (long_key, quoting),
+                                                   (b"r1", encode(good))])
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
-            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 2, timeout=30)
-        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [2]
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 3, timeout=30)
+        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [3]
         got = [msgpack.unpackb(r.value) for r in letters]
-        assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [("schema", 0), ("size", 1)]
+        assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [("schema", 0), ("size", 1), ("schema", 2)]
         assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got] == [
-            (True, len(invalid), 1_000_000), (True, len(keyless), 1_000_000)]
-        assert got[0]["value"] == invalid[:1_000_000]
+            (True, len(invalid), 999_996), (True, len(keyless), 1_000_000), (True, len(quoting), 800_000)]
+        assert got[0]["value"] == invalid[:999_996] and len(got[2]["reason"]) == 1_024
         assert got[1]["reason"] == (f"a keyless record of {len(keyless):,} bytes is too large to forward through "
                                     "the rekey topic (at most 1,000,000): key your records")
 
