@@ -312,7 +312,8 @@ class Processor:
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = source.as_dict()
-        encoded = self._encode_capped(record)
+        room = MAX_CARRIED_BYTES - len(key)  # the record key is part of the Kafka record too
+        encoded = self._encode_capped(record, room)
         state.last_offsets[tp] = offset
         counts = self._event_counts
         kind = event.get("type")
@@ -323,14 +324,14 @@ class Processor:
         events = loop_events(record)
         if events:
             self._count_detections(events)
-            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(e) for e in events],
+            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(e, room) for e in events],
                            record=record)
         return Outcome(APPLIED, key, verdict=encoded, record=record)
 
-    def _encode_capped(self, record: dict[str, Any]) -> bytes:
-        """``record`` encoded; :func:`shortened` if that is over :data:`MAX_CARRIED_BYTES`."""
+    def _encode_capped(self, record: dict[str, Any], room: int) -> bytes:
+        """``record`` encoded; :func:`shortened` if that is over ``room`` bytes."""
         encoded = self._encode(record)
-        if len(encoded) > MAX_CARRIED_BYTES:
+        if len(encoded) > room:
             encoded = self._encode(shortened(record, len(encoded)))
         return encoded
 

@@ -279,3 +279,10 @@ def test_a_shortened_record_still_too_large_keeps_its_scalars_and_source():
               "event_source": {"k" * 2_000_000: 1}, "evidence": [["x" * 1_000, 0, i] for i in range(2_000)]}
     assert shortened(record, 4_000_000) == {"event_id": "e1", "verdict": "allow", "truncated": 4_000_000,
                                             "source": {"topic": "t", "partition": 0, "offset": 1}}
+
+
+def test_a_long_record_key_leaves_less_room_for_the_verdict():
+    event = call(0, tool_name="t" * 470_000)  # about 940 KB of verdict: tool name and args hash
+    assert "truncated" not in msgpack.unpackb(processor().apply(b"r1", event, src(0), SessionState()).verdict)
+    shortened_verdict = msgpack.unpackb(processor().apply(b"r" * 100_000, event, src(0), SessionState()).verdict)
+    assert shortened_verdict["truncated"] > 900_000 and shortened_verdict["verdict"] == "allow"
