@@ -319,12 +319,15 @@ class Loopwatch:
         if dead is not None:
             self._publish_dead(dead, partition)
         elif not key:
-            if raw is not None and len(raw) > MAX_CARRIED_BYTES:
+            state_key = self.processor.state_key(None, event)
+            size = len(raw or b"") + len(state_key)  # both go in the rekey record
+            if size > MAX_CARRIED_BYTES:
                 self._publish_dead(self.processor.dead_letter(
-                    raw, None, source, "size", f"a keyless record of {len(raw):,} bytes is too large to forward "
-                    f"through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"), partition)
+                    raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key is too "
+                    f"large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
+                    partition)
                 return
-            self._forward(event, source, raw, record.timestamp, partition)
+            self._forward(state_key, source, raw, record.timestamp)
         else:
             self._apply(key, event, source, raw, partition, record.timestamp, now)
 
@@ -389,10 +392,8 @@ class Loopwatch:
             return None
         return record.key, event, source, raw, timestamp_ms
 
-    def _forward(self, event: dict[str, Any], source: Source, raw: bytes | None, timestamp_ms: int | None,
-                 partition: int) -> None:
+    def _forward(self, state_key: bytes, source: Source, raw: bytes | None, timestamp_ms: int | None) -> None:
         """A keyless record to the rekey topic, keyed by its state key, with its origin."""
-        state_key = self.processor.state_key(None, event)
         envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
                                  use_bin_type=True)
         self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]

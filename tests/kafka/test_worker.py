@@ -324,19 +324,25 @@ def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_w
                 "args": {}, "result": "ok"}
         # a long key is carried twice (record key, key field); the reason quotes the 900 KB type
         long_key, quoting = b"k" * 100_000, json.dumps({"type": "t" * 900_000, "session_id": "s1"}).encode()
+        # under 1,000,000 bytes, but not with the run id it is keyed by in the rekey topic
+        keyless_long_key = encode({"type": "tool_call", "run_id": "r" * 300_000, "session_id": "s3",
+                                   "tool_call_id": "c1", "tool_name": "read", "args": {"pad": "y" * 690_000}})
         async with running_worker(settings):
             await produce(kafka_bootstrap, topic, [(b"r1", invalid), (None, keyless), (long_key, quoting),
-                                                   (b"r1", encode(good))])
+                                                   (None, keyless_long_key), (b"r1", encode(good))])
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
-            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 3, timeout=30)
-        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [3]
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 4, timeout=30)
+        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [4]
         got = [msgpack.unpackb(r.value) for r in letters]
-        assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [("schema", 0), ("size", 1), ("schema", 2)]
-        assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got] == [
+        assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [
+            ("schema", 0), ("size", 1), ("schema", 2), ("size", 3)]
+        assert len(keyless_long_key) < 1_000_000 and got[3]["value"] == keyless_long_key
+        assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got[:3]] == [
             (True, len(invalid), 999_996), (True, len(keyless), 1_000_000), (True, len(quoting), 800_000)]
         assert got[0]["value"] == invalid[:999_996] and len(got[2]["reason"]) == 1_024
-        assert got[1]["reason"] == (f"a keyless record of {len(keyless):,} bytes is too large to forward through "
-                                    "the rekey topic (at most 1,000,000): key your records")
+        assert got[1]["reason"] == (f"a keyless record of {len(keyless) + 2:,} bytes with its derived key is too "
+                                    "large to forward through the rekey topic (at most 1,000,000): key your records")
+        assert got[3]["reason"].startswith(f"a keyless record of {len(keyless_long_key) + 300_000:,} bytes with its")
 
     asyncio.run(run())
 
