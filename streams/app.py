@@ -93,7 +93,9 @@ skipped, and every event has a verdict (duplicates are identical). Keyless
 records go through the rekey topic; a duplicate forward after a crash
 carries the same origin offset and is skipped by 1. An event that failed
 validation is dead-lettered (again, after a crash) and leaves no trace in the
-state.
+state. The one exception: a state too large for a changelog record
+(:meth:`Loopwatch._fitting`) is not written, so after a crash its key
+restarts from its last written state.
 
 Rebalances: when partitions are revoked (Faust's eager protocol: before any
 other member gets them) the worker runs a last checkpoint (a, b) without
