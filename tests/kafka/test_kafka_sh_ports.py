@@ -48,7 +48,9 @@ def test_with_on_another_port_starts_and_stops_its_own_broker(tmp_path):
     work.mkdir()
     (work / "libs").symlink_to(ROOT / ".work" / "kafka" / "libs")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "LOOPWATCH_KAFKA"))}
-    base.update(KAFKA_WORK=str(work), KAFKA_HEAP_OPTS="-Xms128m -Xmx512m", KAFKA_START_TIMEOUT="90")
+    # KAFKA_PYTHON: the readiness probe runs with this interpreter, not <checkout>/.venv (which may not exist)
+    base.update(KAFKA_WORK=str(work), KAFKA_HEAP_OPTS="-Xms128m -Xmx512m", KAFKA_START_TIMEOUT="90",
+                KAFKA_PYTHON=sys.executable)
 
     def run(action: str, port: int, cport: int, *cmd: str) -> subprocess.CompletedProcess:
         env = {**base, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(cport)}
