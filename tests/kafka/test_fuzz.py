@@ -19,7 +19,7 @@ import msgpack
 import pytest
 
 from streams.codecs import decode_event
-from worker_harness import consume_all, produce, running_worker, worker_settings
+from worker_harness import checkpointed, consume_all, produce, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -106,9 +106,7 @@ def test_every_record_gets_one_verdict_or_one_dead_letter_and_the_worker_keeps_r
                 letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, RECORDS, timeout=3)
                 outputs = [decode_event(v.value) for v in verdicts] + [msgpack.unpackb(d.value) for d in letters]
                 assert loopwatch._failed is None and not loopwatch._tainted
-            await asyncio.sleep(2 * settings.checkpoint_interval_s)
-            await loopwatch._wait_checkpoint()
-            assert loopwatch._failed is None and not loopwatch._tainted
+            await checkpointed(loopwatch)
         sources = sorted((o["source"]["partition"], o["source"]["offset"]) for o in outputs)
         assert len(sources) == RECORDS and len(set(sources)) == RECORDS  # one output per input record
         kinds = {("verdict" if "verdict" in o else o["reason_class"]) for o in outputs}

@@ -33,7 +33,8 @@ from streams.processor import decode_state
 from streams.settings import WorkerSettings
 from worker_harness import (
     count_records,
-    PacedProducer, WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
+    PacedProducer, WorkerProcess, checkpointed, consume_all, create_topics, encode, produce, running_worker,
+    worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka]
@@ -244,9 +245,7 @@ def test_lone_surrogates_from_json_input_get_verdicts_and_checkpoints(kafka_boot
             await consume_all(kafka_bootstrap, settings.verdicts_topic, 6, timeout=30)
             await produce(kafka_bootstrap, topic, [(None, json.dumps(e).encode()) for e in calls[6:]])  # rekeyed
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 11, timeout=30)
-            await asyncio.sleep(2 * settings.checkpoint_interval_s)
-            await loopwatch._wait_checkpoint()
-            assert loopwatch._failed is None
+            await checkpointed(loopwatch)
             stored = decode_state(loopwatch.table.get(key))
         got = [decode_event(v.value) for v in verdicts]
         assert [g["event_id"] for g in got] == [e["event_id"] for e in calls]
@@ -296,9 +295,7 @@ def test_a_tool_name_of_600_kb_gets_a_shortened_verdict_and_its_state_stays_in_m
         async with running_worker(settings) as loopwatch:
             await produce(kafka_bootstrap, topic, [(b"r1", encode(e)) for e in big] + [(b"r2", encode(good))])
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 3, timeout=30)
-            await asyncio.sleep(2 * settings.checkpoint_interval_s)
-            await loopwatch._wait_checkpoint()
-            assert loopwatch._failed is None
+            await checkpointed(loopwatch)
             assert loopwatch.table.get(b"r1") is None and decode_state(loopwatch.table.get(b"r2")).history
             assert len(loopwatch._cache[b"r1"].history) == 2  # in memory: the next calls still count
         got = [decode_event(v.value) for v in verdicts]

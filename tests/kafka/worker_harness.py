@@ -113,6 +113,14 @@ async def running_worker(settings: WorkerSettings, engine: Engine | None = None,
         starting.cancel()
 
 
+async def checkpointed(loopwatch: Loopwatch) -> None:
+    """Wait until a checkpoint has covered everything handled so far (two intervals, then the one in flight);
+    assert that no checkpoint failed and no batch was left half-handled."""
+    await asyncio.sleep(2 * loopwatch.settings.checkpoint_interval_s)
+    await loopwatch._wait_checkpoint()
+    assert loopwatch._failed is None and not loopwatch._tainted
+
+
 class WorkerProcess:
     """``loopwatch worker`` (or, ``faust=True``, ``faust -A streams.app worker``) as a subprocess.
 
