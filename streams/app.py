@@ -723,6 +723,7 @@ class Loopwatch:
             self.table.expire(key, partition, self._states_out)  # type: ignore[arg-type]
             self._cache.pop(key, None)
             self._last_seen.pop(key, None)
+            self._not_written.discard(key)
             if self._out is not None:
                 self._out.forget(key)
 
