@@ -145,11 +145,13 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
     bad = [0]
     comparison = None
     if fmt == "verdicts":
-        if config_path or compare_path:
+        # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
+        # settings too, so they may well be set here.
+        typed = click.get_current_context().get_parameter_source
+        if compare_path or (config_path and typed("config_path") is ParameterSource.COMMANDLINE):
             raise click.UsageError("--config and --compare replay events: give --format events or a session "
                                    "format (verdict files are already decided)")
-        # Only when typed: LOOPWATCH_CONFIG_VALIDATE is the worker's setting too, so it may well be set here.
-        if click.get_current_context().get_parameter_source("config_validate") is ParameterSource.COMMANDLINE:
+        if typed("config_validate") is ParameterSource.COMMANDLINE:
             click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
                        "(it applies when --format events or a session format replays events)", err=True)
         records = list(_verdict_records(files, bad))

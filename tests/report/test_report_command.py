@@ -108,6 +108,18 @@ def test_config_validate_with_verdict_files_is_said_to_be_ignored(worker_verdict
     assert (from_env.exit_code, from_env.stdout, from_env.stderr) == (0, plain.stdout, plain.stderr)
 
 
+def test_the_workers_config_variable_does_not_stop_a_report_of_verdict_files(worker_verdicts, tmp_path):
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps(v) + "\n" for v in worker_verdicts))
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({"tools": {"loopDetection": {"enabled": True}}}))
+    plain = _run(verdicts)
+    from_env = CliRunner().invoke(report, [str(verdicts)], env={"LOOPWATCH_CONFIG": str(config)})
+    assert (from_env.exit_code, from_env.stdout) == (0, plain.stdout)
+    typed = _run("--config", config, verdicts)
+    assert typed.exit_code == 2 and "verdict files are already decided" in typed.stderr
+
+
 def test_invalid_config_exits_2(events_file, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"tools": {"loopDetection": {"warningThreshold": "three"}}}))
