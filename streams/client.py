@@ -95,6 +95,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
+from .brokers import bootstrap_servers
 from .codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
 from .detection.engine import EventError, validate_event
 from .keys import KEY_BY, record_key
@@ -245,7 +246,9 @@ class LoopwatchClient:
             (e.g. security settings, or ``max_request_size`` for events over
             1 MiB: the topic's ``max.message.bytes`` must allow them too).
     Raises:
-        ValueError: an unknown ``on_timeout``, ``codec`` or ``key_by``.
+        ValueError: an unknown ``on_timeout``, ``codec`` or ``key_by``, a
+            ``timeout`` that is not positive, or a ``bootstrap`` entry without
+            a port or with one outside 1-65535 (:func:`streams.brokers.bootstrap_servers`).
 
     Example usage::
 
@@ -286,7 +289,9 @@ class LoopwatchClient:
             raise ValueError(f"codec must be 'msgpack' or 'json', got {codec!r}")
         if key_by not in KEY_BY:
             raise ValueError(f"key_by must be one of {KEY_BY}, got {key_by!r}")
-        self.bootstrap = bootstrap.removeprefix("kafka://")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.bootstrap = bootstrap_servers(bootstrap)
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic
         self.on_timeout = on_timeout
@@ -446,7 +451,7 @@ class LoopwatchClient:
                 ``session_id``/``session_key``, a field of the wrong type, a
                 ``tool_result`` without ``tool_call_id``), or one neither msgpack
                 nor JSON can encode (the message names its type, event id, key
-                and tool call id).
+                and tool call id); a ``timeout`` that is not positive.
             ClientClosedError: the client is not started, or was stopped meanwhile.
         """
         if not self._started:
@@ -469,6 +474,8 @@ class LoopwatchClient:
         except ValueError as exc:
             raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
         wait = self.timeout if timeout is None else timeout
+        if not wait > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {wait!r}")
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         arrived: asyncio.Future = loop.create_future()

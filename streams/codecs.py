@@ -114,12 +114,14 @@ def record_encoder(codec: str) -> Callable[[Any], bytes]:
     def encode(event: Any) -> bytes:
         try:
             return primary(event)
-        except (OverflowError, TypeError, ValueError, UnicodeEncodeError):
+        except (OverflowError, TypeError, ValueError, UnicodeEncodeError, RecursionError):
             pass
         try:
             return fallback(event)
         except (OverflowError, TypeError, ValueError, UnicodeEncodeError) as exc:
             raise ValueError(f"cannot encode the event as JSON or msgpack: {exc}") from None
+        except RecursionError:  # msgpack stops at 511 levels, JSON at about 1,000
+            raise ValueError("cannot encode the event as JSON or msgpack: nested too deeply") from None
 
     return encode
 

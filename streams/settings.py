@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from streams.brokers import bootstrap_servers
 from streams.detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 
 __all__ = ["WorkerSettings", "ENV_PREFIX", "DEFAULT_STATE_TTL_S"]
@@ -38,7 +39,8 @@ class WorkerSettings(BaseSettings):
     broker: str = Field(
         "kafka://127.0.0.1:9092",
         description="Kafka bootstrap server(s) as a Faust broker URL (kafka://host:port; several separated by "
-                    "';'); a bare host:port[,host:port] is accepted too.",
+                    "';'); a bare host:port[,host:port] is accepted too. Without a flag or LOOPWATCH_BROKER, "
+                    "LOOPWATCH_BOOTSTRAP (the variable of produce, tail and demo) is used if set.",
     )
     app_id: str = Field(
         "loopwatch",
@@ -186,15 +188,10 @@ class WorkerSettings(BaseSettings):
     @classmethod
     def _broker_url(cls, value: str) -> str:
         # host:port (as produce/tail/the client take it) is accepted and made a Faust URL
-        if "://" in value:
-            for url in value.split(";"):
-                if not url.strip().startswith("kafka://"):
-                    raise ValueError(f"{url.strip()!r}: a broker URL is kafka://host:port (or just host:port)")
-            return value
-        hosts = [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
-        if not hosts:
-            raise ValueError("a broker is needed, e.g. kafka://127.0.0.1:9092")
-        return ";".join(f"kafka://{host}" for host in hosts)
+        for url in value.replace(";", ",").split(","):
+            if "://" in url and not url.strip().startswith("kafka://"):
+                raise ValueError(f"{url.strip()!r}: a broker URL is kafka://host:port (or just host:port)")
+        return ";".join(f"kafka://{host}" for host in bootstrap_servers(value).split(","))
 
     @field_validator("store")
     @classmethod

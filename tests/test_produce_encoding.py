@@ -44,3 +44,18 @@ def test_the_json_codec_sends_as_msgpack_what_only_msgpack_carries():
     event = {"type": "tool_call", "run_id": "r", "source": {"blob": b"\xff\x00", "ext": msgpack.ExtType(5, b"x")}}
     value = record_encoder("json")(event)
     assert value == msgpack.packb(event, use_bin_type=True) and decode_event(value) == event
+
+
+@pytest.mark.parametrize("codec, reason", [("msgpack", "nested too deeply"),  # JSON, the fallback, says
+                                           ("json", "recursion limit exceeded.")])  # msgpack, the fallback, says
+def test_an_event_nested_too_deeply_for_both_is_a_clear_value_error(codec, reason):
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    with pytest.raises(ValueError) as raised:
+        record_encoder(codec)({"type": "tool_call", "args": deep})
+    assert str(raised.value) == f"cannot encode the event as JSON or msgpack: {reason}"
+    shallow: list = []
+    for _ in range(600):  # over msgpack's 511 levels: JSON carries it
+        shallow = [shallow]
+    assert decode_event(record_encoder(codec)({"args": shallow})) == {"args": shallow}

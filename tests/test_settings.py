@@ -1,5 +1,6 @@
 """Worker settings: defaults, environment, and the `loopwatch worker` flags generated from them."""
 
+import re
 import sys
 
 import pytest
@@ -64,8 +65,33 @@ def test_broker_takes_a_url_or_host_port(given, url):
 
 
 def test_an_empty_broker_is_refused():
-    with pytest.raises(ValueError, match="a broker is needed"):
+    with pytest.raises(ValueError, match="a broker address is needed"):
         WorkerSettings(broker=" , ")
+
+
+@pytest.mark.parametrize("given, says", [
+    ("127.0.0.1", "'127.0.0.1' has no port: give host:port (e.g. 127.0.0.1:9092)"),
+    ("kafka://127.0.0.1", "'127.0.0.1' has no port"),
+    ("k1:9092;k2", "'k2' has no port"),
+    ("127.0.0.1:notaport", "'127.0.0.1:notaport': the port must be a number from 1 to 65535"),
+    ("127.0.0.1:99999", "the port must be a number from 1 to 65535"),
+])
+def test_a_broker_without_a_valid_port_is_refused(given, says):
+    # Kafka clients would take a missing port for 9092: whatever broker listens there
+    with pytest.raises(ValueError, match=re.escape(says)):
+        WorkerSettings(broker=given)
+
+
+def test_the_worker_takes_loopwatch_bootstrap_when_its_own_variable_is_not_set(monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    port = _closed_port()
+    result = CliRunner().invoke(main, ["worker"], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}"})
+    assert result.output.splitlines()[0].startswith(f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch")
+    assert f"Error: cannot reach Kafka at 127.0.0.1:{port}: " in result.output
+    other = _closed_port()
+    result = CliRunner().invoke(main, ["worker"], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}",
+                                                       "LOOPWATCH_BROKER": f"127.0.0.1:{other}"})
+    assert f"Error: cannot reach Kafka at 127.0.0.1:{other}: " in result.output  # its own variable first
 
 
 def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting(tmp_path, monkeypatch):
@@ -106,8 +132,10 @@ def test_worker_says_in_one_line_when_no_broker_answers(monkeypatch):
     result = CliRunner().invoke(main, ["worker", "--broker", f"127.0.0.1:{port}"])
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0].startswith("loopwatch worker: no --config: loopDetection enabled=unset")
-    assert lines[1].startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ") and len(lines) == 2
+    assert lines[0] == (f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch, input loopwatch.events "
+                        "(4 partitions), key by run, store memory://")
+    assert lines[1].startswith("loopwatch worker: no --config: loopDetection enabled=unset")
+    assert lines[2].startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ") and len(lines) == 3
 
 
 def _closed_port() -> int:
@@ -123,14 +151,14 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
     config = tmp_path / "openclaw.json"
     config.write_text("{tolls: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")  # typo
     result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
-    assert result.output.splitlines()[0] == (
+    assert result.output.splitlines()[1] == (
         f"loopwatch worker: config {config}: loopDetection enabled=unset (rolling detectors off, guard on), "
         "historySize=30, warningThreshold=10, criticalThreshold=20, unknownToolThreshold=10, "
         "globalCircuitBreakerThreshold=30, postCompactionGuard.windowSize=3 -- the file has no "
         "tools.loopDetection block: OpenClaw's defaults apply")
     config.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")
     result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
-    assert result.output.splitlines()[0] == (
+    assert result.output.splitlines()[1] == (
         f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
         "criticalThreshold=20, unknownToolThreshold=10, globalCircuitBreakerThreshold=30, "
         "postCompactionGuard.windowSize=3")

@@ -35,6 +35,7 @@ from typing import Any
 
 import click
 
+from ..brokers import bootstrap_option_callback
 from ..codecs import DecodeError, decode_event
 from ..replay import ReplaySummary
 from .produce import ProduceSummary, file_events, publish_events
@@ -305,7 +306,7 @@ Examples:
   loopwatch demo --rate 5         # slower, to watch the detectors build up
   loopwatch demo --config my-openclaw.json --events my-fleet.jsonl --keep-topics
 """)
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
               show_envvar=True,
               help="Kafka bootstrap server. At the default address a broker is started with "
                    "deploy/kafka/kafka.sh when none answers (and stopped again on exit).")

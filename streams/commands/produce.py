@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
+from ..brokers import bootstrap_option_callback
 from ..codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, record_key
 from .replay import event_records
@@ -232,7 +233,7 @@ Examples:
   loopwatch import --format openclaw ~/.openclaw/agents | loopwatch produce -
   loopwatch produce --keep-ts recorded.jsonl                # keep the events' own ts
 """)
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
               show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
 @click.option("--topic", default="loopwatch.events", show_default=True,
               help="Topic to publish to (the worker's input topic).")

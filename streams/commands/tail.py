@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 import click
 
+from ..brokers import bootstrap_option_callback
 from ..codecs import DecodeError, decode_event
 from ..replay import detection_action
 
@@ -169,7 +170,7 @@ Examples:
   loopwatch tail verdicts --max 100 --json > verdicts.jsonl
 """)
 @click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False, metavar="[STREAM]")
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
               show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
 @click.option("--topic", default=None,
               help="Topic to read (default: the worker's default for STREAM: loopwatch.verdicts, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import typing
 from typing import Any, Callable
@@ -72,6 +73,11 @@ def worker(**options: Any) -> None:
     that are not valid events. Serves Prometheus metrics on /metrics.
     """
     given = {name: value for name, value in options.items() if value is not None}  # the model converts text
+    if "broker" not in given and not os.environ.get(WorkerSettings.env_name("broker")):
+        # one variable names the broker for every command: produce, tail and demo read LOOPWATCH_BOOTSTRAP
+        bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP")
+        if bootstrap:
+            given["broker"] = bootstrap
     try:
         settings = WorkerSettings(**given)
     except ValidationError as exc:
@@ -86,10 +92,13 @@ def worker(**options: Any) -> None:
     from .replay import load_config_or_exit
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
+    bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
+    click.echo(f"loopwatch worker: broker {bootstrap}, app id {settings.app_id}, input "
+               f"{','.join(settings.input_topics)} ({settings.partitions} partitions), key by {settings.key_by}, "
+               f"store {settings.store}", err=True)
     click.echo(f"loopwatch worker: {_describe_config(settings.config, engine)}", err=True)
     if settings.metrics_port:
         _check_port_free(settings.metrics_addr, settings.metrics_port)
-    bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
     try:
         counts = asyncio.run(_partition_counts(bootstrap, settings.input_topics))
     except KafkaConnectionError as exc:  # one line, as produce and tail say it, not Faust's traceback
