@@ -26,6 +26,7 @@ __all__ = [
     "decode_event",
     "encode_msgpack",
     "encode_json",
+    "json_loads",
     "record_encoder",
     "MAX_REQUEST_SIZE",
     "BROKER_MESSAGE_MAX_BYTES",
@@ -38,6 +39,15 @@ __all__ = [
 
 class DecodeError(ValueError):
     """A record that is not a msgpack map or JSON object; ``str()`` gives the reason."""
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads``, where a document nested too deeply for Python (about 1,000 levels) raises
+    ``json.JSONDecodeError`` ("nested too deeply to decode") like any other bad JSON, not ``RecursionError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to decode", text if isinstance(text, str) else "", 0) from None
 
 
 def _looks_like_msgpack(first: int) -> bool:
@@ -67,11 +77,9 @@ def decode_event(data: bytes) -> dict[str, Any]:
             raise DecodeError(f"invalid msgpack: {str(exc) or type(exc).__name__}") from None
     else:
         try:
-            value = json.loads(data)
+            value = json_loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise DecodeError(f"invalid JSON: {exc}") from None
-        except RecursionError:  # msgpack has its own limit (StackError, a ValueError)
-            raise DecodeError("invalid JSON: nested too deeply to decode") from None
     if not isinstance(value, dict):
         raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
     return value
@@ -209,7 +217,7 @@ def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json_loads(line)
         except (UnicodeDecodeError, ValueError) as exc:
             yield FileRecord(name, number, None, f"invalid JSON: {exc}")
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from .codecs import json_loads
 from .detection import Engine, OpenClawConfig, SessionStore
 
 __all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "scenario_lines", "run_scenario", "spec_view"]
@@ -55,12 +56,12 @@ def load_scenarios(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def scenario_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield ``(line, scenario, None)`` per scenario of a file, or ``(line, None, reason)`` for a bad line."""
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:  # bytes: a line that is not UTF-8 is one bad line, not the file's end
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                scenario = json.loads(line)
+                scenario = json_loads(line)
             except ValueError as exc:
                 yield number, None, f"not JSON: {exc}"
                 continue

@@ -361,15 +361,18 @@ def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT) 
         path: the file; None gives OpenClaw's defaults (detection disabled).
         strict: validate as OpenClaw does at load time (Spec §2.1).
     Raises:
-        ConfigError: the file is not JSON5, not an object, or fails validation.
+        ConfigError: the file is not UTF-8 JSON5, not an object, or fails validation.
         OSError: the file cannot be read.
     """
     if path is None:
         return OpenClawConfig({})
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([("(file)", f"not UTF-8 text: {exc.reason} at byte {exc.start}")], str(path)) from None
     try:
         raw = json5.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         reason = str(exc).replace("<string>:", "line ")  # json5 names no file; ConfigError does
         raise ConfigError([("(file)", f"not valid JSON5: {reason}")], str(path)) from None
     if not isinstance(raw, dict):

@@ -134,14 +134,20 @@ class Engine:
             The verdict record (a new dict).
         Raises:
             EventError: the event does not fit the schema (:func:`validate_event`);
-                ``state`` is unchanged.
+                ``state`` is unchanged. Also for args or a result nested too
+                deeply for Python to hash (about 1,000 levels; JavaScript goes
+                deeper): ``state`` may then hold part of the event (its run;
+                for a deep result, the call without its outcome).
         """
         kind = validate_event(event)
-        if kind == "tool_call":
-            return self._tool_call(event, state, ref)
-        if kind == "tool_result":
-            return self._tool_result(event, state, ref)
-        return self._compaction_retry(event, state)
+        try:
+            if kind == "tool_call":
+                return self._tool_call(event, state, ref)
+            if kind == "tool_result":
+                return self._tool_result(event, state, ref)
+            return self._compaction_retry(event, state)
+        except RecursionError:
+            raise EventError("args or result nested too deeply to hash") from None
 
     # ---------------------------------------------------------------- event kinds
 

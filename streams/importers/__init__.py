@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..codecs import json_loads
 from . import claude_code, codex, openclaw, swe_agent
 from .events import ErrorHandler, SessionFormatError
 
@@ -110,7 +111,7 @@ def detect_format(path: str | Path) -> str | None:
     try:
         with p.open(encoding="utf-8") as fh:
             first_line = next((ln for ln in fh if ln.strip()), "")
-        first = json.loads(first_line)
+        first = json_loads(first_line)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     for name in ("openclaw", "codex", "claude-code"):

@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..codecs import json_loads
+
 __all__ = [
     "SessionFormatError",
     "ErrorHandler",
@@ -84,7 +86,7 @@ def read_jsonl(path: Path, on_error: ErrorHandler | None) -> Iterator[tuple[int,
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
+                value = json_loads(raw)
             except json.JSONDecodeError as exc:
                 report(SessionFormatError(path, lineno, f"not JSON: {exc.msg}"), on_error)
                 continue

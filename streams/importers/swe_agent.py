@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..codecs import json_loads
 from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, report, text_result
 
 __all__ = ["discover", "read", "looks_like"]
@@ -61,7 +62,7 @@ def _function_call(message: dict[str, Any] | None) -> tuple[str, str, Any] | Non
     fn = calls[0].get("function") or {}
     raw = fn.get("arguments")
     try:
-        args = json.loads(raw) if isinstance(raw, str) else raw
+        args = json_loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError:
         args = raw
     return str(calls[0].get("id")), fn.get("name"), args
@@ -71,7 +72,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     """Yield the stream events of one ``.traj`` file (see the module docstring)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         report(SessionFormatError(path, exc.lineno, f"not JSON: {exc.msg}"), on_error)
         return
