@@ -430,10 +430,7 @@ class Loopwatch:
                     wrong = {name: counts[name] for name in self.settings.input_topics
                              if counts[name] != self.settings.partitions}
                     if wrong:
-                        error = RuntimeError(
-                            "input topic partitions must equal --partitions "
-                            f"({self.settings.partitions}, the state table's): "
-                            + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
+                        error = RuntimeError(partition_mismatch(self.settings.partitions, wrong))
                         log.error("loopwatch: %s", error)
                         await self.app.crash(error)
                         raise error
@@ -726,6 +723,17 @@ class Loopwatch:
             self._not_written.discard(key)
             if self._out is not None:
                 self._out.forget(key)
+
+
+def partition_mismatch(partitions: int, wrong: dict[str, int]) -> str:
+    """Why the worker cannot read input topics whose partition counts (``wrong``) differ from ``partitions``."""
+    counts = set(wrong.values())
+    fix = (f"run the worker with --partitions {counts.pop()}, or create the input topic with {partitions}"
+           if len(counts) == 1 else f"give every input topic {partitions}")
+    return (f"input topic partitions must equal --partitions ({partitions}, the state table's): "
+            + ", ".join(f"{name} has {count}" for name, count in wrong.items())
+            + f". To fix: {fix} partitions before producing to it (a topic Kafka creates on the first produce "
+              "gets the broker's num.partitions)")
 
 
 async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0) -> dict[str, int]:

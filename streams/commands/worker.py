@@ -86,7 +86,7 @@ def worker(**options: Any) -> None:
     # faust scans sys.argv for its own --loop*/-L and --datadir when first imported;
     # ours (e.g. --loop-events-topic) are parsed already, so it must not see them.
     sys.argv = sys.argv[:1]
-    from streams.app import create_app
+    from streams.app import create_app, partition_mismatch
     from streams.detection import Engine
 
     from .replay import load_config_or_exit
@@ -105,9 +105,7 @@ def worker(**options: Any) -> None:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     wrong = {name: count for name, count in counts.items() if count and count != settings.partitions}
     if wrong:  # before Faust creates the changelog, rekey and output topics with --partitions
-        raise click.ClickException(
-            f"input topic partitions must equal --partitions ({settings.partitions}, the state table's): "
-            + ", ".join(f"{name} has {count}" for name, count in wrong.items()))
+        raise click.ClickException(partition_mismatch(settings.partitions, wrong))
     loopwatch = create_app(settings, engine)
     from faust.worker import Worker
 
