@@ -137,6 +137,7 @@ from faust.transport.drivers.aiokafka import server_list
 from . import metrics
 from .detection import Engine, SessionState, load_config
 from .consumer import Transport
+from .logs import limit_kafka_client_logs
 from .outputs import Outputs
 from .reader import Batch, InputReader
 from .processor import (
@@ -192,6 +193,7 @@ class Loopwatch:
         if engine is None:
             engine = Engine(load_config(s.config, strict=s.config_validate) if s.config else None)
         self.processor = Processor(engine, s.key_by, s.output_codec)
+        limit_kafka_client_logs()  # a broker outage would log ~80 errors a second
         self.app = app = _App(
             s.app_id,
             broker=s.broker,
