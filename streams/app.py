@@ -93,9 +93,13 @@ skipped, and every event has a verdict (duplicates are identical). Keyless
 records go through the rekey topic; a duplicate forward after a crash
 carries the same origin offset and is skipped by 1. An event that failed
 validation is dead-lettered (again, after a crash) and leaves no trace in the
-state. The one exception: a state too large for a changelog record
+state. Two exceptions: a state too large for a changelog record
 (:meth:`Loopwatch._fitting`) is not written, so after a crash its key
-restarts from its last written state.
+restarts from its last written state; and args or a result nested too deeply
+for Python to hash (a msgpack event of about 1,000 levels) is dead-lettered
+after the engine began to apply it (:meth:`Engine.process
+<streams.detection.Engine.process>`), leaving its run, or its call without
+the outcome, in the state without marking it changed.
 
 Rebalances: when partitions are revoked (Faust's eager protocol: before any
 other member gets them) the worker runs a last checkpoint (a, b) without
@@ -141,7 +145,7 @@ from .logs import limit_kafka_client_logs
 from .outputs import Outputs
 from .reader import Batch, InputReader
 from .processor import (
-    APPLIED, DEAD_LETTER, MAX_CARRIED_BYTES, Outcome, Processor, Source, decode_state, encode_state,
+    APPLIED, DEAD_LETTER, MAX_CARRIED_BYTES, Outcome, Processor, Source, decode_state, encode_state, fits,
 )
 from .settings import WorkerSettings
 from .table import StateTable
@@ -324,8 +328,8 @@ class Loopwatch:
             self._publish_dead(dead, partition)
         elif not key:
             state_key = self.processor.state_key(None, event)
-            size = len(raw or b"") + len(state_key)  # both go in the rekey record
-            if size > MAX_CARRIED_BYTES:
+            if not fits(state_key, raw or b""):  # both go in the rekey record
+                size = len(raw or b"") + len(state_key)
                 self._publish_dead(self.processor.dead_letter(
                     raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key is too "
                     f"large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
@@ -503,11 +507,11 @@ class Loopwatch:
         restarts from its last written version, or empty, without the events
         in between. Logged at ERROR once per key.
         """
-        if all(len(value) <= MAX_CARRIED_BYTES for _, value, _ in writes):
+        if all(fits(key, value) for key, value, _ in writes):
             return writes
         kept = []
         for key, value, partition in writes:
-            if len(value) <= MAX_CARRIED_BYTES:
+            if fits(key, value):
                 kept.append((key, value, partition))
                 continue
             metrics.STATES_NOT_WRITTEN.inc()

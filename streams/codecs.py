@@ -117,7 +117,9 @@ def record_encoder(codec: str) -> Callable[[Any], bytes]:
     The encoder raises ``ValueError`` ("cannot encode the event as JSON or msgpack: <reason>") for a
     value neither can encode (e.g. one holding a set).
     """
-    primary, fallback = (encode_msgpack, _ascii_json) if codec == "msgpack" else (encode_json, encode_msgpack)
+    # a Packer of its own: packb builds one per call, a cost on the worker's per-verdict path
+    pack = msgpack.Packer(use_bin_type=True).pack
+    primary, fallback = (pack, _ascii_json) if codec == "msgpack" else (encode_json, pack)
 
     def encode(event: Any) -> bytes:
         try:

@@ -65,6 +65,7 @@ __all__ = [
     "DEAD_LETTER",
     "loop_events",
     "encode_dead_letter",
+    "fits",
     "shortened",
     "encode_state",
     "decode_state",
@@ -134,50 +135,60 @@ class Outcome:
 
 
 MAX_CARRIED_BYTES = 1_000_000
-"""Largest input record a dead letter carries whole, or the worker forwards through the rekey topic.
+"""Largest record (key and value bytes) the worker publishes: :func:`fits`.
 
 Kafka's default record batch limit (``message.max.bytes``) is 1,048,588
-bytes: an input record near it no longer fits once wrapped, and a refused
-write would stop the worker at every restart. A dead letter keeps the first
-``MAX_CARRIED_BYTES`` of such a record (``value_truncated``, ``value_size``).
+bytes; the rest is room for the batch and record headers. An input record
+near that limit no longer fits once wrapped (a dead letter, a rekey forward)
+or repeated (a verdict repeats the tool name), and a refused write would stop
+the worker at every restart: what does not fit is cut down to fit.
 """
+
+
+def fits(key: bytes | None, value: bytes) -> bool:
+    """Whether a record of ``key`` and ``value`` is within :data:`MAX_CARRIED_BYTES`."""
+    return len(key or b"") + len(value) <= MAX_CARRIED_BYTES
 
 
 SHORTENED_CHARS = 1_024
 """Longest string (or bytes) a :func:`shortened` record keeps whole, ``event_id`` aside."""
 
 _EVENT_ID_CHARS = 65_536
+_SHORTENED_DEPTH = 16  # containers nested deeper are dropped (None)
 
 
-def shortened(record: Mapping[str, Any], size: int) -> dict[str, Any]:
-    """A verdict or loop-event record too large to publish (``size`` bytes encoded), cut down to publish.
+def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[str, Any]:
+    """A verdict or loop-event record too large to publish (``size`` bytes encoded), cut down.
 
     Every string and bytes value over :data:`SHORTENED_CHARS` is cut to that
     (``event_id`` to 64 KiB: the runner waiting for the verdict matches it
-    whole); ``truncated`` gives ``size``. If that is still over
-    :data:`MAX_CARRIED_BYTES` (e.g. evidence of a huge ``historySize``), only
-    the top-level scalars and ``source`` are kept. The decision fields
+    whole), containers nested over 16 levels are dropped; ``truncated``
+    gives ``size``. With ``stub`` (for when that is still too large, e.g.
+    the evidence of a huge ``historySize``) only the top-level scalars and
+    ``source`` are kept, ``event_id`` cut like the rest. The decision fields
     (``verdict``, ``decision``, ``blocked``, ...) are short and always kept.
 
     Such records come from events with tool names or ids of hundreds of KB (a
-    verdict repeats the tool name) or a huge free-form ``source``: published
-    whole, the broker would refuse them and the worker stop at every restart.
+    verdict repeats the tool name) or a huge free-form ``source``.
     """
     out = _cut(record)
-    out["event_id"] = _cut(record.get("event_id"), _EVENT_ID_CHARS)
-    out["truncated"] = size
-    if len(msgpack.packb(out, use_bin_type=True, unicode_errors="surrogatepass")) > MAX_CARRIED_BYTES:
+    if stub:
         out = {name: value for name, value in out.items() if name == "source" or not isinstance(value, (dict, list))}
+    else:
+        out["event_id"] = _cut(record.get("event_id"), _EVENT_ID_CHARS)
+    out["truncated"] = size
     return out
 
 
-def _cut(value: Any, limit: int = SHORTENED_CHARS) -> Any:
+def _cut(value: Any, limit: int = SHORTENED_CHARS, depth: int = 0) -> Any:
     if isinstance(value, (str, bytes)):
         return value[:limit] if len(value) > limit else value
+    if isinstance(value, (dict, list)) and depth >= _SHORTENED_DEPTH:
+        return None
     if isinstance(value, dict):
-        return {name: _cut(item, limit) for name, item in value.items()}
+        return {name: _cut(item, limit, depth + 1) for name, item in value.items()}
     if isinstance(value, list):
-        return [_cut(item, limit) for item in value]
+        return [_cut(item, limit, depth + 1) for item in value]
     return value
 
 
@@ -185,16 +196,23 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
                        reason: str) -> bytes:
     """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes).
 
-    ``{reason_class, reason, source, key, value}``. The value is cut to
-    :data:`MAX_CARRIED_BYTES` less twice the key's length (the dead letter's
-    record key and its ``key`` field both carry the key), adding
-    ``value_truncated: true`` and ``value_size`` (bytes of the whole record
-    value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`.
+    ``{reason_class, reason, source, key, value}``, within
+    :data:`MAX_CARRIED_BYTES` with the record key: a ``key`` field over
+    :data:`SHORTENED_CHARS` bytes is cut to that (``key_size`` then gives
+    its length); the value is cut to what is left of
+    :data:`MAX_CARRIED_BYTES` after the record key and the ``key`` field
+    (``value_truncated: true``, ``value_size``: bytes of the whole record
+    value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`
+    characters (the few KB that leaves are within the broker's margin).
     """
     value = raw if raw is not None else b""
+    key = key or None
+    kept_key = _cut(key)
     record: dict[str, Any] = {"reason_class": reason_class, "reason": _cut(reason), "source": source.as_dict(),
-                              "key": key, "value": value}
-    carried = max(0, MAX_CARRIED_BYTES - 2 * len(key or b""))
+                              "key": kept_key, "value": value}
+    if kept_key is not key:
+        record["key_size"] = len(key)  # type: ignore[arg-type]
+    carried = max(0, MAX_CARRIED_BYTES - len(key or b"") - len(kept_key or b""))
     if len(value) > carried:
         record.update(value=value[:carried], value_truncated=True, value_size=len(value))
     # backslashreplace: a reason may quote a lone surrogate of the event (JSON can carry one)
@@ -286,7 +304,9 @@ class Processor:
         worker published and acknowledged its verdict before it checkpointed
         that state, see :mod:`streams.app`).
         An event the engine rejects is dead-lettered with reason class ``schema``
-        (an unexpected engine failure with ``error``); ``state`` is then unchanged.
+        (an unexpected engine failure with ``error``); ``state`` is then unchanged,
+        except for args or a result too deeply nested to hash (see
+        :meth:`Engine.process <streams.detection.Engine.process>`).
         The verdict and loop-event records are a function of (state, event,
         key, source): the same event applied to the same state gives the same bytes.
         """
@@ -312,8 +332,7 @@ class Processor:
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = source.as_dict()
-        room = MAX_CARRIED_BYTES - len(key)  # the record key is part of the Kafka record too
-        encoded = self._encode_capped(record, room)
+        encoded = self._encode_capped(key, record)
         state.last_offsets[tp] = offset
         counts = self._event_counts
         kind = event.get("type")
@@ -324,16 +343,22 @@ class Processor:
         events = loop_events(record)
         if events:
             self._count_detections(events)
-            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(e, room) for e in events],
+            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(key, e) for e in events],
                            record=record)
         return Outcome(APPLIED, key, verdict=encoded, record=record)
 
-    def _encode_capped(self, record: dict[str, Any], room: int) -> bytes:
-        """``record`` encoded; :func:`shortened` if that is over ``room`` bytes."""
+    def _encode_capped(self, key: bytes, record: dict[str, Any]) -> bytes:
+        """``record`` encoded, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
+
+        A stub that still does not fit (a key within a few hundred bytes of
+        the broker's limit) is published anyway: nothing shorter is left.
+        """
         encoded = self._encode(record)
-        if len(encoded) > room:
-            encoded = self._encode(shortened(record, len(encoded)))
-        return encoded
+        if fits(key, encoded):
+            return encoded
+        size = len(encoded)
+        encoded = self._encode(shortened(record, size))
+        return encoded if fits(key, encoded) else self._encode(shortened(record, size, stub=True))
 
     def flush_metrics(self) -> None:
         """Publish the metric updates of the events applied since the last call (once per batch)."""

@@ -15,10 +15,11 @@ shortens the input re-applied after a crash).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from streams.brokers import bootstrap_servers
@@ -183,6 +184,15 @@ class WorkerSettings(BaseSettings):
             return [part for item in value for part in cls._split_topics(item)] if any(
                 isinstance(item, str) and "," in item for item in value) else list(value)
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bootstrap_fallback(cls, data: Any) -> Any:
+        # one variable can name the broker for every command: produce, tail and demo read LOOPWATCH_BOOTSTRAP
+        bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP")
+        if isinstance(data, dict) and "broker" not in data and bootstrap:
+            data = {**data, "broker": bootstrap}
+        return data
 
     @field_validator("broker")
     @classmethod

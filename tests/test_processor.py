@@ -11,7 +11,7 @@ from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.keys import partition_key
 from streams.processor import (
-    APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, loop_events, shortened,
+    APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, fits, loop_events, shortened,
 )
 
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
@@ -255,7 +255,12 @@ def test_a_dead_letter_carries_at_most_max_carried_bytes_of_the_record():
     assert letter["value_size"] == 1_200_001
     # a long key takes its room twice; a reason quoting a huge value is cut
     long = msgpack.unpackb(proc.dead_letter(raw, b"k" * 100_000, src(3), "schema", "got " + "x" * 900_000).dead_letter)
-    assert len(long["value"]) == 800_000 and long["reason"] == "got " + "x" * 1_020 and long["key"] == b"k" * 100_000
+    # the key field is cut to 1,024 bytes (key_size says how long it was); the value takes what is left
+    assert (long["key"], long["key_size"], len(long["value"])) == (b"k" * 1_024, 100_000, 1_000_000 - 100_000 - 1_024)
+    assert long["reason"] == "got " + "x" * 1_020 and fits(b"k" * 100_000, proc.dead_letter(
+        raw, b"k" * 100_000, src(3), "schema", "got " + "x" * 900_000).dead_letter[:-6_000])
+    huge = proc.dead_letter(b"\xc1" * 10, b"k" * 600_000, src(5), "decode", "invalid msgpack").dead_letter
+    assert msgpack.unpackb(huge)["value"] == b"\xc1" * 10 and fits(b"k" * 600_000, huge)  # not 2 x 600 KB
     small = msgpack.unpackb(proc.dead_letter(b"\xc1", b"k", src(4), "decode", "x").dead_letter)
     assert small == {"reason_class": "decode", "reason": "x", "source": {"topic": "events", "partition": 0,
                                                                           "offset": 4}, "key": b"k", "value": b"\xc1"}
@@ -274,10 +279,10 @@ def test_a_verdict_too_large_to_publish_is_shortened_keeping_the_decision():
     assert "truncated" not in msgpack.unpackb(proc.apply(b"r2", call(0, run="r2"), src(11), SessionState()).verdict)
 
 
-def test_a_shortened_record_still_too_large_keeps_its_scalars_and_source():
+def test_a_stub_keeps_the_top_level_scalars_and_source():
     record = {"event_id": "e1", "verdict": "allow", "source": {"topic": "t", "partition": 0, "offset": 1},
               "event_source": {"k" * 2_000_000: 1}, "evidence": [["x" * 1_000, 0, i] for i in range(2_000)]}
-    assert shortened(record, 4_000_000) == {"event_id": "e1", "verdict": "allow", "truncated": 4_000_000,
+    assert shortened(record, 4_000_000, stub=True) == {"event_id": "e1", "verdict": "allow", "truncated": 4_000_000,
                                             "source": {"topic": "t", "partition": 0, "offset": 1}}
 
 
@@ -286,3 +291,24 @@ def test_a_long_record_key_leaves_less_room_for_the_verdict():
     assert "truncated" not in msgpack.unpackb(processor().apply(b"r1", event, src(0), SessionState()).verdict)
     shortened_verdict = msgpack.unpackb(processor().apply(b"r" * 100_000, event, src(0), SessionState()).verdict)
     assert shortened_verdict["truncated"] > 900_000 and shortened_verdict["verdict"] == "allow"
+
+
+@pytest.mark.parametrize("codec", ["msgpack", "json"])
+def test_shortening_never_raises_and_what_is_published_fits(codec):
+    proc = processor(codec=codec)
+    deep: list = []
+    for _ in range(600):
+        deep = [deep]
+    cases = [
+        (b"r1", call(0, tool_name="t" * 600_000, source={"n": 10**30})),  # an integer only JSON carries
+        (b"k" * 990_000, call(0, ts=10**400)),
+        (b"k" * 990_000, call(0, source=deep)),  # nested deeper than a recursive cut could go
+        (b"k" * 985_000, call(0, event_id="e" * 61_000)),  # event_id kept to 64 KiB: then a stub
+    ]
+    for key, event in cases:
+        outcome = proc.apply(key, event, src(0), SessionState())
+        assert outcome.kind == APPLIED and fits(key, outcome.verdict)
+        assert decode_event(outcome.verdict)["verdict"] == "allow" and decode_event(outcome.verdict)["truncated"]
+    # a key within a few hundred bytes of the broker's limit leaves room for nothing: the stub goes anyway
+    stub = decode_event(proc.apply(b"k" * 1_047_500, call(0), src(0), SessionState()).verdict)
+    assert stub["verdict"] == "allow" and "evidence" not in stub and stub["truncated"] > 0

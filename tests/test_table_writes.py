@@ -141,3 +141,15 @@ def test_a_failed_local_write_crashes_the_worker(tmp_path: Path) -> None:
         assert [str(exc) for exc in crashed] == ["[Errno 28] No space left on device"]
 
     asyncio.run(run())
+
+
+def test_a_checkpoint_leaves_out_a_state_too_large_for_a_changelog_record_with_its_key(tmp_path: Path) -> None:
+    from streams import metrics
+
+    worker = _worker(tmp_path, "memory://")
+    before = metrics.STATES_NOT_WRITTEN._value.get()
+    writes = [(b"k" * 600_000, b"s" * 600_000, 0), (b"small", b"s" * 600_000, 1), (b"k2", b"s" * 999_000, 0)]
+    # 600 KB of state fits alone but not with a 600 KB key; the changelog record holds both
+    assert worker._fitting(writes) == writes[1:]
+    assert metrics.STATES_NOT_WRITTEN._value.get() == before + 1
+    assert worker.table.key_partitions[b"k" * 600_000] == 0  # idle expiry still finds it

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import typing
 from typing import Any, Callable
@@ -73,11 +72,6 @@ def worker(**options: Any) -> None:
     that are not valid events. Serves Prometheus metrics on /metrics.
     """
     given = {name: value for name, value in options.items() if value is not None}  # the model converts text
-    if "broker" not in given and not os.environ.get(WorkerSettings.env_name("broker")):
-        # one variable names the broker for every command: produce, tail and demo read LOOPWATCH_BOOTSTRAP
-        bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP")
-        if bootstrap:
-            given["broker"] = bootstrap
     try:
         settings = WorkerSettings(**given)
     except ValidationError as exc:

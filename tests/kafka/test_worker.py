@@ -319,7 +319,8 @@ def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_w
                           "tool_name": "read", "args": {"pad": "y" * 1_048_200}, "result": "ok"})
         good = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c2", "tool_name": "read",
                 "args": {}, "result": "ok"}
-        # a long key is carried twice (record key, key field); the reason quotes the 900 KB type
+        # a long key takes room as the record key and as the key field (cut to 1,024); the reason quotes the
+        # 900 KB type (cut to 1,024 characters)
         long_key, quoting = b"k" * 100_000, json.dumps({"type": "t" * 900_000, "session_id": "s1"}).encode()
         # under 1,000,000 bytes, but not with the run id it is keyed by in the rekey topic
         keyless_long_key = encode({"type": "tool_call", "run_id": "r" * 300_000, "session_id": "s3",
@@ -335,8 +336,9 @@ def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_w
             ("schema", 0), ("size", 1), ("schema", 2), ("size", 3)]
         assert len(keyless_long_key) < 1_000_000 and got[3]["value"] == keyless_long_key
         assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got[:3]] == [
-            (True, len(invalid), 999_996), (True, len(keyless), 1_000_000), (True, len(quoting), 800_000)]
+            (True, len(invalid), 999_996), (True, len(keyless), 1_000_000), (True, len(quoting), 898_976)]
         assert got[0]["value"] == invalid[:999_996] and len(got[2]["reason"]) == 1_024
+        assert (len(got[2]["key"]), got[2]["key_size"]) == (1_024, 100_000)
         assert got[1]["reason"] == (f"a keyless record of {len(keyless) + 2:,} bytes with its derived key is too "
                                     "large to forward through the rekey topic (at most 1,000,000): key your records")
         assert got[3]["reason"].startswith(f"a keyless record of {len(keyless_long_key) + 300_000:,} bytes with its")
