@@ -176,3 +176,13 @@ def test_worker_refuses_a_metrics_port_in_use(monkeypatch):
                                            "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.exit_code == 1
     assert f"Error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in result.output
+
+
+def test_the_settings_model_itself_takes_loopwatch_bootstrap(monkeypatch):
+    # `faust -A streams.app worker` builds WorkerSettings() from the environment alone
+    monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "10.0.0.5:9093")
+    monkeypatch.delenv("LOOPWATCH_BROKER", raising=False)
+    assert WorkerSettings().broker == "kafka://10.0.0.5:9093"
+    monkeypatch.setenv("LOOPWATCH_BROKER", "k1:9092")
+    assert WorkerSettings().broker == "kafka://k1:9092"
+    assert WorkerSettings(broker="k2:9092").broker == "kafka://k2:9092"
