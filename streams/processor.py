@@ -155,6 +155,9 @@ SHORTENED_CHARS = 1_024
 
 _EVENT_ID_CHARS = 65_536
 _SHORTENED_DEPTH = 16  # containers nested deeper are dropped (None)
+# what a stub keeps: the decision (the engine's own short values) and where the event was
+_STUB_FIELDS = ("event_id", "type", "verdict", "decision", "blocked", "run_aborted", "detector", "level", "action",
+                "count")
 
 
 def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[str, Any]:
@@ -164,17 +167,21 @@ def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[
     (``event_id`` to 64 KiB: the runner waiting for the verdict matches it
     whole), containers nested over 16 levels are dropped; ``truncated``
     gives ``size``. With ``stub`` (for when that is still too large, e.g.
-    the evidence of a huge ``historySize``) only the top-level scalars and
-    ``source`` are kept, ``event_id`` cut like the rest. The decision fields
-    (``verdict``, ``decision``, ``blocked``, ...) are short and always kept.
+    the evidence of a huge ``historySize``, or a long record key) only the
+    decision fields (``verdict``, ``decision``, ``blocked``, ``run_aborted``;
+    for a loop event ``detector``, ``level``, ``action``, ``count``), ``type``,
+    ``source`` (the worker's topic/partition/offset) and ``event_id`` (cut to
+    :data:`SHORTENED_CHARS`) are kept: at most a few KB, whatever the event.
 
     Such records come from events with tool names or ids of hundreds of KB (a
     verdict repeats the tool name) or a huge free-form ``source``.
     """
-    out = _cut(record)
     if stub:
-        out = {name: value for name, value in out.items() if name == "source" or not isinstance(value, (dict, list))}
+        out = {name: _cut(record[name]) for name in _STUB_FIELDS
+               if name in record and isinstance(record[name], (str, int, float, bool, type(None)))}
+        out["source"] = record.get("source")
     else:
+        out = _cut(record)
         out["event_id"] = _cut(record.get("event_id"), _EVENT_ID_CHARS)
     out["truncated"] = size
     return out
@@ -203,7 +210,9 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
     :data:`MAX_CARRIED_BYTES` after the record key and the ``key`` field
     (``value_truncated: true``, ``value_size``: bytes of the whole record
     value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`
-    characters (the few KB that leaves are within the broker's margin).
+    characters (the few KB that leaves are within the broker's margin). A
+    key too long even for that is left out of the record key
+    (:meth:`Processor.dead_letter`).
     """
     value = raw if raw is not None else b""
     key = key or None
@@ -286,7 +295,9 @@ class Processor:
     def dead_letter(self, raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
                     reason: str) -> Outcome:
         metrics.DEAD_LETTERS.labels(reason_class).inc()
-        return Outcome(DEAD_LETTER, key, dead_letter=encode_dead_letter(raw, key, source, reason_class, reason))
+        value = encode_dead_letter(raw, key, source, reason_class, reason)
+        # a key too long to go beside even an empty dead letter: keyless, to the source partition
+        return Outcome(DEAD_LETTER, key if fits(key, value) else None, dead_letter=value)
 
     def state_key(self, record_key: bytes | None, event: Mapping[str, Any]) -> bytes:
         """The record key when there is one, else the key derived from the event (:func:`streams.keys.record_key`)."""
@@ -350,8 +361,9 @@ class Processor:
     def _encode_capped(self, key: bytes, record: dict[str, Any]) -> bytes:
         """``record`` encoded, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
 
-        A stub that still does not fit (a key within a few hundred bytes of
-        the broker's limit) is published anyway: nothing shorter is left.
+        The stub goes even if it does not fit: it is a few KB, within the
+        broker's margin unless the record key alone is over about 1,030,000
+        bytes (then the broker may refuse it: nothing shorter is left).
         """
         encoded = self._encode(record)
         if fits(key, encoded):

@@ -190,7 +190,7 @@ class WorkerSettings(BaseSettings):
     def _bootstrap_fallback(cls, data: Any) -> Any:
         # one variable can name the broker for every command: produce, tail and demo read LOOPWATCH_BOOTSTRAP
         bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP")
-        if isinstance(data, dict) and "broker" not in data and bootstrap:
+        if isinstance(data, dict) and not data.get("broker") and bootstrap:  # an empty variable is unset
             data = {**data, "broker": bootstrap}
         return data
 

@@ -312,3 +312,33 @@ def test_shortening_never_raises_and_what_is_published_fits(codec):
     # a key within a few hundred bytes of the broker's limit leaves room for nothing: the stub goes anyway
     stub = decode_event(proc.apply(b"k" * 1_047_500, call(0), src(0), SessionState()).verdict)
     assert stub["verdict"] == "allow" and "evidence" not in stub and stub["truncated"] > 0
+
+
+def test_what_is_published_stays_within_the_brokers_limit_for_any_input_it_accepted():
+    from streams.codecs import BROKER_MESSAGE_MAX_BYTES, record_size
+
+    def largest(key_of, value_of, start):  # the largest n whose input record the broker takes
+        n = start
+        while record_size(key_of(n + 1), value_of(n + 1)) <= BROKER_MESSAGE_MAX_BYTES:
+            n += 1
+        return n
+
+    proc = processor()
+    # an ExtType in the free-form source is neither cut nor dropped by a generic walk
+    ext = lambda n: msgpack.packb({"type": "tool_call", "session_id": "s", "tool_name": "t", "event_id": "e1",  # noqa: E731
+                                   "source": msgpack.ExtType(5, b"x" * n)}, use_bin_type=True)
+    raw = ext(largest(lambda n: b"run-1", ext, 1_048_400))
+    out = proc.apply(b"run-1", decode_event(raw), src(7), SessionState(), raw)
+    assert record_size(b"run-1", out.verdict) <= BROKER_MESSAGE_MAX_BYTES and decode_event(out.verdict)["truncated"]
+    # emoji escaped as JSON (a lone surrogate forces it) grow 3x: the stub keeps a few short fields only
+    smile = "\U0001F600" * 1_024
+    event = {"type": "tool_call", "session_id": "\udc00" + smile[1:], "run_id": smile, "event_id": smile,
+             "tool_call_id": smile, "tool_name": smile}
+    key = ("\U0001F600" * 247_000).encode()
+    out = proc.apply(key, event, src(8), SessionState())
+    assert record_size(key, out.verdict) <= BROKER_MESSAGE_MAX_BYTES
+    # a key that leaves no room beside a dead letter: the dead letter goes without it, to the source partition
+    huge = b"k" * largest(lambda n: b"k" * n, lambda n: b"\xc1", 1_048_000)
+    _, dead = proc.decode(b"\xc1", huge, src(9))
+    assert dead.key is None and record_size(None, dead.dead_letter) < 2_000
+    assert msgpack.unpackb(dead.dead_letter)["key_size"] == len(huge)

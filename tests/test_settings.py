@@ -186,3 +186,9 @@ def test_the_settings_model_itself_takes_loopwatch_bootstrap(monkeypatch):
     monkeypatch.setenv("LOOPWATCH_BROKER", "k1:9092")
     assert WorkerSettings().broker == "kafka://k1:9092"
     assert WorkerSettings(broker="k2:9092").broker == "kafka://k2:9092"
+
+
+def test_an_empty_loopwatch_broker_counts_as_unset(monkeypatch):
+    monkeypatch.setenv("LOOPWATCH_BROKER", "")
+    monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "b:1")
+    assert WorkerSettings().broker == "kafka://b:1"
