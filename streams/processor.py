@@ -362,8 +362,8 @@ class Processor:
         """``record`` encoded, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
 
         The stub goes even if it does not fit: it is a few KB, within the
-        broker's margin unless the record key alone is over about 1,030,000
-        bytes (then the broker may refuse it: nothing shorter is left).
+        broker's margin beside any key up to 900,000 bytes; the worker
+        publishes the verdicts of a longer key without it (at its partition).
         """
         encoded = self._encode(record)
         if fits(key, encoded):

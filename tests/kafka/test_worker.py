@@ -27,7 +27,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from streams import metrics
 from streams.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
-from streams.codecs import decode_event
+from streams.client import verdict_partition
+from streams.codecs import MAX_REQUEST_SIZE, decode_event, record_size
 from streams.keys import partition_key, record_key
 from streams.processor import decode_state
 from streams.settings import WorkerSettings
@@ -303,6 +304,29 @@ def test_a_tool_name_of_600_kb_gets_a_shortened_verdict_and_its_state_stays_in_m
             ("e0", "allow", 1_024, True), ("e1", "allow", 1_024, True), ("e9", "allow", 4, False)]
         assert got[0]["truncated"] > 1_000_000 and max(len(v.value) for v in verdicts) < 10_000
         assert metrics.STATES_NOT_WRITTEN._value.get() > not_written
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
+def test_a_record_key_of_1_mb_gets_its_verdict_without_the_key_at_the_keys_partition(kafka_bootstrap, tmp_path):
+    # Key and verdict together would be over the broker's limit: the verdict goes keyless, where the key
+    # hashes to (runners read that partition and match the event id).
+    async def run() -> None:
+        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
+        topic = settings.input_topics[0]
+        event = {"type": "tool_call", "session_id": "s1", "tool_call_id": "c1", "event_id": "e1", "tool_name": "read"}
+        size = 1_048_000
+        while record_size(b"k" * (size + 1), encode(event)) <= MAX_REQUEST_SIZE:  # a default producer sends it
+            size += 1
+        key = b"k" * size  # the largest key a producer with default settings sends with this event
+        async with running_worker(settings) as loopwatch:
+            await produce(kafka_bootstrap, topic, [(key, encode(event))])
+            [verdict] = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
+            await checkpointed(loopwatch)
+        record = decode_event(verdict.value)
+        assert verdict.key is None and (record["event_id"], record["verdict"]) == ("e1", "allow")
+        assert verdict.partition == verdict_partition(key, 2)  # where the client reads it
 
     asyncio.run(run())
 
