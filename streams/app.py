@@ -139,14 +139,13 @@ from aiokafka import AIOKafkaProducer
 from faust.transport.drivers.aiokafka import server_list
 
 from . import metrics
-from .detection import Engine, SessionState, load_config
+from .codecs import MAX_CARRIED_BYTES, fits
 from .consumer import Transport
+from .detection import Engine, SessionState, load_config
 from .logs import limit_kafka_client_logs
 from .outputs import Outputs
 from .reader import Batch, InputReader
-from .processor import (
-    APPLIED, DEAD_LETTER, MAX_CARRIED_BYTES, Outcome, Processor, Source, decode_state, encode_state, fits,
-)
+from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
 from .settings import WorkerSettings
 from .table import StateTable
 
@@ -159,7 +158,6 @@ log = logging.getLogger(__name__)
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
-_KEY_BYTES_KEPT = 900_000  # a longer record key is left out of verdict and loop-event records (_add_keyless)
 # A checkpoint encodes states for this long, then pauses (events that arrived meanwhile are
 # handled): an event never waits more than a slice behind a checkpoint.
 _ENCODE_SLICE_S = 0.0005
@@ -359,7 +357,7 @@ class Loopwatch:
         kind = outcome.kind
         if kind == APPLIED:
             self._dirty[key] = partition
-            add = self._out.add if len(key) < _KEY_BYTES_KEPT else self._add_keyless  # type: ignore[union-attr]
+            add = self._out.add  # type: ignore[union-attr]
             add(self._verdicts_topic, key, outcome.verdict)
             for value in outcome.loop_events:
                 add(self._loop_events_topic, key, value)
@@ -406,13 +404,6 @@ class Loopwatch:
         envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
                                  use_bin_type=True)
         self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]
-
-    def _add_keyless(self, topic: str, key: bytes, value: bytes) -> None:
-        """Queue ``value`` at the partition of ``key`` without the key itself: a key of about 1 MB leaves no
-        room beside even a stub verdict. Runners read the partition their key hashes to and match the event
-        id."""
-        out = self._out
-        out.add_to(topic, out.partition(topic, key), None, value)  # type: ignore[union-attr]
 
     def _publish_dead(self, outcome: Outcome, partition: int) -> None:
         self._out.add(self._dead_letters_topic, outcome.key, outcome.dead_letter, partition)  # type: ignore[union-attr]
@@ -508,7 +499,7 @@ class Loopwatch:
     def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
         """The state writes a changelog record can carry; each larger one is counted and left out.
 
-        A state over :data:`~streams.processor.MAX_CARRIED_BYTES` (tool names
+        A state over :data:`~streams.codecs.MAX_CARRIED_BYTES` (tool names
         or ids of tens of KB, times ``historySize``) would be refused by the
         broker and stop the worker at every restart. Left out, the key's state
         lives on in memory (and still expires); after a crash or rebalance it

@@ -30,6 +30,8 @@ __all__ = [
     "record_encoder",
     "MAX_REQUEST_SIZE",
     "BROKER_MESSAGE_MAX_BYTES",
+    "MAX_CARRIED_BYTES",
+    "fits",
     "record_size",
     "too_large_reason",
     "read_event_file",
@@ -141,6 +143,22 @@ MAX_REQUEST_SIZE = 1_048_576
 
 BROKER_MESSAGE_MAX_BYTES = 1_048_588
 """Kafka's default ``message.max.bytes``, bytes: a topic's default ``max.message.bytes``."""
+
+
+MAX_CARRIED_BYTES = 1_000_000
+"""Largest record (key and value bytes) the worker publishes: :func:`fits`, for every record the worker writes.
+
+Kafka's default record batch limit (``message.max.bytes``) is 1,048,588
+bytes; the rest is room for the batch and record headers. An input record
+near that limit no longer fits once wrapped (a dead letter, a rekey forward)
+or repeated (a verdict repeats the tool name), and a refused write would stop
+the worker at every restart: what does not fit is cut down to fit.
+"""
+
+
+def fits(key: bytes | None, value: bytes) -> bool:
+    """Whether a record of ``key`` and ``value`` is within :data:`MAX_CARRIED_BYTES`."""
+    return len(key or b"") + len(value) <= MAX_CARRIED_BYTES
 
 
 def record_size(key: bytes | None, value: bytes) -> int:

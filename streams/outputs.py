@@ -23,6 +23,7 @@ import asyncio
 from typing import Any
 
 from .client import verdict_partition
+from .codecs import fits
 
 __all__ = ["Outputs"]
 
@@ -67,8 +68,14 @@ class Outputs:
             known.pop(key, None)
 
     def add(self, topic: str, key: bytes | None, value: bytes, fallback: int = 0) -> None:
-        """Queue one record for ``topic``, at the partition of ``key`` (see :meth:`partition`)."""
-        self.add_to(topic, self.partition(topic, key, fallback), key, value)
+        """Queue one record for ``topic``, at the partition of ``key`` (see :meth:`partition`).
+
+        A key that leaves no room for ``value`` (:func:`streams.codecs.fits`:
+        a key of about 1 MB) is left out of the record, which still goes to
+        the key's partition: there a runner finds its verdict by event id.
+        """
+        partition = self.partition(topic, key, fallback)
+        self.add_to(topic, partition, key if fits(key, value) else None, value)
 
     def add_to(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Queue one record for ``partition`` of ``topic`` (``value`` None: a tombstone).

@@ -52,7 +52,7 @@ from typing import Any, Mapping
 import msgpack
 
 from . import keys, metrics
-from .codecs import DecodeError, decode_event, record_encoder
+from .codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from .detection import Engine, EventError, SessionState
 from .replay import detection_action, verdict_record
 
@@ -65,7 +65,6 @@ __all__ = [
     "DEAD_LETTER",
     "loop_events",
     "encode_dead_letter",
-    "fits",
     "shortened",
     "encode_state",
     "decode_state",
@@ -134,30 +133,14 @@ class Outcome:
     record: dict[str, Any] | None = None
 
 
-MAX_CARRIED_BYTES = 1_000_000
-"""Largest record (key and value bytes) the worker publishes: :func:`fits`.
-
-Kafka's default record batch limit (``message.max.bytes``) is 1,048,588
-bytes; the rest is room for the batch and record headers. An input record
-near that limit no longer fits once wrapped (a dead letter, a rekey forward)
-or repeated (a verdict repeats the tool name), and a refused write would stop
-the worker at every restart: what does not fit is cut down to fit.
-"""
-
-
-def fits(key: bytes | None, value: bytes) -> bool:
-    """Whether a record of ``key`` and ``value`` is within :data:`MAX_CARRIED_BYTES`."""
-    return len(key or b"") + len(value) <= MAX_CARRIED_BYTES
-
-
 SHORTENED_CHARS = 1_024
 """Longest string (or bytes) a :func:`shortened` record keeps whole, ``event_id`` aside."""
 
 _EVENT_ID_CHARS = 65_536
 _SHORTENED_DEPTH = 16  # containers nested deeper are dropped (None)
 # what a stub keeps: the decision (the engine's own short values) and where the event was
-_STUB_FIELDS = ("event_id", "type", "verdict", "decision", "blocked", "run_aborted", "detector", "level", "action",
-                "count")
+_STUB_FIELDS = ("event_id", "type", "verdict", "decision", "blocked", "block_reason", "run_aborted", "detector",
+                "level", "action", "count")
 
 
 def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[str, Any]:
@@ -168,7 +151,8 @@ def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[
     whole), containers nested over 16 levels are dropped; ``truncated``
     gives ``size``. With ``stub`` (for when that is still too large, e.g.
     the evidence of a huge ``historySize``, or a long record key) only the
-    decision fields (``verdict``, ``decision``, ``blocked``, ``run_aborted``;
+    decision fields (``verdict``, ``decision``, ``blocked``, ``block_reason``,
+    ``run_aborted``;
     for a loop event ``detector``, ``level``, ``action``, ``count``), ``type``,
     ``source`` (the worker's topic/partition/offset) and ``event_id`` (cut to
     :data:`SHORTENED_CHARS`) are kept: at most a few KB, whatever the event.
@@ -211,8 +195,8 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
     (``value_truncated: true``, ``value_size``: bytes of the whole record
     value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`
     characters (the few KB that leaves are within the broker's margin). A
-    key too long even for that is left out of the record key
-    (:meth:`Processor.dead_letter`).
+    key too long even for that goes without the record key
+    (:meth:`streams.outputs.Outputs.add`).
     """
     value = raw if raw is not None else b""
     key = key or None
@@ -295,9 +279,7 @@ class Processor:
     def dead_letter(self, raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
                     reason: str) -> Outcome:
         metrics.DEAD_LETTERS.labels(reason_class).inc()
-        value = encode_dead_letter(raw, key, source, reason_class, reason)
-        # a key too long to go beside even an empty dead letter: keyless, to the source partition
-        return Outcome(DEAD_LETTER, key if fits(key, value) else None, dead_letter=value)
+        return Outcome(DEAD_LETTER, key, dead_letter=encode_dead_letter(raw, key, source, reason_class, reason))
 
     def state_key(self, record_key: bytes | None, event: Mapping[str, Any]) -> bytes:
         """The record key when there is one, else the key derived from the event (:func:`streams.keys.record_key`)."""
@@ -361,9 +343,8 @@ class Processor:
     def _encode_capped(self, key: bytes, record: dict[str, Any]) -> bytes:
         """``record`` encoded, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
 
-        The stub goes even if it does not fit: it is a few KB, within the
-        broker's margin beside any key up to 900,000 bytes; the worker
-        publishes the verdicts of a longer key without it (at its partition).
+        The stub goes even if it does not fit (a key of about 1 MB): it is a
+        few KB, and :meth:`streams.outputs.Outputs.add` then leaves the key out.
         """
         encoded = self._encode(record)
         if fits(key, encoded):
