@@ -506,8 +506,6 @@ class Loopwatch:
         restarts from its last written version, or empty, without the events
         in between. Logged at ERROR once per key.
         """
-        if all(fits(key, value) for key, value, _ in writes):
-            return writes
         kept = []
         for key, value, partition in writes:
             if fits(key, value):

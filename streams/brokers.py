@@ -12,7 +12,9 @@ from typing import Any
 
 import click
 
-__all__ = ["bootstrap_servers", "bootstrap_option_callback"]
+__all__ = ["DEFAULT_BOOTSTRAP", "bootstrap_servers", "bootstrap_option"]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def bootstrap_servers(text: str) -> str:
@@ -36,11 +38,15 @@ def bootstrap_servers(text: str) -> str:
     return ",".join(entries)
 
 
-def bootstrap_option_callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Click callback of a ``--bootstrap`` option: the checked address, or a usage error naming it."""
-    if value is None:
-        return value
-    try:
-        return bootstrap_servers(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+def bootstrap_option(help: str = "Kafka bootstrap server(s), host:port[,host:port].") -> Any:
+    """The ``--bootstrap`` option of produce, tail and demo (env ``LOOPWATCH_BOOTSTRAP``), checked by
+    :func:`bootstrap_servers`: the command gets aiokafka's form, or stops with a usage error naming the entry."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        try:
+            return bootstrap_servers(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+    return click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+                        show_envvar=True, callback=check, help=help)

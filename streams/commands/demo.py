@@ -35,7 +35,7 @@ from typing import Any
 
 import click
 
-from ..brokers import bootstrap_option_callback
+from ..brokers import DEFAULT_BOOTSTRAP, bootstrap_option
 from ..codecs import DecodeError, decode_event
 from ..replay import ReplaySummary
 from .produce import ProduceSummary, file_events, publish_events
@@ -47,7 +47,6 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 DEFAULT_EVENTS = ROOT / "examples" / "events.jsonl"
 DEFAULT_CONFIG = ROOT / "examples" / "openclaw.json"
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 READY_LINE = "[^Worker]: Ready"  # Faust logs it once the worker has its partitions
 
 
@@ -75,9 +74,8 @@ def _loopwatch_command() -> str:
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
-    first = bootstrap.removeprefix("kafka://").split(",")[0]
-    host, _, port = first.rpartition(":")
-    return host or "127.0.0.1", int(port or 9092)
+    host, _, port = bootstrap.split(",")[0].rpartition(":")  # checked: host:port (streams.brokers)
+    return host, int(port)
 
 
 def _port_free(port: int) -> bool:
@@ -120,8 +118,8 @@ def _ensure_broker(bootstrap: str) -> bool:
     if _port_open(host, port):
         _say(f"using the Kafka broker already running at {host}:{port}")
         return False
-    if bootstrap.removeprefix("kafka://") != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
-        raise click.ClickException(_no_broker_hint(bootstrap.removeprefix("kafka://")))
+    if bootstrap != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
+        raise click.ClickException(_no_broker_hint(bootstrap))
     state = Path(os.environ.get("KAFKA_WORK") or ROOT / ".work" / "kafka") / f"port-{port}"
     _say(f"no broker at {host}:{port}: starting one with {KAFKA_SH.relative_to(ROOT)} start "
          f"(Kafka 3.9.2, data and log under {state})")
@@ -306,10 +304,8 @@ Examples:
   loopwatch demo --rate 5         # slower, to watch the detectors build up
   loopwatch demo --config my-openclaw.json --events my-fleet.jsonl --keep-topics
 """)
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
-              show_envvar=True,
-              help="Kafka bootstrap server. At the default address a broker is started with "
-                   "deploy/kafka/kafka.sh when none answers (and stopped again on exit).")
+@bootstrap_option(help="Kafka bootstrap server. At the default address a broker is started with "
+                       "deploy/kafka/kafka.sh when none answers (and stopped again on exit).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_CONFIG),
               show_default=True, help="OpenClaw config (JSON5) for the worker.")
 @click.option("--events", "events_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_EVENTS),
@@ -342,7 +338,6 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     """
     app_id = app_id or f"loopwatch-demo-{uuid.uuid4().hex[:8]}"
     topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters")}
-    bootstrap = bootstrap.removeprefix("kafka://")
     work = ROOT / ".work" / "demo" / app_id
     if metrics_port:
         wanted = metrics_port

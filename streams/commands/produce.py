@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..brokers import bootstrap_option_callback
+from ..brokers import bootstrap_option
 from ..codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, record_key
 from .replay import event_records
@@ -149,7 +149,7 @@ async def publish_events(
     encode = record_encoder(codec)
     summary = summary if summary is not None else ProduceSummary()
     report = on_bad if on_bad is not None else (lambda path, position, reason: None)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap.removeprefix("kafka://"), acks="all",
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
                                 linger_ms=0 if rate else linger_ms, max_batch_size=256 * 1024,
                                 max_request_size=max_request_size)
     try:
@@ -233,8 +233,7 @@ Examples:
   loopwatch import --format openclaw ~/.openclaw/agents | loopwatch produce -
   loopwatch produce --keep-ts recorded.jsonl                # keep the events' own ts
 """)
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
-              show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
+@bootstrap_option()
 @click.option("--topic", default="loopwatch.events", show_default=True,
               help="Topic to publish to (the worker's input topic).")
 @click.option("--codec", type=click.Choice(["msgpack", "json"]), default="msgpack", show_default=True,

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import click
 
-from ..brokers import bootstrap_option_callback
+from ..brokers import bootstrap_option
 from ..codecs import DecodeError, decode_event
 from ..replay import detection_action
 
@@ -115,7 +115,7 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                 idle_timeout: float | None, as_json: bool) -> int:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap.removeprefix("kafka://"), group_id=None,
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False,
                                 auto_offset_reset="earliest" if from_beginning else "latest")
     try:
@@ -170,8 +170,7 @@ Examples:
   loopwatch tail verdicts --max 100 --json > verdicts.jsonl
 """)
 @click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False, metavar="[STREAM]")
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, envvar="LOOPWATCH_BOOTSTRAP", callback=bootstrap_option_callback,
-              show_envvar=True, help="Kafka bootstrap server(s), host:port[,host:port].")
+@bootstrap_option()
 @click.option("--topic", default=None,
               help="Topic to read (default: the worker's default for STREAM: loopwatch.verdicts, "
                    "loopwatch.loop-events or loopwatch.dead-letters).")

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
+from streams.brokers import bootstrap_servers
 from streams.settings import WorkerSettings
 
 __all__ = ["worker"]
@@ -86,7 +87,7 @@ def worker(**options: Any) -> None:
     from .replay import load_config_or_exit
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
-    bootstrap = settings.broker.replace("kafka://", "").replace(";", ",")
+    bootstrap = bootstrap_servers(settings.broker)
     click.echo(f"loopwatch worker: broker {bootstrap}, app id {settings.app_id}, input "
                f"{','.join(settings.input_topics)} ({settings.partitions} partitions), key by {settings.key_by}, "
                f"store {settings.store}", err=True)
