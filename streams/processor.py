@@ -187,16 +187,15 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
                        reason: str) -> bytes:
     """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes).
 
-    ``{reason_class, reason, source, key, value}``, within
-    :data:`MAX_CARRIED_BYTES` with the record key: a ``key`` field over
+    ``{reason_class, reason, source, key, value}``. A ``key`` field over
     :data:`SHORTENED_CHARS` bytes is cut to that (``key_size`` then gives
     its length); the value is cut to what is left of
     :data:`MAX_CARRIED_BYTES` after the record key and the ``key`` field
     (``value_truncated: true``, ``value_size``: bytes of the whole record
     value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`
-    characters (the few KB that leaves are within the broker's margin). A
-    key too long even for that goes without the record key
-    (:meth:`streams.outputs.Outputs.add`).
+    characters. The other fields add a few KB at most, within the broker's
+    margin over :data:`MAX_CARRIED_BYTES`. A key too long even for that goes
+    without the record key (:meth:`streams.outputs.Outputs.add`).
     """
     value = raw if raw is not None else b""
     key = key or None
