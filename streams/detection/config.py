@@ -131,10 +131,23 @@ def _type_name(value: Any) -> str:
     return "object"
 
 
+def _check_object(value: Any, path: str, issues: list[tuple[str, str]]) -> bool:
+    if isinstance(value, dict):
+        return True
+    issues.append((path, f"Expected object, received {_type_name(value)}"))
+    return False
+
+
+def _object_member(parent: dict, key: str, path: str, issues: list[tuple[str, str]]) -> dict | None:
+    """``parent[key]`` when it is an object; None when absent or not an object (then an issue)."""
+    if key not in parent or not _check_object(parent[key], path, issues):
+        return None
+    return parent[key]
+
+
 def _check_strict(block: Any, allowed: tuple[str, ...] | frozenset[str], path: str,
                   issues: list[tuple[str, str]]) -> bool:
-    if not isinstance(block, dict):
-        issues.append((path, f"Expected object, received {_type_name(block)}"))
+    if not _check_object(block, path, issues):
         return False
     unknown = [key for key in block if key not in allowed]
     if unknown:
@@ -199,21 +212,34 @@ def _validate_block(block: Any, path: str, issues: list[tuple[str, str]]) -> Non
 def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     """Check the loop-detection blocks of an OpenClaw config (Spec §2.1).
 
+    Also checks the shape that holds them: ``tools``, ``agents``, each
+    ``agents.list`` entry and its ``tools`` must be objects and
+    ``agents.list`` an array, when present (otherwise the blocks inside would
+    be ignored without a word). Other keys of the file are not looked at.
+
     Raises:
         ConfigError: listing every issue with its path, e.g.
             ``tools.loopDetection.criticalThreshold: tools.loopDetection.warningThreshold
-            must be lower than criticalThreshold.``
+            must be lower than criticalThreshold.`` or ``agents.list: Expected array,
+            received object``.
     """
     issues: list[tuple[str, str]] = []
-    tools = raw.get("tools")
-    if isinstance(tools, dict) and "loopDetection" in tools:
+    tools = _object_member(raw, "tools", "tools", issues)
+    if tools is not None and "loopDetection" in tools:
         _validate_block(tools["loopDetection"], "tools.loopDetection", issues)
-    agents = raw.get("agents")
-    agent_list = agents.get("list") if isinstance(agents, dict) else None
-    if isinstance(agent_list, list):
+    agents = _object_member(raw, "agents", "agents", issues)
+    if agents is not None and "list" in agents:
+        agent_list = agents["list"]
+        if not isinstance(agent_list, list):
+            issues.append(("agents.list", f"Expected array, received {_type_name(agent_list)}"))
+            agent_list = []
         for index, entry in enumerate(agent_list):
-            if isinstance(entry, dict) and isinstance(entry.get("tools"), dict) and "loopDetection" in entry["tools"]:
-                _validate_block(entry["tools"]["loopDetection"], f"agents.list.{index}.tools.loopDetection", issues)
+            path = f"agents.list.{index}"
+            if not _check_object(entry, path, issues):
+                continue
+            entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
+            if entry_tools is not None and "loopDetection" in entry_tools:
+                _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues)
     options = raw.get("options")
     if options is not None:
         if _check_strict(options, ("channelSendTools",), "options", issues) and "channelSendTools" in options:

@@ -86,6 +86,25 @@ def test_type_errors(raw, path, message):
     assert issues_of(raw) == [(path, message)]
 
 
+@pytest.mark.parametrize("raw, issues", [
+    ({"tools": 5}, [("tools", "Expected object, received number")]),
+    ({"tools": None}, [("tools", "Expected object, received null")]),
+    ({"agents": ["a"]}, [("agents", "Expected object, received array")]),
+    ({"agents": {"list": {"a": 1}}}, [("agents.list", "Expected array, received object")]),
+    ({"agents": {"list": [{"id": "a"}, None, "b"]}},
+     [("agents.list.1", "Expected object, received null"), ("agents.list.2", "Expected object, received string")]),
+    ({"agents": {"list": [{"id": "a", "tools": "loopDetection"}]}},
+     [("agents.list.0.tools", "Expected object, received string")]),
+    ({"tools": [], "agents": {"list": [agent("a", enabld=True)]}},
+     [("tools", "Expected object, received array"),
+      ("agents.list.0.tools.loopDetection", "Unrecognized key(s) in object: 'enabld'")]),
+], ids=["tools-number", "tools-null", "agents-array", "list-object", "entries-not-objects", "entry-tools-string",
+        "every-issue-listed"])
+def test_shapes_around_the_blocks_must_hold_them(raw, issues):
+    # a block under a wrong shape would be ignored, so strict validation refuses the shape
+    assert issues_of(raw) == issues
+
+
 @pytest.mark.parametrize("raw", [
     {},
     {"tools": {}},
@@ -100,13 +119,15 @@ def test_type_errors(raw, path, message):
     block(criticalThreshold=40),
     block(warningThreshold=50, globalCircuitBreakerThreshold=30),
     block(historySize=5, globalCircuitBreakerThreshold=40),
-    {"agents": {"list": [None, "x", {"id": "a"}, {"id": "b", "tools": {}}]}},
+    {"agents": {"list": [{"id": "a"}, {"id": "b", "tools": {}}]}},
+    {"agents": {}, "tools": {"exec": {"x": 1}}},
     {"agents": {"defaults": {"tools": {"loopDetection": {"bogus": 1}}}}},
     {"options": {"channelSendTools": []}},
 ], ids=["empty", "tools-without-block", "unrelated-keys", "empty-block", "full-block", "integral-floats",
         "warning-alone-above-default-critical", "critical-alone-below-default-warning",
         "critical-alone-above-default-global", "warning-and-global-only", "threshold-above-history",
-        "agents-without-blocks", "agents-defaults-not-validated", "empty-channel-list"])
+        "agents-without-blocks", "agents-without-list", "agents-defaults-not-validated",
+        "empty-channel-list"])
 def test_valid_configs(raw):
     assert validate(raw) is None
 
@@ -416,6 +437,14 @@ def test_load_config_validates_strictly(tmp_path):
         load_config(path)
     lenient = load_config(path, strict=False)
     assert (lenient.for_agent(None).warning_threshold, lenient.for_agent(None).critical_threshold) == (20, 21)
+
+
+def test_load_config_refuses_a_shape_that_would_hide_the_blocks_unless_lenient(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text("{agents: {list: {a: {tools: {loopDetection: {enabled: true}}}}}}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: agents\\.list: Expected array, received object$"):
+        load_config(path)
+    assert load_config(path, strict=False).for_agent("a") == DEFAULTS
 
 
 def test_load_config_missing_file(tmp_path):
