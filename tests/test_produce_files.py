@@ -1,5 +1,9 @@
 """`loopwatch produce` without a broker: where each event was read, and the summary of skipped records."""
 
+from click.testing import CliRunner
+
+from streams.cli import main
+from streams.commands import produce as produce_module
 from streams.commands.produce import FileEvents, ProduceSummary, file_events
 
 
@@ -24,3 +28,50 @@ def test_the_summary_counts_records_too_large_for_kafka_apart_from_bad_ones():
     ]
     assert ProduceSummary().lines("t") == [
         "produced 0 event(s) to t in 0.00 s (0 events/s); 0 key(s) over 0 partition(s)"]
+
+
+def _publish_without_kafka(bootstrap, topic, events, *, summary, on_bad, **options):
+    """publish_events' stand-in: the events the reader yields are sent, the last one refused as too large."""
+    async def publish():
+        read = list(events)
+        if read:
+            summary.sent += len(read) - 1
+            summary.too_large += 1
+            on_bad(events.path, events.position, "too large")
+        return summary
+    return publish()
+
+
+def test_produce_lists_the_first_ten_skipped_records_then_counts_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setattr(produce_module, "publish_events", _publish_without_kafka)
+    events = tmp_path / "mixed.jsonl"
+    events.write_text("".join(["not json\n"] * 9 + ['{"type": "tool_call"}\n'] + ["[1]\n"] * 2990
+                              + ['{"type": "tool_call"}\n']), encoding="utf-8")
+    result = CliRunner().invoke(main, ["produce", "--bootstrap", "127.0.0.1:1", str(events)])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[:10] == [
+        *(f"loopwatch produce: {events}:{n}: skipped: invalid JSON: Expecting value: line 1 column 1 (char 0)"
+          for n in range(1, 10)),
+        f"loopwatch produce: {events}:11: skipped: an event must be an object, got list",
+    ]
+    # the too-large one comes after the reader's 2,990 bad records: counted, not listed
+    assert lines[10:] == [
+        "loopwatch produce: 2990 more skipped record(s) not listed",
+        "loopwatch produce: produced 1 event(s) to loopwatch.events in 0.00 s (0 events/s); "
+        "0 key(s) over 0 partition(s)",
+        "loopwatch produce: 2999 bad record(s) skipped",
+        "loopwatch produce: 1 record(s) too large for Kafka skipped",
+    ]
+
+
+def test_produce_of_a_binary_file_stays_short_and_exits_0(tmp_path, monkeypatch):
+    monkeypatch.setattr(produce_module, "publish_events", _publish_without_kafka)
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\xff" * 5000)  # msgpack: 5,000 integers -1, none an event
+    result = CliRunner().invoke(main, ["produce", "-q", "--bootstrap", "127.0.0.1:1", str(binary)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        *(f"loopwatch produce: {binary}:{n}: skipped: an event must be a map, got int" for n in range(1, 11)),
+        "loopwatch produce: 4990 more skipped record(s) not listed",
+    ]

@@ -30,6 +30,7 @@ from .replay import event_records
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
 
 _PROGRESS_EVERY_S = 2.0  # seconds between progress lines when stderr is not a terminal
+_SKIPS_LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
 
 
 @dataclass
@@ -264,8 +265,8 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     session key, then session id), so a run's events stay in order on one
     partition. Events are not validated here: the worker dead-letters invalid
     ones. A line that is not an event object, and an event too large for
-    Kafka (see --max-request-size), is reported with its file, line and
-    reason, counted and skipped.
+    Kafka (see --max-request-size), is counted and skipped; the first 10 are
+    reported with their file, line and reason, the rest in one line.
 
     Progress and a summary (events, keys, partitions, rate) go to stderr. Exit
     status 0 (skipped records included), or 1 if the broker did not
@@ -273,9 +274,13 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     """
     summary = ProduceSummary()
     started = time.monotonic()
+    skips = 0
 
     def skipped(path: str, position: int, reason: str) -> None:
-        click.echo(f"loopwatch produce: {path}:{position}: skipped: {reason}", err=True)
+        nonlocal skips
+        skips += 1
+        if skips <= _SKIPS_LISTED:
+            click.echo(f"loopwatch produce: {path}:{position}: skipped: {reason}", err=True)
 
     def on_bad(path: str, position: int, reason: str) -> None:  # the reader's: counted here
         summary.bad += 1
@@ -294,6 +299,9 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
                                    on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size))
     except KafkaConnectionError as exc:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    finally:
+        if skips > _SKIPS_LISTED:
+            click.echo(f"loopwatch produce: {skips - _SKIPS_LISTED} more skipped record(s) not listed", err=True)
     if not quiet:
         for line in summary.lines(topic):
             click.echo(f"loopwatch produce: {line}", err=True)
