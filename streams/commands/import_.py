@@ -41,7 +41,8 @@ Examples:
 def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) -> None:
     """Convert recorded agent sessions into loopwatch events.
 
-    Each PATH is a session file or a directory searched recursively. One event is written
+    Each PATH is a session file (read whatever its name) or a directory searched recursively
+    for the format's files (see --format). One event is written
     per tool call (with its result), per compaction, in session order: the input of
     `loopwatch replay` and of the Kafka producer. A malformed line is reported on stderr,
     counted and skipped; the exit status is 1 when there was any.

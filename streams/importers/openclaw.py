@@ -91,10 +91,14 @@ def sidecar_path(path: Path) -> Path:
 
 
 def discover(root: Path) -> Iterator[Path]:
-    """Transcripts under ``root`` (recursively, sorted), or ``root`` itself when it is one."""
+    """Transcripts under ``root`` (recursively, sorted), or ``root`` itself when it is a file.
+
+    A file named explicitly is read whatever its name (a renamed copy is still a
+    transcript); :func:`read` says why when it is not one.
+    """
     if root.is_dir():
         yield from sorted(p for p in root.rglob("*") if p.is_file() and is_transcript(p))
-    elif is_transcript(root):
+    elif root.is_file():
         yield root
 
 
@@ -229,8 +233,17 @@ def _sidecar_runs(car: _Sidecar, entries: list[tuple[int, dict[str, Any]]], run_
 
 
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the stream events of one OpenClaw transcript (see the module docstring)."""
+    """Yield the stream events of one OpenClaw transcript (see the module docstring).
+
+    A trajectory sidecar given as the transcript yields nothing and is reported
+    as a :class:`SessionFormatError` (raised without ``on_error``).
+    """
     path = Path(path)
+    if SIDECAR_SUFFIX in path.name:
+        transcript = path.name.split(SIDECAR_SUFFIX, 1)[0] + ".jsonl"
+        report(SessionFormatError(path, None, f"a trajectory sidecar, not a transcript: name its transcript "
+                                              f"({transcript}) instead, which is read with it"), on_error)
+        return
     rows = list(read_jsonl(path, on_error))
     if not rows or rows[0][1].get("type") != "session" or not isinstance(rows[0][1].get("id"), str):
         report(SessionFormatError(path, rows[0][0] if rows else 1, "missing session header"), on_error)

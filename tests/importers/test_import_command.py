@@ -34,3 +34,35 @@ def test_malformed_line_reported_counted_and_skipped(tmp_path):
     assert res.exit_code == 1
     assert f"{bad}:2: not JSON" in res.stderr
     assert "1 error(s)" in res.stderr
+
+
+def test_an_openclaw_transcript_named_explicitly_is_read_whatever_its_name(tmp_path):
+    renamed = tmp_path / "session.json"
+    renamed.write_bytes((FIX / "openclaw/agents/bot1/sessions/oc-s1.jsonl").read_bytes())
+    res = CliRunner().invoke(import_, ["--format", "openclaw", str(renamed)])
+    assert res.exit_code == 0, res.output
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(e["type"], e.get("tool_call_id")) for e in events] == [
+        ("tool_call", "call_1"), ("tool_call", "call_2"), ("compaction_retry", None), ("tool_call", "ghost_1"),
+        ("tool_call", "ghost_2"), ("tool_call", "call_4"), ("tool_call", "call_5")]
+    assert {e["session_id"] for e in events} == {"oc-s1"}
+    assert res.stderr == ("loopwatch import: 1 file(s), 7 event(s) (1 compaction_retry, 6 tool_call), 3 run(s), "
+                          "0 error(s)\n")
+
+
+def test_an_explicit_file_openclaw_cannot_read_is_named_with_the_reason(tmp_path):
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\xff\xfe" * 100)
+    sidecar = tmp_path / "s.trajectory.jsonl"
+    sidecar.write_bytes((FIX / "openclaw/agents/bot2/sessions/oc-s2.trajectory.jsonl").read_bytes())
+    res = CliRunner().invoke(import_, ["--format", "openclaw", str(binary), str(sidecar)])
+    assert res.exit_code == 1
+    assert res.stdout == ""
+    assert res.stderr.splitlines() == [
+        f"loopwatch import: {binary}: not UTF-8 text: invalid start byte",
+        f"loopwatch import: {sidecar}: a trajectory sidecar, not a transcript: name its transcript "
+        "(s.jsonl) instead, which is read with it",
+        "loopwatch import: 2 file(s), 0 event(s) (no events), 0 run(s), 2 error(s)",
+        "loopwatch import: no events in 2 file(s) read as openclaw: is --format right? "
+        "(the others: claude-code, codex, swe-agent)",
+    ]
