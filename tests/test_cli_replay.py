@@ -86,7 +86,7 @@ def test_replay_reports_bad_lines_and_continues(tmp_path):
         EVENTS[3],
     ])
     result = run("replay", str(path))
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # as import: a skipped record means the verdicts are not the whole input
     assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2", "e3", "e4"]
     assert json.loads(result.stdout.splitlines()[-1])["verdict"] == "abort"  # the run went on
     errors = result.stderr.splitlines()
@@ -96,6 +96,20 @@ def test_replay_reports_bad_lines_and_continues(tmp_path):
     assert errors[2] == f"loopwatch replay: {path}:5: skipped: an event must be an object, got list"
     assert errors[3] == f"loopwatch replay: {path}:7: skipped: invalid event: run_id must be a string or null, got int"
     assert errors[4] == "events:     4 (1 compaction_retry, 3 tool_call); 4 bad record(s) skipped"
+
+
+def test_replay_exits_1_on_a_skipped_record_even_when_quiet(tmp_path):
+    path = write_jsonl(tmp_path / "events.jsonl", [*EVENTS[:2], "[1, 2]"])
+    result = run("replay", "-q", str(path))
+    assert result.exit_code == 1
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2"]
+    assert result.stderr == f"loopwatch replay: {path}:3: skipped: an event must be an object, got list\n"
+
+
+def test_replay_help_documents_the_exit_status():
+    text = " ".join(run("replay", "--help").stdout.split())
+    assert ("Exit status 0, 1 when any record was skipped as bad (the verdicts then do not cover the whole "
+            "input), or 2 for an invalid configuration.") in text
 
 
 def test_replay_applies_config(tmp_path):

@@ -145,7 +145,8 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     detection, warning, outcome, guard, evidence. A bad record is reported on
     stderr with its file, line and reason, counted and skipped. A summary
     (events, runs, detections by detector and level, blocks, aborts) goes to
-    stderr. Exit status 0, or 2 for an invalid configuration.
+    stderr. Exit status 0, 1 when any record was skipped as bad (the verdicts
+    then do not cover the whole input), or 2 for an invalid configuration.
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
@@ -166,3 +167,5 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     if not quiet:
         for line in replayer.summary.lines():
             click.echo(line, err=True)
+    if replayer.summary.bad:
+        sys.exit(1)
