@@ -93,13 +93,10 @@ skipped, and every event has a verdict (duplicates are identical). Keyless
 records go through the rekey topic; a duplicate forward after a crash
 carries the same origin offset and is skipped by 1. An event that failed
 validation is dead-lettered (again, after a crash) and leaves no trace in the
-state. Two exceptions: a state too large for a changelog record
-(:meth:`Loopwatch._fitting`) is not written, so after a crash its key
-restarts from its last written state; and args or a result nested too deeply
-for Python to hash (a msgpack event of about 1,000 levels) is dead-lettered
-after the engine began to apply it (:meth:`Engine.process
-<streams.detection.Engine.process>`), leaving its run, or its call without
-the outcome, in the state without marking it changed.
+state (also one with args or a result nested too deeply to hash, which the
+engine checks before changing anything). One exception: a state too large
+for a changelog record (:meth:`Loopwatch._fitting`) is not written, so after
+a crash its key restarts from its last written state.
 
 Rebalances: when partitions are revoked (Faust's eager protocol: before any
 other member gets them) the worker runs a last checkpoint (a, b) without

@@ -296,9 +296,7 @@ class Processor:
         worker published and acknowledged its verdict before it checkpointed
         that state, see :mod:`streams.app`).
         An event the engine rejects is dead-lettered with reason class ``schema``
-        (an unexpected engine failure with ``error``); ``state`` is then unchanged,
-        except for args or a result too deeply nested to hash (see
-        :meth:`Engine.process <streams.detection.Engine.process>`).
+        (an unexpected engine failure with ``error``); ``state`` is then unchanged.
         The verdict and loop-event records are a function of (state, event,
         key, source): the same event applied to the same state gives the same bytes.
         """

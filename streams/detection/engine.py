@@ -133,11 +133,10 @@ class Engine:
         Returns:
             The verdict record (a new dict).
         Raises:
-            EventError: the event does not fit the schema (:func:`validate_event`);
-                ``state`` is unchanged. Also for args or a result nested too
-                deeply for Python to hash (about 1,000 levels; JavaScript goes
-                deeper): ``state`` may then hold part of the event (its run;
-                for a deep result, the call without its outcome).
+            EventError: the event does not fit the schema (:func:`validate_event`),
+                or its args, result or thrown value are nested too deeply for
+                Python to hash (about 1,000 levels; JavaScript goes deeper).
+                Either way ``state`` is unchanged: both are hashed before any change.
         """
         kind = validate_event(event)
         try:
@@ -151,22 +150,24 @@ class Engine:
 
     # ---------------------------------------------------------------- event kinds
 
-    def _context(self, event: Mapping[str, Any], state: SessionState
-                 ) -> tuple[LoopDetectionSettings, str | None, str | None, RunState]:
-        """Settings of the event's agent, its raw and trimmed run id, and its run state."""
-        agent_id = event.get("agent_id")
+    def _context(self, event: Mapping[str, Any]) -> tuple[LoopDetectionSettings, str | None, str | None]:
+        """Settings of the event's agent, and its raw and trimmed run id."""
         raw_run = event.get("run_id")
-        settings = self.config.for_agent(agent_id)
+        settings = self.config.for_agent(event.get("agent_id"))
         run_id = (js_trim(raw_run) or None) if raw_run else None
-        run = state.run(raw_run or "", settings.guard_enabled, settings.window_size)
-        return settings, raw_run, run_id, run
+        return settings, raw_run, run_id
+
+    @staticmethod
+    def _run(state: SessionState, raw_run: str | None, settings: LoopDetectionSettings) -> RunState:
+        """The run's state, created on first sight (a change to ``state``)."""
+        return state.run(raw_run or "", settings.guard_enabled, settings.window_size)
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
-        settings, raw_run, run_id, run = self._context(event, state)
+        settings, raw_run, run_id = self._context(event)
         tool = normalize_tool_name(event.get("tool_name"))
         args = event.get("args", UNDEFINED)
-        call_hash = args_hash(tool, args)
+        call_hash = args_hash(tool, args)  # may raise RecursionError: before any change to state
         call_key = hash_key(call_hash)
         session_id = event.get("session_id")
         has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
@@ -180,6 +181,7 @@ class Engine:
             # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
             if follows and call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
+            run = self._run(state, raw_run, settings)
             return {
                 "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
@@ -188,6 +190,11 @@ class Engine:
                 "evidence": _evidence(detection.evidence),
             }
 
+        profile = outcome_profile(tool, args, self.config.channel_send_tools)
+        # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
+        can_record = not follows and (has_session_key or bool(session_id))
+        outcome = _outcome(profile, event.get("result"), event.get("error")) if can_record else None
+        run = self._run(state, raw_run, settings)
         warning = None
         decision = "allow"
         if detection is not None:
@@ -203,7 +210,6 @@ class Engine:
             "detection": detection.as_dict() if detection is not None else {"stuck": False},
             "warning": warning, "blocked": False, "recorded_call": recorded_call,
         }
-        profile = outcome_profile(tool, args, self.config.channel_send_tools)
         if follows:
             if call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=False))
@@ -212,9 +218,7 @@ class Engine:
             verdict["run_aborted"] = run.aborted
             verdict["verdict"] = decision
         else:
-            can_record = has_session_key or bool(session_id)
-            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, profile,
-                                 event.get("result"), event.get("error"), can_record, ref)
+            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref)
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
         if "evidence" not in verdict:
             verdict["evidence"] = _evidence(detection.evidence) if detection is not None else []
@@ -222,24 +226,29 @@ class Engine:
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
         call_id = event.get("tool_call_id")  # non-empty: validate_event
-        settings, _, _, run = self._context(event, state)
-        call = state.calls.pop(call_id, None)
+        settings, raw_run, _ = self._context(event)
+        call = state.calls.get(call_id)
         if call is None or call.blocked:
+            state.calls.pop(call_id, None)
+            run = self._run(state, raw_run, settings)
             return {
                 "type": "tool_result", "tool_name": _NO_CALL_TOOL, "args_hash": _NO_CALL_ARGS_HASH,
                 "ignored": BLOCKED_RESULT_IGNORED if call is not None else UNKNOWN_CALL_IGNORED,
                 "run_aborted": run.aborted, "verdict": "ignore", "evidence": [],
             }
+        outcome = _outcome(call.profile, event.get("result"), event.get("error")) if state_key(event) else None
+        del state.calls[call_id]
+        run = self._run(state, raw_run, settings)
         verdict: dict[str, Any] = {"type": "tool_result", "tool_name": call.tool, "args_hash": call.args_hash}
-        can_record = bool(state_key(event))
         self._record_outcome(verdict, state, settings, run, call.tool, call.args_hash, call_id, call.run_id,
-                             call.profile, event.get("result"), event.get("error"), can_record, ref)
+                             outcome, ref)
         verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
         verdict.setdefault("evidence", [])
         return verdict
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState) -> dict[str, Any]:
-        _, _, _, run = self._context(event, state)
+        settings, raw_run, _ = self._context(event)
+        run = self._run(state, raw_run, settings)
         arm(run)
         return {
             "type": "compaction_retry",
@@ -263,15 +272,14 @@ class Engine:
     @staticmethod
     def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                         run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
-                        profile: int, result: Any, error: Any, can_record: bool, ref: Any) -> None:
-        """Spec §3 steps 6-7: hash the outcome, attach or append it, feed the guard."""
-        result_hash = outcome_hash(profile, result, error) if can_record else None
-        if result_hash is None:
+                        outcome: tuple[str, str | None] | None, ref: Any) -> None:
+        """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard."""
+        if outcome is None:
             verdict["outcome"] = dict(_NOT_RECORDED)
             verdict["guard"] = guard_status(run)
             verdict["run_aborted"] = run.aborted
             return
-        unknown = unknown_tool_name(error) if error is not None else None
+        result_hash, unknown = outcome
         call_key = hash_key(call_hash)
         for record in reversed(state.history):
             if (record.result_key is None and record.run_id == run_id and record.tool == tool
@@ -285,6 +293,17 @@ class Engine:
         verdict["run_aborted"] = run.aborted
         if verdict["guard"]["abort"]:
             verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
+
+
+def _outcome(profile: int, result: Any, error: Any) -> tuple[str, str | None] | None:
+    """``(result hash, unknown tool name)`` of an outcome (Spec §4.3, §4.4); None when nothing is recorded.
+
+    Raises RecursionError for a result or thrown value nested too deeply to hash.
+    """
+    result_hash = outcome_hash(profile, result, error)
+    if result_hash is None:
+        return None
+    return result_hash, unknown_tool_name(error) if error is not None else None
 
 
 def _evidence(records: list[CallRecord]) -> list[Any]:
