@@ -1,12 +1,14 @@
 # Dev/CI entry points. Recipes stay one-liners; the logic lives in deploy/kafka/kafka.sh.
 PY := .venv/bin/python
+# The interpreter the venv is made from (make PYTHON=/usr/bin/python3.11 ...; see README, Performance).
+PYTHON ?= python3
 
 .PHONY: venv kafka-start kafka-stop test run
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
 .venv/.installed: pyproject.toml setup.py streams/detection/_canonical.c
-	test -x $(PY) || python3 -m venv .venv
+	test -x $(PY) || $(PYTHON) -m venv .venv
 	$(PY) -m pip install -q -e '.[test,rocksdb]'
 	touch $@
 

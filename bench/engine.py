@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.host import interpreter  # noqa: E402
 from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, SessionState, load_config  # noqa: E402
 from streams.detection.canonical import ACCELERATED  # noqa: E402
@@ -45,6 +46,7 @@ def main() -> None:
     sizes = [len(str(e.get("args", ""))) + len(str(e.get("result", ""))) for e in events]
     print(f"workload: {len(events):,} events, {options.runs:,} runs, args+result {statistics.mean(sizes)/1024:.1f} KB "
           f"mean (generated in {time.perf_counter() - t0:.1f} s)")
+    print(f"interpreter: {interpreter()}")
     keys = [partition_key(e, "run") for e in events]
 
     best = None

@@ -50,6 +50,7 @@ import msgpack  # noqa: E402
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
+from bench.host import interpreter  # noqa: E402
 from bench.workload import generate  # noqa: E402
 
 READY_TIMEOUT_S = 120.0
@@ -141,7 +142,7 @@ class Processor:
 
     def start(self) -> None:
         args, env = self.command()
-        with open(self.log, "ab") as log:
+        with open(self.log, "wb") as log:  # this run's log only: ready() reads it from the start
             self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
                                          start_new_session=True)
@@ -456,6 +457,7 @@ def main() -> None:
           f"{options.rate:,.0f}/s for latency; mean record {statistics.mean(sizes) / 1024:.1f} KB msgpack; "
           f"{options.partitions} partitions; broker {options.bootstrap}; topics bench.{tag}.* "
           f"(generated in {time.monotonic() - t0:.1f} s)", flush=True)
+    print(f"interpreter: {interpreter()} (the processors run on it too)", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as workdir:
         if options.logs:
