@@ -253,7 +253,8 @@ Examples:
               help="Largest record the producer sends (Kafka's max.request.size); a larger event is reported "
                    "and skipped. The topic's max.message.bytes (by default the broker's message.max.bytes, "
                    "1048588) must allow it too.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; bad records are still reported.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress and no summary; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, keep_ts: bool,
             max_request_size: int, quiet: bool, files: tuple[str, ...]) -> None:
