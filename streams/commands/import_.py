@@ -45,7 +45,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     for the format's files (see --format). One event is written
     per tool call (with its result), per compaction, in session order: the input of
     `loopwatch replay` and of the Kafka producer. A malformed line is reported on stderr,
-    counted and skipped; the exit status is 1 when there was any.
+    counted and skipped; the exit status is 1 when there was any, or when no event was found.
     """
     errors: list[SessionFormatError] = []
 
@@ -67,10 +67,10 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
-    if files and not by_type:
+    if not by_type:
         others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
-        click.echo(f"loopwatch import: no events in {len(files)} file(s) read as {fmt}: is --format right? "
-                   f"(the others: {others})", err=True)
+        found = f"no events in {len(files)} file(s) read as {fmt}" if files else f"no {fmt} session files found"
+        click.echo(f"loopwatch import: {found}: is --format right? (the others: {others})", err=True)
         sys.exit(1)
     if errors:
         sys.exit(1)

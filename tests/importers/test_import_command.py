@@ -66,3 +66,15 @@ def test_an_explicit_file_openclaw_cannot_read_is_named_with_the_reason(tmp_path
         "loopwatch import: no events in 2 file(s) read as openclaw: is --format right? "
         "(the others: claude-code, codex, swe-agent)",
     ]
+
+
+def test_a_folder_without_session_files_says_so_and_exits_1(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a session\n")
+    res = CliRunner().invoke(import_, ["--format", "swe-agent", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "loopwatch import: 0 file(s), 0 event(s) (no events), 0 run(s), 0 error(s)",
+        "loopwatch import: no swe-agent session files found: is --format right? "
+        "(the others: claude-code, codex, openclaw)",
+    ]
