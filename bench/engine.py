@@ -25,22 +25,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.host import interpreter  # noqa: E402
+from bench.options import config, positive  # noqa: E402
 from bench.workload import generate  # noqa: E402
-from streams.detection import Engine, OpenClawConfig, SessionState, load_config  # noqa: E402
+from streams.detection import Engine, SessionState  # noqa: E402
 from streams.detection.canonical import ACCELERATED  # noqa: E402
 from streams.keys import partition_key  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=2000, help="agent runs in the workload (default 2000)")
+    parser.add_argument("--runs", type=positive(int), default=2000, help="agent runs in the workload (default 2000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--config", help="openclaw.json to use (default: enabled: true, all defaults)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed passes; the best is reported (default 5)")
+    parser.add_argument("--repeat", type=positive(int), default=5, help="timed passes; the best is reported (default 5)")
     options = parser.parse_args()
 
-    config = load_config(options.config) if options.config else OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
-    engine = Engine(config)
+    engine = Engine(config(parser, options.config))
     t0 = time.perf_counter()
     events = generate(runs=options.runs, seed=options.seed)
     sizes = [len(str(e.get("args", ""))) + len(str(e.get("result", ""))) for e in events]

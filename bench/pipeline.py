@@ -51,6 +51,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from bench.host import interpreter  # noqa: E402
+from bench.options import config, positive  # noqa: E402
 from bench.workload import generate  # noqa: E402
 
 READY_TIMEOUT_S = 120.0
@@ -438,15 +439,16 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
-    parser.add_argument("--events", type=int, default=50_000, help="events pre-loaded for throughput (50,000)")
-    parser.add_argument("--rate", type=float, default=1000.0, help="offered load of the latency phase, events/s")
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds of the latency phase (20)")
-    parser.add_argument("--partitions", type=int, default=4, help="partitions of every topic (4, the worker's default)")
+    parser.add_argument("--events", type=positive(int), default=50_000, help="events pre-loaded for throughput (50,000)")
+    parser.add_argument("--rate", type=positive(float), default=1000.0, help="offered load of the latency phase, events/s")
+    parser.add_argument("--duration", type=positive(float), default=20.0, help="seconds of the latency phase (20)")
+    parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4, the worker's default)")
     parser.add_argument("--config", help="openclaw.json for the worker (default: enabled: true, default thresholds)")
     parser.add_argument("--only", choices=["passthrough", "worker"], help="run one processor only")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     parser.add_argument("--logs", help="keep the processors' logs (passthrough.log, worker.log) in this directory")
     options = parser.parse_args()
+    config(parser, options.config)  # a bad file stops here, not in the worker after the workload is built
 
     tag = uuid.uuid4().hex[:8]
     t0 = time.monotonic()

@@ -1,0 +1,46 @@
+"""The benchmark scripts' option checks and interpreter line (bench/options.py, bench/host.py)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.host import interpreter
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runs", "0"], "argument --runs: must be above 0, got 0"),
+    (["--repeat", "-1"], "argument --repeat: must be above 0, got -1"),
+    (["--runs", "x"], "argument --runs: not a number: 'x'"),
+    (["--config", "/no/such/openclaw.json"], "--config /no/such/openclaw.json: [Errno 2] No such file or directory"),
+])
+def test_engine_bench_refuses_bad_options_with_a_usage_error(args, message):
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "engine.py"), *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith(f"engine.py: error: {message}")
+
+
+def test_pipeline_bench_checks_its_config_before_building_the_workload(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("{tools: 5}")
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "pipeline.py"), "--config", str(config)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == ""  # no workload line: it stopped before generating events
+    assert result.stderr.splitlines()[-1] == (f"pipeline.py: error: --config {config}: {config}: tools: "
+                                              "Expected object, received number")
+
+
+def test_interpreter_line_names_the_version_the_base_executable_and_the_linkage():
+    line = interpreter()
+    assert line.startswith(f"python {platform.python_version()} ({sys._base_executable}; libpython ")
+    maps = Path("/proc/self/maps").read_text()
+    assert ("libpython shared" in line) == ("libpython" in maps)
