@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import msgpack
 
@@ -79,13 +79,12 @@ SKIPPED = "skipped"          # already in the state (its verdict was published b
 DEAD_LETTER = "dead_letter"  # not an event (decode) or not a valid one (schema)
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(NamedTuple):
     """Where a record was read: topic, partition, offset.
 
     ``rekeyed``: the record came through the rekey topic (a keyless input
     record forwarded under its state key); topic/partition/offset are then
-    its origin in the input topic.
+    its origin in the input topic. A named tuple: one is made per record.
     """
 
     topic: str
