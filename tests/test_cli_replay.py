@@ -106,6 +106,38 @@ def test_replay_exits_1_on_a_skipped_record_even_when_quiet(tmp_path):
     assert result.stderr == f"loopwatch replay: {path}:3: skipped: an event must be an object, got list\n"
 
 
+def test_replay_of_a_binary_file_lists_the_first_ten_bad_records_then_counts_the_rest(tmp_path):
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\xff" * 5000)  # msgpack: 5,000 integers -1, none an event
+    result = run("replay", str(binary))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        *(f"loopwatch replay: {binary}:{n}: skipped: an event must be a map, got int" for n in range(1, 11)),
+        "loopwatch replay: 4990 more skipped record(s) not listed",
+        "events:     0 (none); 5000 bad record(s) skipped",
+        "sessions:   0, runs: 0",
+        "verdicts:   none",
+        "blocks:     0, aborts: 0",
+        "detections: none",
+    ]
+
+
+def test_replay_counts_invalid_events_with_unreadable_ones_and_quiet_keeps_the_list(tmp_path):
+    lines = ["not json"] * 6 + [EVENTS[0]] + [{"type": "bogus"}] * 6 + [EVENTS[1]]
+    path = write_jsonl(tmp_path / "events.jsonl", lines)
+    result = run("replay", "-q", str(path))
+    assert result.exit_code == 1
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2"]
+    errors = result.stderr.splitlines()
+    assert [line.split(": skipped: ")[0] for line in errors[:10]] == [
+        f"loopwatch replay: {path}:{n}" for n in (1, 2, 3, 4, 5, 6, 8, 9, 10, 11)]
+    assert errors[5].endswith("skipped: invalid JSON: Expecting value: line 1 column 1 (char 0)")
+    assert errors[6].endswith("skipped: invalid event: type must be one of tool_call, tool_result, "
+                              "compaction_retry, got 'bogus'")
+    assert errors[10:] == ["loopwatch replay: 2 more skipped record(s) not listed"]
+
+
 def test_replay_help_documents_the_exit_status():
     text = " ".join(run("replay", "--help").stdout.split())
     assert ("Exit status 0, 1 when any record was skipped as bad (the verdicts then do not cover the whole "

@@ -25,12 +25,12 @@ import click
 from ..brokers import bootstrap_option
 from ..codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, record_key
+from .bad_input import SkipReport
 from .replay import event_records
 
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
 
 _PROGRESS_EVERY_S = 2.0  # seconds between progress lines when stderr is not a terminal
-_SKIPS_LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
 
 
 @dataclass
@@ -275,13 +275,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     """
     summary = ProduceSummary()
     started = time.monotonic()
-    skips = 0
-
-    def skipped(path: str, position: int, reason: str) -> None:
-        nonlocal skips
-        skips += 1
-        if skips <= _SKIPS_LISTED:
-            click.echo(f"loopwatch produce: {path}:{position}: skipped: {reason}", err=True)
+    skipped = SkipReport("produce")
 
     def on_bad(path: str, position: int, reason: str) -> None:  # the reader's: counted here
         summary.bad += 1
@@ -301,8 +295,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     except KafkaConnectionError as exc:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     finally:
-        if skips > _SKIPS_LISTED:
-            click.echo(f"loopwatch produce: {skips - _SKIPS_LISTED} more skipped record(s) not listed", err=True)
+        skipped.close()
     if not quiet:
         for line in summary.lines(topic):
             click.echo(f"loopwatch produce: {line}", err=True)

@@ -14,6 +14,7 @@ from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
+from .bad_input import SkipReport
 
 __all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit"]
 
@@ -128,7 +129,8 @@ Examples:
                    "session's runs); 'run' is what the Kafka worker does by default.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               show_default=True, help="Where to write verdict records as JSON Lines ('-' = stdout).")
-@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr; bad records are still reported.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No summary on stderr; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str, output: str, quiet: bool,
            files: tuple[str, ...]) -> None:
@@ -142,16 +144,17 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
 
     Each verdict record (JSON Lines) carries the event's ids and the
     engine's verdict: verdict (allow, warn, block, abort, ignore), decision,
-    detection, warning, outcome, guard, evidence. A bad record is reported on
-    stderr with its file, line and reason, counted and skipped. A summary
-    (events, runs, detections by detector and level, blocks, aborts) goes to
-    stderr. Exit status 0, 1 when any record was skipped as bad (the verdicts
-    then do not cover the whole input), or 2 for an invalid configuration.
+    detection, warning, outcome, guard, evidence. A bad record is counted and
+    skipped; the first 10 are reported on stderr with their file, line and
+    reason, the rest in one line. A summary (events, runs, detections by
+    detector and level, blocks, aborts) goes to stderr. Exit status 0, 1
+    when any record was skipped as bad (the verdicts then do not cover the
+    whole input), or 2 for an invalid configuration.
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
     records = event_records(fmt, files)
-    with click.open_file(output, "wb") as sink:
+    with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
             if event is not None:
                 ref = event.get("event_id") or f"{path}:{position}"
@@ -163,7 +166,7 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
                     sink.write(encode_json(record) + b"\n")
                     continue
             replayer.skip()
-            click.echo(f"loopwatch replay: {path}:{position}: skipped: {error}", err=True)
+            skipped(path, position, error or "unreadable")
     if not quiet:
         for line in replayer.summary.lines():
             click.echo(line, err=True)

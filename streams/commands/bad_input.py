@@ -1,0 +1,47 @@
+"""How the offline commands report input they cannot use: the records they skip as bad."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import click
+
+__all__ = ["SkipReport", "LISTED"]
+
+LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
+
+
+class SkipReport:
+    """Reports skipped records on stderr: the first ``listed`` one by one, then one line counting the rest.
+
+    Calling it with ``(path, position, reason)`` reports one record as
+    ``loopwatch <command>: <path>:<position>: skipped: <reason>`` while fewer
+    than ``listed`` were; ``count`` is how many were reported in all.
+    :meth:`close`, or leaving a ``with`` block, prints ``loopwatch <command>:
+    N more skipped record(s) not listed`` when some were not.
+    """
+
+    def __init__(self, command: str, listed: int = LISTED) -> None:
+        self.command = command
+        self.listed = listed
+        self.count = 0
+        self._closed = False
+
+    def __call__(self, path: str, position: int, reason: str) -> None:
+        self.count += 1
+        if self.count <= self.listed:
+            click.echo(f"loopwatch {self.command}: {path}:{position}: skipped: {reason}", err=True)
+
+    def close(self) -> None:
+        """Print how many records were not listed (once; nothing when all were)."""
+        if not self._closed and self.count > self.listed:
+            click.echo(f"loopwatch {self.command}: {self.count - self.listed} more skipped record(s) not listed",
+                       err=True)
+        self._closed = True
+
+    def __enter__(self) -> SkipReport:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
