@@ -138,6 +138,38 @@ def test_replay_counts_invalid_events_with_unreadable_ones_and_quiet_keeps_the_l
     assert errors[10:] == ["loopwatch replay: 2 more skipped record(s) not listed"]
 
 
+SESSIONS = Path(__file__).resolve().parent / "importers" / "fixtures" / "openclaw" / "agents"
+
+
+def test_replay_of_a_session_with_a_line_not_utf8_skips_that_line_only(tmp_path):
+    lines = (SESSIONS / "bot1/sessions/oc-s1.jsonl").read_bytes().splitlines(keepends=True)
+    copy = tmp_path / "oc-s1.jsonl"
+    copy.write_bytes(b"".join([*lines[:3], b"\xff\xfe garbage\n", *lines[3:]]))
+    result = run("replay", "--format", "openclaw", str(copy))
+    assert result.exit_code == 1
+    assert [json.loads(line)["tool_call_id"] for line in result.stdout.splitlines()] == [
+        "call_1", "call_2", None, "ghost_1", "ghost_2", "call_4", "call_5"]
+    assert result.stderr.splitlines()[:2] == [
+        f"loopwatch replay: {copy}:4: skipped: not UTF-8 text: invalid start byte at byte 0",
+        "events:     7 (1 compaction_retry, 6 tool_call); 1 bad record(s) skipped",
+    ]
+
+
+def test_replay_names_a_bad_session_file_once_with_its_line_or_alone(tmp_path):
+    binary = tmp_path / "blob.jsonl"
+    binary.write_bytes(b"\xff\xfe" * 100)
+    sidecar = tmp_path / "s.trajectory.jsonl"
+    sidecar.write_bytes((SESSIONS / "bot2/sessions/oc-s2.trajectory.jsonl").read_bytes())
+    result = run("replay", "-q", "--format", "openclaw", str(binary), str(sidecar))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"loopwatch replay: {binary}:1: skipped: not UTF-8 text: invalid start byte at byte 0",
+        f"loopwatch replay: {binary}:1: skipped: missing session header",
+        f"loopwatch replay: {sidecar}: skipped: a trajectory sidecar, not a transcript: name its transcript "
+        "(s.jsonl) instead, which is read with it",
+    ]
+
+
 def test_replay_help_documents_the_exit_status():
     text = " ".join(run("replay", "--help").stdout.split())
     assert ("Exit status 0, 1 when any record was skipped as bad (the verdicts then do not cover the whole "

@@ -6,31 +6,38 @@ from types import TracebackType
 
 import click
 
-__all__ = ["SkipReport", "LISTED"]
+__all__ = ["SkipReport", "LISTED", "location"]
 
 LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
+
+
+def location(path: str, position: int | None) -> str:
+    """``path:position``, or ``path`` alone when ``position`` is None (a problem of the whole file)."""
+    return path if position is None else f"{path}:{position}"
 
 
 class SkipReport:
     """Reports skipped records on stderr: the first ``listed`` one by one, then one line counting the rest.
 
     Calling it with ``(path, position, reason)`` reports one record as
-    ``loopwatch <command>: <path>:<position>: skipped: <reason>`` while fewer
-    than ``listed`` were; ``count`` is how many were reported in all.
-    :meth:`close`, or leaving a ``with`` block, prints ``loopwatch <command>:
-    N more skipped record(s) not listed`` when some were not.
+    ``loopwatch <command>: <path>:<position>: <label><reason>`` (``<path>:
+    ...`` when ``position`` is None) while fewer than ``listed`` were;
+    ``count`` is how many were reported in all. :meth:`close`, or leaving a
+    ``with`` block, prints ``loopwatch <command>: N more skipped record(s)
+    not listed`` when some were not.
     """
 
-    def __init__(self, command: str, listed: int = LISTED) -> None:
+    def __init__(self, command: str, listed: int = LISTED, label: str = "skipped: ") -> None:
         self.command = command
         self.listed = listed
+        self.label = label
         self.count = 0
         self._closed = False
 
-    def __call__(self, path: str, position: int, reason: str) -> None:
+    def __call__(self, path: str, position: int | None, reason: str) -> None:
         self.count += 1
         if self.count <= self.listed:
-            click.echo(f"loopwatch {self.command}: {path}:{position}: skipped: {reason}", err=True)
+            click.echo(f"loopwatch {self.command}: {location(path, position)}: {self.label}{reason}", err=True)
 
     def close(self) -> None:
         """Print how many records were not listed (once; nothing when all were)."""

@@ -15,6 +15,8 @@ import click
 
 from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
 
+from .bad_input import SkipReport
+
 __all__ = ["import_"]
 
 
@@ -44,20 +46,23 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     Each PATH is a session file (read whatever its name) or a directory searched recursively
     for the format's files (see --format). One event is written
     per tool call (with its result), per compaction, in session order: the input of
-    `loopwatch replay` and of the Kafka producer. A malformed line is reported on stderr,
-    counted and skipped; the exit status is 1 when there was any, or when no event was found.
+    `loopwatch replay` and of the Kafka producer. A malformed line (not UTF-8, not JSON,
+    not a record of the format) is counted and skipped, and the first 10 are reported on
+    stderr with file:line and reason, the rest in one line; the exit status is 1 when there
+    was any, or when no event was found.
     """
     errors: list[SessionFormatError] = []
+    listed = SkipReport("import", label="")
 
     def on_error(err: SessionFormatError) -> None:
         errors.append(err)
-        click.echo(f"loopwatch import: {err}", err=True)
+        listed(err.path, err.line, err.reason)
 
     files = list(iter_files(fmt, paths))
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
     sink = click.open_file(output, "wb" if use_msgpack else "w", encoding=None if use_msgpack else "utf-8")
-    with sink:
+    with listed, sink:
         write = _msgpack_writer(sink) if use_msgpack else _jsonl_writer(sink)
         for event in import_paths(fmt, files, on_error=on_error):
             write(event)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import click
 
@@ -60,10 +60,12 @@ def reject_folders(paths: Iterable[str], kind: str) -> None:
 
 
 def event_records(fmt: str, paths: Iterable[str], progress: bool = True
-                  ) -> Iterator[tuple[str, int, dict | None, str | None]]:
+                  ) -> Iterator[tuple[str, int | None, dict | None, str | None]]:
     """``(path, position, event, error)`` for every record of event files (``fmt`` ``events``) or recorded sessions.
 
-    ``event`` is None for a bad record, with ``error`` the reason. ``progress``
+    ``event`` is None for a bad record, with ``error`` the reason (without the
+    file and line); ``position`` is then None when the whole file is bad (a
+    recorded session that cannot be read at all). ``progress``
     shows a progress bar on a terminal for large event files. Raises
     ``click.UsageError`` for a folder given as an event file.
     """
@@ -95,18 +97,19 @@ def _file_events(paths: tuple[str, ...], total_bytes: int) -> Iterator[tuple[str
                         last = position
 
 
-def _session_events(fmt: str, paths: tuple[str, ...]) -> Iterator[tuple[str, int, dict | None, str | None]]:
-    from ..importers import import_paths
+def _session_events(fmt: str, paths: tuple[str, ...]
+                    ) -> Iterator[tuple[str, int | None, dict | None, str | None]]:
+    from ..importers import SessionFormatError, import_paths
 
-    errors: list[Any] = []
+    errors: list[SessionFormatError] = []
     for event in import_paths(fmt, paths, on_error=errors.append):
         while errors:
             err = errors.pop(0)
-            yield str(getattr(err, "path", "?")), int(getattr(err, "line", 0) or 0), None, str(err)
+            yield err.path, err.line, None, err.reason
         source = event.get("source") or {}
         yield str(source.get("path", "?")), int(source.get("line", 0) or 0), event, None
     for err in errors:
-        yield str(getattr(err, "path", "?")), int(getattr(err, "line", 0) or 0), None, str(err)
+        yield err.path, err.line, None, err.reason
 
 
 @click.command(

@@ -14,6 +14,7 @@ from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
+from .bad_input import location
 from .replay import config_option, config_validate_option, event_records, load_config_or_exit, reject_folders
 
 __all__ = ["report"]
@@ -63,7 +64,7 @@ def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple
         for path, position, event, error in records:
             if event is None:
                 bad[0] += 1
-                click.echo(f"loopwatch report: {path}:{position}: skipped: {error}", err=True)
+                click.echo(f"loopwatch report: {location(path, position)}: skipped: {error}", err=True)
             else:
                 if fmt == "events" and "source" not in event:  # where the call is: the event file's line
                     event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}

@@ -82,9 +82,10 @@ def import_paths(
     Args:
         fmt: a key of :data:`FORMATS`.
         paths: files or directories (searched recursively).
-        on_error: called with each :class:`SessionFormatError` (a malformed line, or a file
-            that cannot be read at all); the importer then skips that line or file and goes
-            on. Without it the first such error is raised.
+        on_error: called with each :class:`SessionFormatError` (a malformed line: not
+            UTF-8, not JSON, not a record of the format; or a file that cannot be read at
+            all); the importer then skips that line or file and goes on. Without it the
+            first such error is raised.
 
     Raises:
         ValueError: unknown format. FileNotFoundError: a missing path.
@@ -92,13 +93,7 @@ def import_paths(
     """
     spec = _format(fmt)
     for path in iter_files(fmt, paths):
-        try:
-            yield from spec.read(path, on_error)
-        except UnicodeDecodeError as exc:
-            err = SessionFormatError(path, None, f"not UTF-8 text: {exc.reason}")
-            if on_error is None:
-                raise err from exc
-            on_error(err)
+        yield from spec.read(path, on_error)
 
 
 def detect_format(path: str | Path) -> str | None:

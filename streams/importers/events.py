@@ -20,6 +20,7 @@ the events made from that line), so importing a file twice gives identical outpu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "ErrorHandler",
     "EventIds",
     "read_jsonl",
+    "not_utf8",
     "iso_to_ms",
     "text_result",
     "joined_text",
@@ -56,6 +58,9 @@ class SessionFormatError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+# what surrogateescape decodes a byte that is not UTF-8 to (strict UTF-8 never yields these)
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
 # Called with each recoverable format error; when an importer has none it raises instead.
 ErrorHandler = Callable[[SessionFormatError], None]
 
@@ -75,14 +80,33 @@ def report(error: SessionFormatError, on_error: ErrorHandler | None) -> None:
     on_error(error)
 
 
+def not_utf8(exc: UnicodeDecodeError, offset: int | None = None) -> str:
+    """``not UTF-8 text: <reason> at byte <offset>``; ``offset`` is the bad byte's in its line
+    (0-based), by default ``exc.start`` (when the decoded bytes were the line)."""
+    return f"not UTF-8 text: {exc.reason} at byte {exc.start if offset is None else offset}"
+
+
+def _undecodable(line: str) -> str:
+    """Why ``line`` (decoded with surrogateescape, holding an escaped byte) is not UTF-8."""
+    try:
+        line.encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return not_utf8(exc)
+    return "not UTF-8 text"
+
+
 def read_jsonl(path: Path, on_error: ErrorHandler | None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, parsed_value)`` for each non-blank line of a JSON Lines file.
 
-    A line that is not JSON, or not a JSON object, is reported as a :class:`SessionFormatError`
-    (raised when ``on_error`` is ``None``) and skipped.
+    A line that is not UTF-8, not JSON, or not a JSON object, is reported as a
+    :class:`SessionFormatError` (raised when ``on_error`` is ``None``) and skipped.
     """
-    with path.open("r", encoding="utf-8", errors="strict") as fh:
+    # surrogateescape: a line that is not UTF-8 costs that line only, not the rest of the file
+    with path.open("r", encoding="utf-8", errors="surrogateescape") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if _ESCAPED.search(raw):
+                report(SessionFormatError(path, lineno, _undecodable(raw)), on_error)
+                continue
             if not raw.strip():
                 continue
             try:

@@ -21,8 +21,9 @@ Mapping: one ``tool_call`` per ``trajectory`` step, in order, with the result in
 * The file carries no clock: ``ts`` is the step index; ``source`` is ``{"path", "line": 1,
   "step": i}`` (the file is pretty-printed JSON, so steps are cited by index).
 
-Errors: a file that is not one JSON object with a ``trajectory`` list is reported and yields
-nothing; a step without a string ``action`` is reported and skipped.
+Errors: a file that is not UTF-8, or not one JSON object with a ``trajectory`` list, is
+reported (with the line of the first bad byte or JSON error) and yields nothing; a step
+without a string ``action`` is reported and skipped.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codecs import json_loads
-from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, report, text_result
+from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, not_utf8, report, text_result
 
 __all__ = ["discover", "read", "looks_like"]
 
@@ -71,8 +72,14 @@ def _function_call(message: dict[str, Any] | None) -> tuple[str, str, Any] | Non
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """Yield the stream events of one ``.traj`` file (see the module docstring)."""
     path = Path(path)
+    data = path.read_bytes()
     try:
-        doc = json_loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:  # one JSON document: nothing of it can be read
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        lineno = data.count(b"\n", 0, line_start) + 1
+        report(SessionFormatError(path, lineno, not_utf8(exc, exc.start - line_start)), on_error)
+        return
     except json.JSONDecodeError as exc:
         report(SessionFormatError(path, exc.lineno, f"not JSON: {exc.msg}"), on_error)
         return

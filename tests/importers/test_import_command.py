@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import msgpack
+import pytest
 from click.testing import CliRunner
 
 from streams.commands.import_ import import_
@@ -59,10 +60,11 @@ def test_an_explicit_file_openclaw_cannot_read_is_named_with_the_reason(tmp_path
     assert res.exit_code == 1
     assert res.stdout == ""
     assert res.stderr.splitlines() == [
-        f"loopwatch import: {binary}: not UTF-8 text: invalid start byte",
+        f"loopwatch import: {binary}:1: not UTF-8 text: invalid start byte at byte 0",
+        f"loopwatch import: {binary}:1: missing session header",
         f"loopwatch import: {sidecar}: a trajectory sidecar, not a transcript: name its transcript "
         "(s.jsonl) instead, which is read with it",
-        "loopwatch import: 2 file(s), 0 event(s) (no events), 0 run(s), 2 error(s)",
+        "loopwatch import: 2 file(s), 0 event(s) (no events), 0 run(s), 3 error(s)",
         "loopwatch import: no events in 2 file(s) read as openclaw: is --format right? "
         "(the others: claude-code, codex, swe-agent)",
     ]
@@ -77,4 +79,57 @@ def test_a_folder_without_session_files_says_so_and_exits_1(tmp_path):
         "loopwatch import: 0 file(s), 0 event(s) (no events), 0 run(s), 0 error(s)",
         "loopwatch import: no swe-agent session files found: is --format right? "
         "(the others: claude-code, codex, openclaw)",
+    ]
+
+
+SESSION_FILES = {
+    "openclaw": FIX / "openclaw/agents/bot1/sessions/oc-s1.jsonl",
+    "claude-code": FIX / "claude-code/cc-s1.jsonl",
+    "codex": FIX / "codex/th-1.codex_stdout.jsonl",
+}
+
+
+def _calls(stdout: str) -> list[tuple]:
+    """What an event says about the call, without where it was read (line numbers shift)."""
+    events = [json.loads(line) for line in stdout.splitlines()]
+    return [(e["type"], e.get("tool_call_id"), e.get("tool_name"), e.get("args"), e.get("result"), e.get("error"))
+            for e in events]
+
+
+@pytest.mark.parametrize("fmt", sorted(SESSION_FILES))
+def test_a_line_that_is_not_utf8_is_one_bad_line_and_the_rest_is_read(tmp_path, fmt):
+    lines = SESSION_FILES[fmt].read_bytes().splitlines(keepends=True)
+    copy = tmp_path / "session.jsonl"
+    copy.write_bytes(b"".join([*lines[:3], b"\xff\xfe garbage\n", *lines[3:]]))
+    clean = CliRunner().invoke(import_, ["--format", fmt, str(SESSION_FILES[fmt])])
+    res = CliRunner().invoke(import_, ["--format", fmt, str(copy)])
+    assert clean.exit_code == 0 and len(clean.stdout.splitlines()) >= 3
+    assert res.exit_code == 1
+    assert _calls(res.stdout) == _calls(clean.stdout)
+    errors = res.stderr.splitlines()
+    assert errors[0] == f"loopwatch import: {copy}:4: not UTF-8 text: invalid start byte at byte 0"
+    assert errors[1].endswith(", 1 error(s)") and len(errors) == 2  # no "is --format right?"
+
+
+def test_a_trajectory_that_is_not_utf8_is_named_with_the_line(tmp_path):
+    lines = (FIX / "swe-agent/demo__repo-1.traj").read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "x.traj"
+    bad.write_bytes(b"".join([*lines[:4], b'  "note": "caf\xe9",\n', *lines[4:]]))
+    res = CliRunner().invoke(import_, ["--format", "swe-agent", str(bad)])
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[0] == (
+        f"loopwatch import: {bad}:5: not UTF-8 text: invalid continuation byte at byte 14")
+
+
+def test_a_binary_file_lists_the_first_ten_bad_lines_then_counts_the_rest(tmp_path):
+    binary = tmp_path / "blob.jsonl"
+    binary.write_bytes(b"\x80\xff\n" * 50)
+    res = CliRunner().invoke(import_, ["--format", "codex", str(binary)])
+    assert res.exit_code == 1
+    assert res.stderr.splitlines() == [
+        *(f"loopwatch import: {binary}:{n}: not UTF-8 text: invalid start byte at byte 0" for n in range(1, 11)),
+        "loopwatch import: 40 more skipped record(s) not listed",
+        "loopwatch import: 1 file(s), 0 event(s) (no events), 0 run(s), 50 error(s)",
+        "loopwatch import: no events in 1 file(s) read as codex: is --format right? "
+        "(the others: claude-code, openclaw, swe-agent)",
     ]
