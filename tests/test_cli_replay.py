@@ -167,13 +167,50 @@ def test_replay_names_a_bad_session_file_once_with_its_line_or_alone(tmp_path):
         f"loopwatch replay: {binary}:1: skipped: missing session header",
         f"loopwatch replay: {sidecar}: skipped: a trajectory sidecar, not a transcript: name its transcript "
         "(s.jsonl) instead, which is read with it",
+        "loopwatch replay: no events in 2 file(s) read as openclaw: is --format right? "
+        "(the others: claude-code, codex, swe-agent)",
     ]
+
+
+def test_replay_of_a_folder_without_session_files_of_the_format_says_so_as_import_does(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a session\n")
+    replayed = run("replay", "--format", "swe-agent", str(tmp_path))
+    imported = run("import", "--format", "swe-agent", str(tmp_path))
+    assert replayed.exit_code == imported.exit_code == 1
+    assert replayed.stdout == ""
+    hint = ("no swe-agent session files found: is --format right? "
+            "(the others: claude-code, codex, openclaw)")
+    assert replayed.stderr.splitlines()[-1] == f"loopwatch replay: {hint}"
+    assert imported.stderr.splitlines()[-1] == f"loopwatch import: {hint}"
+    assert replayed.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
+
+
+def test_replay_of_sessions_of_another_format_says_so_even_when_quiet(tmp_path):
+    transcript = SESSIONS / "bot1/sessions/oc-s1.jsonl"
+    result = run("replay", "-q", "--format", "codex", str(transcript), str(SESSIONS / "bot2"))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == ("loopwatch replay: no events in 2 file(s) read as codex: is --format right? "
+                             "(the others: claude-code, openclaw, swe-agent)\n")
+
+
+def test_replay_of_event_files_without_events_still_exits_0(tmp_path):
+    result = run("replay", str(write_jsonl(tmp_path / "events.jsonl", [])))
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
+
+
+def test_replay_of_standard_input_with_a_session_format_is_a_usage_error():
+    result = CliRunner().invoke(main, ["replay", "--format", "codex", "-"], input="{}\n")
+    assert result.exit_code == 2
+    assert "no such file or directory: -" in result.stderr
 
 
 def test_replay_help_documents_the_exit_status():
     text = " ".join(run("replay", "--help").stdout.split())
     assert ("Exit status 0, 1 when any record was skipped as bad (the verdicts then do not cover the whole "
-            "input), or 2 for an invalid configuration.") in text
+            "input) or, with --format, when no event was found (as `loopwatch import`: is --format right?), "
+            "or 2 for an invalid configuration.") in text
 
 
 def test_replay_applies_config(tmp_path):

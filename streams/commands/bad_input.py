@@ -1,4 +1,4 @@
-"""How the offline commands report input they cannot use: the records they skip as bad."""
+"""How the offline commands report input they cannot use: records skipped as bad, sessions not found."""
 
 from __future__ import annotations
 
@@ -6,9 +6,19 @@ from types import TracebackType
 
 import click
 
-__all__ = ["SkipReport", "LISTED", "location"]
+from ..importers import FORMATS
+
+__all__ = ["SkipReport", "LISTED", "location", "no_events"]
 
 LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
+
+
+def no_events(fmt: str, files: int) -> str:
+    """Why reading recorded sessions as ``fmt`` gave no event, with a hint: ``no <fmt> session files
+    found: is --format right? (the others: ...)``, or ``no events in <files> file(s) read as <fmt>: ...``."""
+    others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
+    found = f"no events in {files} file(s) read as {fmt}" if files else f"no {fmt} session files found"
+    return f"{found}: is --format right? (the others: {others})"
 
 
 def location(path: str, position: int | None) -> str:

@@ -15,7 +15,7 @@ import click
 
 from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
 
-from .bad_input import SkipReport
+from .bad_input import SkipReport, no_events
 
 __all__ = ["import_"]
 
@@ -73,9 +73,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
     if not by_type:
-        others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
-        found = f"no events in {len(files)} file(s) read as {fmt}" if files else f"no {fmt} session files found"
-        click.echo(f"loopwatch import: {found}: is --format right? (the others: {others})", err=True)
+        click.echo(f"loopwatch import: {no_events(fmt, len(files))}", err=True)
         sys.exit(1)
     if errors:
         sys.exit(1)

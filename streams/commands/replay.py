@@ -11,10 +11,10 @@ import click
 from ..codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
 from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
-from ..importers import FORMATS
+from ..importers import FORMATS, iter_files
 from ..keys import KEY_BY
 from ..replay import Replayer
-from .bad_input import SkipReport
+from .bad_input import SkipReport, no_events
 
 __all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit"]
 
@@ -152,14 +152,19 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     reason, the rest in one line. A summary (events, runs, detections by
     detector and level, blocks, aborts) goes to stderr. Exit status 0, 1
     when any record was skipped as bad (the verdicts then do not cover the
-    whole input), or 2 for an invalid configuration.
+    whole input) or, with --format, when no event was found (as `loopwatch
+    import`: is --format right?), or 2 for an invalid configuration.
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
+    if fmt != "events":
+        files = _session_files(fmt, files)
     records = event_records(fmt, files)
+    read = 0
     with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
             if event is not None:
+                read += 1
                 ref = event.get("event_id") or f"{path}:{position}"
                 try:
                     record = replayer.apply(event, ref)
@@ -173,5 +178,16 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     if not quiet:
         for line in replayer.summary.lines():
             click.echo(line, err=True)
+    if fmt != "events" and not read:  # as import: most likely the wrong --format
+        click.echo(f"loopwatch replay: {no_events(fmt, len(files))}", err=True)
+        sys.exit(1)
     if replayer.summary.bad:
         sys.exit(1)
+
+
+def _session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``fmt`` session files under ``paths``; a path the importers cannot search is a usage error."""
+    try:
+        return tuple(str(p) for p in iter_files(fmt, paths))
+    except (ValueError, FileNotFoundError) as exc:  # '-': recorded sessions are files
+        raise click.UsageError(str(exc)) from None
