@@ -178,7 +178,7 @@ def test_replay_of_a_folder_without_session_files_of_the_format_says_so_as_impor
     imported = run("import", "--format", "swe-agent", str(tmp_path))
     assert replayed.exit_code == imported.exit_code == 1
     assert replayed.stdout == ""
-    hint = ("no swe-agent session files found: is --format right? "
+    hint = (f"no swe-agent session files found in {tmp_path}: is --format right? "
             "(the others: claude-code, codex, openclaw)")
     assert replayed.stderr.splitlines()[-1] == f"loopwatch replay: {hint}"
     assert imported.stderr.splitlines()[-1] == f"loopwatch import: {hint}"

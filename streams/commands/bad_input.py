@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Iterable
 
 import click
 
@@ -13,11 +14,15 @@ __all__ = ["SkipReport", "LISTED", "location", "no_events"]
 LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
 
 
-def no_events(fmt: str, files: int) -> str:
+def no_events(fmt: str, files: int, paths: Iterable[str]) -> str:
     """Why reading recorded sessions as ``fmt`` gave no event, with a hint: ``no <fmt> session files
-    found: is --format right? (the others: ...)``, or ``no events in <files> file(s) read as <fmt>: ...``."""
+    found in <paths>: is --format right? (the others: ...)`` when ``files`` is 0, else ``no events in
+    <files> file(s) read as <fmt>: ...``. ``paths`` are the files and folders searched."""
     others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
-    found = f"no events in {files} file(s) read as {fmt}" if files else f"no {fmt} session files found"
+    if files:
+        found = f"no events in {files} file(s) read as {fmt}"
+    else:
+        found = f"no {fmt} session files found in {', '.join(str(p) for p in paths)}"
     return f"{found}: is --format right? (the others: {others})"
 
 

@@ -73,7 +73,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
     if not by_type:
-        click.echo(f"loopwatch import: {no_events(fmt, len(files))}", err=True)
+        click.echo(f"loopwatch import: {no_events(fmt, len(files), paths)}", err=True)
         sys.exit(1)
     if errors:
         sys.exit(1)

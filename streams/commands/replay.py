@@ -157,9 +157,8 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
-    if fmt != "events":
-        files = _session_files(fmt, files)
-    records = event_records(fmt, files)
+    session_files = _session_files(fmt, files) if fmt != "events" else files
+    records = event_records(fmt, session_files)
     read = 0
     with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
@@ -179,7 +178,7 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
         for line in replayer.summary.lines():
             click.echo(line, err=True)
     if fmt != "events" and not read:  # as import: most likely the wrong --format
-        click.echo(f"loopwatch replay: {no_events(fmt, len(files))}", err=True)
+        click.echo(f"loopwatch replay: {no_events(fmt, len(session_files), files)}", err=True)
         sys.exit(1)
     if replayer.summary.bad:
         sys.exit(1)

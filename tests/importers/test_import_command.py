@@ -77,9 +77,21 @@ def test_a_folder_without_session_files_says_so_and_exits_1(tmp_path):
     assert res.stdout == ""
     assert res.stderr.splitlines() == [
         "loopwatch import: 0 file(s), 0 event(s) (no events), 0 run(s), 0 error(s)",
-        "loopwatch import: no swe-agent session files found: is --format right? "
+        f"loopwatch import: no swe-agent session files found in {tmp_path}: is --format right? "
         "(the others: claude-code, codex, openclaw)",
     ]
+
+
+def test_no_session_files_names_every_path_searched(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (second / "notes.jsonl").write_text("{}\n")  # a file, but not a .traj
+    res = CliRunner().invoke(import_, ["--format", "swe-agent", str(first), str(second)])
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[-1] == (
+        f"loopwatch import: no swe-agent session files found in {first}, {second}: is --format right? "
+        "(the others: claude-code, codex, openclaw)")
 
 
 SESSION_FILES = {
