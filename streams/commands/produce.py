@@ -270,8 +270,8 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     reported with their file, line and reason, the rest in one line.
 
     Progress and a summary (events, keys, partitions, rate) go to stderr. Exit
-    status 0 (skipped records included), or 1 if the broker did not
-    acknowledge every record sent.
+    status 0 (skipped records included), or 1 if the broker cannot be reached
+    or did not acknowledge every record sent.
     """
     summary = ProduceSummary()
     started = time.monotonic()
