@@ -14,25 +14,23 @@ from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
-from .bad_input import location
+from .bad_input import SkipReport
 from .replay import config_option, config_validate_option, event_records, load_config_or_exit, reject_folders
 
 __all__ = ["report"]
 
 _SESSION_FORMATS = tuple(sorted(FORMATS))
-_SHOWN_PER_FILE = 5  # bad records reported one by one per file; the rest are counted
 _EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 
-def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[str, Any]]:
-    """Verdict records from JSON Lines files (``-`` = stdin); a bad line is counted and skipped.
+def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[dict[str, Any]]:
+    """Verdict records from JSON Lines files (``-`` = stdin); a bad line is reported to ``skipped``.
 
-    The first few bad lines of a file are reported with their line number and reason, then
-    only how many more there were. A file whose first record is an event is a usage error.
+    A file whose first record is an event is a usage error.
     """
     reject_folders(paths, "verdict")
     for path in paths:
-        first, skipped = True, 0
+        first = True
         stream = click.get_binary_stream("stdin") if path == "-" else None
         for record in read_event_file(path, stream):
             value = record.event
@@ -46,25 +44,18 @@ def _verdict_records(paths: tuple[str, ...], bad: list[int]) -> Iterator[dict[st
                     "give --format events to replay them (with --config for your loop detection)")
             if value is not None:
                 first = False
-            bad[0] += 1
-            skipped += 1
-            if skipped <= _SHOWN_PER_FILE:
-                reason = (record.error or "not a verdict record (an object with a 'verdict' field)"
-                          ).replace("an event must be", "a verdict record must be")
-                click.echo(f"loopwatch report: {path}:{record.position}: skipped: {reason}", err=True)
-        if skipped > _SHOWN_PER_FILE:
-            click.echo(f"loopwatch report: {path}: {skipped - _SHOWN_PER_FILE} more bad record(s) skipped "
-                       f"({skipped} in this file)", err=True)
+            reason = (record.error or "not a verdict record (an object with a 'verdict' field)"
+                      ).replace("an event must be", "a verdict record must be")
+            skipped(path, record.position, reason)
 
 
-def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple[str, int, dict]]:
+def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[tuple[str, int, dict]]:
     records = event_records(fmt, paths)
     out = []
     try:  # importers raise while iterating, for a path of the wrong kind
         for path, position, event, error in records:
             if event is None:
-                bad[0] += 1
-                click.echo(f"loopwatch report: {location(path, position)}: skipped: {error}", err=True)
+                skipped(path, position, error or "unreadable")
             else:
                 if fmt == "events" and "source" not in event:  # where the call is: the event file's line
                     event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
@@ -75,7 +66,8 @@ def _load_events(fmt: str, paths: tuple[str, ...], bad: list[int]) -> list[tuple
 
 
 def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict: bool, key_by: str,
-            bad: list[int], report_errors: bool = True) -> list[dict[str, Any]]:
+            skipped: SkipReport | None = None) -> list[dict[str, Any]]:
+    """Replay ``events`` under ``config_path``; an invalid event is reported to ``skipped`` (when given)."""
     replayer = Replayer(Engine(load_config_or_exit(config_path, strict=strict)), key_by=key_by)
     records = []
     for path, position, event in events:
@@ -83,9 +75,8 @@ def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict
         try:
             record = replayer.apply(event, ref)
         except EventError as exc:
-            if report_errors:
-                bad[0] += 1
-                click.echo(f"loopwatch report: {path}:{position}: skipped: invalid event: {exc}", err=True)
+            if skipped is not None:
+                skipped(path, position, f"invalid event: {exc}")
             record = {"event_id": event.get("event_id"), "type": "invalid", "verdict": "ignore"}
         records.append(record)
     return records
@@ -140,10 +131,21 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
     sessions that are replayed here under --config. A verdict the worker
     published again after a restart (same source topic/partition/offset,
     same content) is counted once; the report says how many were ignored.
-    The text report goes to stdout. Exit status 0, or 2 for bad usage or
-    an invalid configuration.
+    A bad record is counted and skipped; the first 10 are reported on
+    stderr with their file, line and reason, the rest in one line. The text
+    report goes to stdout. Exit status 0, 1 when any record was skipped as
+    bad (the report then does not cover the whole input), or 2 for bad
+    usage or an invalid configuration.
     """
-    bad = [0]
+    with SkipReport("report") as skipped:
+        _report(skipped, config_path, config_validate, fmt, compare_path, key_by, html_path, quiet, files)
+    if skipped.count:
+        sys.exit(1)
+
+
+def _report(skipped: SkipReport, config_path: str | None, config_validate: bool, fmt: str,
+            compare_path: str | None, key_by: str, html_path: str | None, quiet: bool,
+            files: tuple[str, ...]) -> None:
     comparison = None
     if fmt == "verdicts":
         # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
@@ -155,22 +157,22 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
         if typed("config_validate") is ParameterSource.COMMANDLINE:
             click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
                        "(it applies when --format events or a session format replays events)", err=True)
-        records = list(_verdict_records(files, bad))
-        if not records and bad[0]:
+        records = list(_verdict_records(files, skipped))
+        if not records and skipped.count:
             raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
                                    "give --format events (or openclaw, claude-code, codex, swe-agent)")
         result = build_report(records)
     else:
-        events = _load_events(fmt, files, bad)
-        records = _replay(events, config_path, config_validate, key_by, bad)
+        events = _load_events(fmt, files, skipped)
+        records = _replay(events, config_path, config_validate, key_by, skipped)
         label_a = config_path or "OpenClaw defaults"
         if compare_path:
-            records_b = _replay(events, compare_path, config_validate, key_by, bad, report_errors=False)
+            records_b = _replay(events, compare_path, config_validate, key_by)
             comparison = compare(records, records_b, label_a, compare_path)
             result = comparison.a
         else:
             result = build_report(records, label_a)
-    result.bad_records = bad[0]
+    result.bad_records = skipped.count
     if not quiet:
         out = render_text(result)
         if comparison is not None:

@@ -162,7 +162,7 @@ def test_bad_verdict_lines_are_reported_and_skipped(tmp_path):
             "detection": {"stuck": False}, "blocked": False}
     f.write_text(json.dumps(good) + "\nnot json\n" + json.dumps({"no": "verdict"}) + "\n")
     res = _run(f)
-    assert res.exit_code == 0
+    assert res.exit_code == 1
     assert f"{f}:2: skipped: invalid JSON" in res.stderr
     assert f"{f}:3: skipped: not a verdict record" in res.stderr
     assert res.stdout.splitlines()[:2] == ["loopwatch report: 1 session, 1 run, 1 call", "2 bad records skipped"]
@@ -253,16 +253,56 @@ def test_an_event_file_given_as_verdicts_is_said_once(tmp_path, events_file):
             "give --format events to replay them (with --config for your loop detection)")
 
 
-def test_only_the_first_bad_lines_of_a_file_are_listed(tmp_path):
-    f = tmp_path / "v.jsonl"
+def _verdict_file_with_bad_lines(tmp_path, good_lines, bad_lines, name="v.jsonl"):
+    f = tmp_path / name
     good = {"type": "tool_call", "session_id": "s", "run_id": "r", "tool_name": "exec", "verdict": "allow",
             "detection": {"stuck": False}, "blocked": False}
-    f.write_text(json.dumps(good) + "\n" + "".join(json.dumps({"line": n}) + "\n" for n in range(2, 14)))
+    f.write_text("".join(json.dumps({**good, "event_id": f"e{n}"}) + "\n" for n in range(good_lines))
+                 + "".join(json.dumps({"line": n}) + "\n" for n in range(bad_lines)))
+    return f
+
+
+def test_only_the_first_bad_lines_of_a_file_are_listed(tmp_path):
+    f = _verdict_file_with_bad_lines(tmp_path, 1, 12)
     res = _run(f)
-    assert res.exit_code == 0
+    assert res.exit_code == 1
     assert res.stderr.splitlines() == [
         *(f"loopwatch report: {f}:{n}: skipped: not a verdict record (an object with a 'verdict' field)"
-          for n in range(2, 7)),
-        f"loopwatch report: {f}: 7 more bad record(s) skipped (12 in this file)",
+          for n in range(2, 12)),
+        "loopwatch report: 2 more skipped record(s) not listed",
     ]
     assert res.stdout.splitlines()[:2] == ["loopwatch report: 1 session, 1 run, 1 call", "12 bad records skipped"]
+
+
+def test_bad_lines_use_the_shared_skip_report_and_exit_1(tmp_path):
+    f = _verdict_file_with_bad_lines(tmp_path, 3, 15)
+    res = _run(f)
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.splitlines()
+    listed = [line for line in lines if line.startswith(f"loopwatch report: {f}:") and ": skipped: " in line]
+    assert listed == [f"loopwatch report: {f}:{n}: skipped: not a verdict record (an object with a 'verdict' field)"
+                      for n in range(4, 14)]
+    assert lines == [*listed, "loopwatch report: 5 more skipped record(s) not listed"]
+    assert res.stdout.splitlines()[:2] == ["loopwatch report: 1 session, 1 run, 3 calls", "15 bad records skipped"]
+
+
+def test_skipped_records_across_files_share_one_cap(tmp_path):
+    b = _verdict_file_with_bad_lines(tmp_path, 1, 8, "a.jsonl")
+    c = _verdict_file_with_bad_lines(tmp_path, 1, 8, "b.jsonl")
+    res = _run(b, c)
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.splitlines()
+    assert len(lines) == 11 and lines[-1] == "loopwatch report: 6 more skipped record(s) not listed"
+    assert lines[7] == f"loopwatch report: {b}:9: skipped: not a verdict record (an object with a 'verdict' field)"
+    assert lines[8] == f"loopwatch report: {c}:2: skipped: not a verdict record (an object with a 'verdict' field)"
+
+
+def test_a_bad_event_line_exits_1_with_the_report(events_file, sensitive_config, tmp_path):
+    f = tmp_path / "events.jsonl"
+    f.write_text(events_file.read_text() + "not json\n")
+    res = _run("--format", "events", "--config", sensitive_config, f)
+    assert res.exit_code == 1, res.output
+    [line] = res.stderr.splitlines()
+    assert line.startswith(f"loopwatch report: {f}:{len(events_file.read_text().splitlines()) + 1}: "
+                           "skipped: invalid JSON")
+    assert "1 bad record skipped" in res.stdout
