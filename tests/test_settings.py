@@ -162,6 +162,12 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
         f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
         "criticalThreshold=20, unknownToolThreshold=10, globalCircuitBreakerThreshold=30, "
         "postCompactionGuard.windowSize=3")
+    config.write_text("{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'ops', tools: {loopDetection: "
+                      "{warningThreshold: 5}}}, {id: 'plain'}, {id: 'review', tools: {loopDetection: {}}}]}}",
+                      encoding="utf-8")
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[1].endswith(
+        "postCompactionGuard.windowSize=3; agents with their own block, overlaid on it: ops, review")
 
 
 def test_worker_refuses_a_metrics_port_in_use(monkeypatch):

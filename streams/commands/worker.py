@@ -108,7 +108,8 @@ def worker(**options: Any) -> None:
 
 
 def _describe_config(path: Any, engine: Any) -> str:
-    """One line: which config is in effect and its global loop-detection settings (Spec §2.2)."""
+    """One line: which config is in effect, its global loop-detection settings (Spec §2.2) and the agents
+    whose own blocks overlay them (Spec §2.4)."""
     from streams.detection.config import DEFAULTS
 
     if engine is None:
@@ -125,6 +126,9 @@ def _describe_config(path: Any, engine: Any) -> str:
             f"postCompactionGuard.windowSize={effective.window_size}")
     if engine is not None and block is None:
         text += " -- the file has no tools.loopDetection block: OpenClaw's defaults apply"
+    agents = engine.config.agents_with_blocks if engine is not None else []
+    if agents:  # their events resolve other settings (Spec §2.4)
+        text += f"; agents with their own block, overlaid on it: {', '.join(agents)}"
     return text
 
 

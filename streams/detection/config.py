@@ -357,6 +357,12 @@ class OpenClawConfig:
         ids = [entry.get("id") for entry in self._agents if isinstance(entry.get("id"), str)]
         return min(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids])
 
+    @property
+    def agents_with_blocks(self) -> list[str]:
+        """Ids of the ``agents.list`` entries that carry their own ``tools.loopDetection`` block, in file order."""
+        return [entry["id"] for entry in self._agents if isinstance(entry.get("id"), str)
+                and isinstance(entry.get("tools"), dict) and "loopDetection" in entry["tools"]]
+
     def _agent_block(self, agent_id: str) -> Any:
         wanted = normalize_agent_id(agent_id)
         for entry in self._agents:
