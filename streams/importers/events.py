@@ -20,7 +20,6 @@ the events made from that line), so importing a file twice gives identical outpu
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -58,9 +57,6 @@ class SessionFormatError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
-# what surrogateescape decodes a byte that is not UTF-8 to (strict UTF-8 never yields these)
-_ESCAPED = re.compile("[\udc80-\udcff]")
-
 # Called with each recoverable format error; when an importer has none it raises instead.
 ErrorHandler = Callable[[SessionFormatError], None]
 
@@ -86,31 +82,23 @@ def not_utf8(exc: UnicodeDecodeError, offset: int | None = None) -> str:
     return f"not UTF-8 text: {exc.reason} at byte {exc.start if offset is None else offset}"
 
 
-def _undecodable(line: str) -> str:
-    """Why ``line`` (decoded with surrogateescape, holding an escaped byte) is not UTF-8."""
-    try:
-        line.encode("utf-8", "surrogateescape").decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return not_utf8(exc)
-    return "not UTF-8 text"
-
-
 def read_jsonl(path: Path, on_error: ErrorHandler | None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, parsed_value)`` for each non-blank line of a JSON Lines file.
 
     A line that is not UTF-8, not JSON, or not a JSON object, is reported as a
     :class:`SessionFormatError` (raised when ``on_error`` is ``None``) and skipped.
     """
-    # surrogateescape: a line that is not UTF-8 costs that line only, not the rest of the file
-    with path.open("r", encoding="utf-8", errors="surrogateescape") as fh:
+    with path.open("rb") as fh:  # bytes, decoded per line: a line that is not UTF-8 costs that line only
         for lineno, raw in enumerate(fh, 1):
-            if _ESCAPED.search(raw):
-                report(SessionFormatError(path, lineno, _undecodable(raw)), on_error)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                report(SessionFormatError(path, lineno, not_utf8(exc)), on_error)
                 continue
-            if not raw.strip():
+            if not text.strip():
                 continue
             try:
-                value = json_loads(raw)
+                value = json_loads(text)
             except json.JSONDecodeError as exc:
                 report(SessionFormatError(path, lineno, f"not JSON: {exc.msg}"), on_error)
                 continue
