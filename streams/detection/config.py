@@ -325,6 +325,12 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     )
 
 
+def _entry_block(entry: dict) -> Any:
+    """An ``agents.list`` entry's own ``tools.loopDetection`` block, or None."""
+    tools = entry.get("tools")
+    return tools.get("loopDetection") if isinstance(tools, dict) else None
+
+
 class OpenClawConfig:
     """The loop-detection part of an OpenClaw config, resolved per agent.
 
@@ -359,17 +365,25 @@ class OpenClawConfig:
 
     @property
     def agents_with_blocks(self) -> list[str]:
-        """Ids of the ``agents.list`` entries that carry their own ``tools.loopDetection`` block, in file order."""
-        return [entry["id"] for entry in self._agents if isinstance(entry.get("id"), str)
-                and isinstance(entry.get("tools"), dict) and "loopDetection" in entry["tools"]]
+        """Ids of the ``agents.list`` entries whose own ``tools.loopDetection`` block :meth:`for_agent`
+        applies (the first entry of each normalised id, as there), in file order."""
+        seen: set[str] = set()
+        ids = []
+        for entry in self._agents:
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str) or normalize_agent_id(entry_id) in seen:
+                continue
+            seen.add(normalize_agent_id(entry_id))
+            if _entry_block(entry) is not None:
+                ids.append(entry_id)
+        return ids
 
     def _agent_block(self, agent_id: str) -> Any:
         wanted = normalize_agent_id(agent_id)
         for entry in self._agents:
             entry_id = entry.get("id")
             if isinstance(entry_id, str) and normalize_agent_id(entry_id) == wanted:
-                tools = entry.get("tools")
-                return tools.get("loopDetection") if isinstance(tools, dict) else None
+                return _entry_block(entry)
         return None
 
     def for_agent(self, agent_id: str | None) -> LoopDetectionSettings:

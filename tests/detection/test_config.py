@@ -450,3 +450,16 @@ def test_load_config_refuses_a_shape_that_would_hide_the_blocks_unless_lenient(t
 def test_load_config_missing_file(tmp_path):
     with pytest.raises(OSError):
         load_config(tmp_path / "absent.json")
+
+
+def test_agents_with_blocks_are_the_blocks_for_agent_applies():
+    config = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}, "agents": {"list": [
+        {"id": "Ops", "tools": {"loopDetection": {"warningThreshold": 5}}},
+        {"id": " ops ", "tools": {"loopDetection": {"warningThreshold": 7}}},  # same agent: never applied
+        {"id": "plain"},
+        {"id": "nulled", "tools": {"loopDetection": None}},
+        {"id": "review", "tools": {"loopDetection": {}}},
+    ]}})
+    assert config.agents_with_blocks == ["Ops", "review"]
+    assert config.for_agent("ops").warning_threshold == 5
+    assert config.for_agent("nulled") == config.for_agent(None)
