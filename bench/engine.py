@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=positive(int), default=5, help="timed passes; the best is reported (default 5)")
     options = parser.parse_args()
 
-    engine = Engine(config(parser, options.config))
+    engine = Engine(config(options.config))
     t0 = time.perf_counter()
     events = generate(runs=options.runs, seed=options.seed)
     sizes = [len(str(e.get("args", ""))) + len(str(e.get("result", ""))) for e in events]

@@ -1,11 +1,12 @@
-"""Command-line checks shared by the benchmark scripts: a bad option is a usage error, not a traceback."""
+"""Command-line checks shared by the benchmark scripts: a bad option or config is an error message, not a traceback."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Callable
 
-from streams.detection import ConfigError, OpenClawConfig, load_config
+from streams.commands.replay import load_config_or_exit
+from streams.detection import OpenClawConfig
 
 
 def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -23,11 +24,9 @@ def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
     return parse
 
 
-def config(parser: argparse.ArgumentParser, path: str | None) -> OpenClawConfig:
-    """The config at ``path`` (strictly validated), or detection on with defaults; errors exit 2 via ``parser``."""
+def config(path: str | None) -> OpenClawConfig:
+    """The config at ``path`` (strictly validated; an invalid or unreadable file exits 2 with the reasons,
+    as the CLI's commands do), or detection on with OpenClaw's defaults."""
     if not path:
         return OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
-    try:
-        return load_config(path)
-    except (ConfigError, OSError) as exc:
-        parser.error(f"--config {path}: {exc}")
+    return load_config_or_exit(path)

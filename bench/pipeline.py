@@ -448,7 +448,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     parser.add_argument("--logs", help="keep the processors' logs (passthrough.log, worker.log) in this directory")
     options = parser.parse_args()
-    config(parser, options.config)  # a bad file stops here, not in the worker after the workload is built
+    config(options.config)  # a bad file stops here, not in the worker after the workload is built
 
     tag = uuid.uuid4().hex[:8]
     t0 = time.monotonic()
