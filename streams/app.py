@@ -193,7 +193,7 @@ class Loopwatch:
         if engine is None:
             engine = Engine(load_config(s.config, strict=s.config_validate) if s.config else None)
         self.processor = Processor(engine, s.key_by, s.output_codec)
-        limit_kafka_client_logs()  # a broker outage would log ~80 errors a second
+        limit_kafka_client_logs()  # a broker outage repeats the same errors many times a second
         self.app = app = _App(
             s.app_id,
             broker=s.broker,

@@ -2,8 +2,7 @@
 
 While a broker is down aiokafka logs the same few errors ("Unable connect to
 node", "Unable to update metadata", "Failed fetch messages") for every
-connection attempt: about 80 lines a second from one worker, which buries
-everything else. :class:`RepeatFilter` lets one record per logger and
+connection attempt, many times a second, which buries everything else. :class:`RepeatFilter` lets one record per logger and
 message template through per interval and counts the rest in the next one
 it lets through.
 """
