@@ -82,3 +82,37 @@ def test_replay_and_report_take_them(tmp_path: Path):
     reported = runner.invoke(main, ["report", "--format", "events", "--html", str(html), str(events)])
     assert reported.exit_code == 0, reported.output
     assert f"read\\ud83d" in html.read_text(encoding="utf-8")
+
+
+def test_import_writes_them_and_replay_reads_them_back(tmp_path: Path):
+    # a codex capture whose command was cut through an emoji (JSON escapes carry the lone half)
+    lines = [{"type": "thread.started", "thread_id": "th-1"},
+             {"type": "item.completed", "item": {"id": "i1", "type": "command_execution", "command": "ls",
+                                                 "aggregated_output": "a\n", "exit_code": 0, "status": "completed"}},
+             {"type": "item.completed", "item": {"id": "i2", "type": "command_execution", "command": f"echo {HALF}",
+                                                 "aggregated_output": "?\n", "exit_code": 0, "status": "completed"}}]
+    capture = tmp_path / "th-1.codex_stdout.jsonl"
+    capture.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="ascii")
+    runner = CliRunner()
+
+    jsonl = tmp_path / "events.jsonl"
+    imported = runner.invoke(main, ["import", "--format", "codex", "-o", str(jsonl), str(capture)])
+    assert imported.exit_code == 0, imported.output
+    assert "2 event(s)" in imported.stderr and "0 error(s)" in imported.stderr
+    replayed = runner.invoke(main, ["replay", str(jsonl)])
+    assert replayed.exit_code == 0, replayed.output
+    assert [json.loads(line)["verdict"] for line in replayed.stdout_bytes.splitlines()] == ["allow", "allow"]
+    assert json.loads(jsonl.read_bytes().splitlines()[1])["args"]["command"] == f"echo {HALF}"
+
+    # msgpack cannot carry a lone surrogate (and a JSON record in a msgpack stream would not read back):
+    # that event is reported and skipped, the others written
+    packed = tmp_path / "events.msgpack"
+    imported = runner.invoke(main, ["import", "--format", "codex", "--msgpack", "-o", str(packed), str(capture)])
+    assert imported.exit_code == 1, imported.output
+    assert imported.stderr.splitlines() == [
+        f"loopwatch import: {capture}:3: cannot be written as msgpack: a string holds a lone surrogate "
+        "(JSON Lines output keeps it)",
+        "loopwatch import: 1 file(s), 1 event(s) (1 tool_call), 1 run(s), 1 error(s)"]
+    replayed = runner.invoke(main, ["replay", str(packed)])
+    assert replayed.exit_code == 0, replayed.output
+    assert [json.loads(line)["verdict"] for line in replayed.stdout_bytes.splitlines()] == ["allow"]

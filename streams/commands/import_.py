@@ -6,13 +6,13 @@ writes the events and prints a summary (files, events by type, runs, format erro
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
-from typing import IO, Any
+from typing import Any
 
 import click
 
+from streams.codecs import encode_json, encode_msgpack
 from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
 
 from .bad_input import SkipReport, no_events
@@ -38,7 +38,8 @@ Examples:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",
               show_default=True, help="Where to write the events ('-' = stdout).")
 @click.option("--msgpack", "use_msgpack", is_flag=True,
-              help="Write a stream of msgpack maps instead of JSON Lines.")
+              help="Write a stream of msgpack maps instead of JSON Lines (an event holding a lone surrogate "
+                   "is reported and skipped: msgpack cannot carry it).")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) -> None:
     """Convert recorded agent sessions into loopwatch events.
@@ -47,9 +48,10 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     for the format's files (see --format). One event is written
     per tool call (with its result), per compaction, in session order: the input of
     `loopwatch replay` and of the Kafka producer. A malformed line (not UTF-8, not JSON,
-    not a record of the format) is counted and skipped, and the first 10 are reported on
-    stderr with file:line and reason, the rest in one line; the exit status is 1 when there
-    was any, or when no event was found.
+    not a record of the format), and an event --msgpack cannot carry (a string holding a
+    lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
+    reported on stderr with file:line and reason, the rest in one line; the exit status is
+    1 when there was any, or when no event was found.
     """
     errors: list[SessionFormatError] = []
     listed = SkipReport("import", label="")
@@ -61,11 +63,15 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     files = list(iter_files(fmt, paths))
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
-    sink = click.open_file(output, "wb" if use_msgpack else "w", encoding=None if use_msgpack else "utf-8")
-    with listed, sink:
-        write = _msgpack_writer(sink) if use_msgpack else _jsonl_writer(sink)
+    encode = _msgpack if use_msgpack else _json_line
+    with listed, click.open_file(output, "wb") as sink:
         for event in import_paths(fmt, files, on_error=on_error):
-            write(event)
+            try:
+                sink.write(encode(event))
+            except _Unwritable as exc:
+                source = event.get("source") or {}
+                on_error(SessionFormatError(source.get("path", "?"), source.get("line"), str(exc)))
+                continue
             by_type[event["type"]] += 1
             runs.add((event.get("session_id"), event.get("run_id")))
 
@@ -79,18 +85,26 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
         sys.exit(1)
 
 
-def _jsonl_writer(sink: IO[str]):
-    def write(event: dict[str, Any]) -> None:
-        # ensure_ascii=False keeps texts byte-for-byte; allow_nan=False because JSON has no NaN
-        sink.write(json.dumps(event, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n")
-    return write
+class _Unwritable(ValueError):
+    """An event the output format cannot carry; ``str()`` gives the reason."""
 
 
-def _msgpack_writer(sink: IO[bytes]):
-    import msgpack  # only needed for this output
+def _json_line(event: dict[str, Any]) -> bytes:
+    """One JSON Lines record: UTF-8, or ASCII-escaped when the event holds a lone surrogate (JSON input
+    can carry one), which reads back as the same event."""
+    try:
+        return encode_json(event) + b"\n"
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _Unwritable(f"cannot be written as JSON: {exc}") from None
 
-    packer = msgpack.Packer(use_bin_type=True)
 
-    def write(event: dict[str, Any]) -> None:
-        sink.write(packer.pack(event))
-    return write
+def _msgpack(event: dict[str, Any]) -> bytes:
+    """One msgpack map. No JSON fallback (as ``record_encoder`` has for Kafka records): a JSON record
+    in a msgpack stream would not read back (``read_event_file`` reads a file as one or the other)."""
+    try:
+        return encode_msgpack(event)
+    except UnicodeEncodeError:
+        raise _Unwritable("cannot be written as msgpack: a string holds a lone surrogate "
+                          "(JSON Lines output keeps it)") from None
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise _Unwritable(f"cannot be written as msgpack: {exc}") from None
