@@ -1,10 +1,15 @@
 """`loopwatch produce` without a broker: where each event was read, and the summary of skipped records."""
 
+import asyncio
+import socket
+
+import pytest
+from aiokafka.errors import KafkaConnectionError
 from click.testing import CliRunner
 
 from streams.cli import main
 from streams.commands import produce as produce_module
-from streams.commands.produce import FileEvents, ProduceSummary, file_events
+from streams.commands.produce import FileEvents, ProduceSummary, file_events, publish_events
 
 
 def test_file_events_know_the_file_and_line_of_each_event(tmp_path):
@@ -75,3 +80,12 @@ def test_produce_of_a_binary_file_stays_short_and_exits_0(tmp_path, monkeypatch)
         *(f"loopwatch produce: {binary}:{n}: skipped: an event must be a map, got int" for n in range(1, 11)),
         "loopwatch produce: 4990 more skipped record(s) not listed",
     ]
+
+
+def test_publish_events_takes_a_kafka_prefix_as_its_docstring_says():
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(KafkaConnectionError) as raised:
+        asyncio.run(publish_events(f"kafka://127.0.0.1:{port}", "t", []))
+    assert f"('127.0.0.1', {port}," in str(raised.value) and "kafka://" not in str(raised.value)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import click
 
-from ..brokers import bootstrap_option
+from ..brokers import bootstrap_option, bootstrap_servers
 from ..codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from ..keys import KEY_BY, record_key
 from .bad_input import SkipReport
@@ -117,7 +117,8 @@ async def publish_events(
     """Publish events, one record each, and wait until the broker acknowledged all of them.
 
     Arguments:
-        bootstrap: ``host:port`` (a ``kafka://`` prefix is accepted).
+        bootstrap: ``host:port[,host:port...]`` (a ``kafka://`` prefix is accepted), checked by
+            :func:`streams.brokers.bootstrap_servers`.
         topic: the input topic.
         events: decoded events; the record key is ``record_key(event, key_by)``
             (:mod:`streams.keys`), no key when that is empty.
@@ -142,8 +143,10 @@ async def publish_events(
         The summary; ``sent`` counts the records sent and not refused as too
         large, ``failed`` those of them the broker did not acknowledge.
     Raises:
+        ValueError: a bad ``bootstrap`` (an entry without a port, or a port outside 1-65535).
         aiokafka.errors.KafkaConnectionError: the broker is unreachable.
     """
+    bootstrap = bootstrap_servers(bootstrap)
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import MessageSizeTooLargeError
 
