@@ -185,6 +185,22 @@ def test_replay_of_a_folder_without_session_files_of_the_format_says_so_as_impor
     assert replayed.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
 
 
+def test_report_of_a_folder_without_session_files_of_the_format_says_so_as_replay_does(tmp_path):
+    result = run("report", "--format", "codex", str(tmp_path))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (f"loopwatch report: no codex session files found in {tmp_path}: is --format right? "
+                             "(the others: claude-code, openclaw, swe-agent)\n")
+
+
+def test_report_of_sessions_of_another_format_says_so(tmp_path):
+    result = run("report", "--format", "codex", str(SESSIONS / "bot2"))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == ("loopwatch report: no events in 1 file(s) read as codex: is --format right? "
+                             "(the others: claude-code, openclaw, swe-agent)\n")
+
+
 def test_replay_of_sessions_of_another_format_says_so_even_when_quiet(tmp_path):
     transcript = SESSIONS / "bot1/sessions/oc-s1.jsonl"
     result = run("replay", "-q", "--format", "codex", str(transcript), str(SESSIONS / "bot2"))

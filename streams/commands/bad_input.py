@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from types import TracebackType
-from typing import Iterable
+from typing import Iterable, NoReturn
 
 import click
 
 from ..importers import FORMATS
 
-__all__ = ["SkipReport", "LISTED", "location", "no_events"]
+__all__ = ["SkipReport", "LISTED", "location", "no_events", "exit_without_events"]
 
 LISTED = 10  # skipped records reported one by one; a binary file would give one line per byte
 
@@ -24,6 +25,13 @@ def no_events(fmt: str, files: int, paths: Iterable[str]) -> str:
     else:
         found = f"no {fmt} session files found in {', '.join(str(p) for p in paths)}"
     return f"{found}: is --format right? (the others: {others})"
+
+
+def exit_without_events(command: str, fmt: str, files: int, paths: Iterable[str]) -> NoReturn:
+    """Print ``loopwatch <command>: ``:func:`no_events` on stderr and exit with status 1: what import,
+    replay and report do when recorded sessions read as ``fmt`` gave no event."""
+    click.echo(f"loopwatch {command}: {no_events(fmt, files, paths)}", err=True)
+    sys.exit(1)
 
 
 def location(path: str, position: int | None) -> str:

@@ -15,7 +15,7 @@ import click
 from streams.codecs import encode_json, encode_msgpack
 from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
 
-from .bad_input import SkipReport, no_events
+from .bad_input import SkipReport, exit_without_events
 
 __all__ = ["import_"]
 
@@ -79,8 +79,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
     if not by_type:
-        click.echo(f"loopwatch import: {no_events(fmt, len(files), paths)}", err=True)
-        sys.exit(1)
+        exit_without_events("import", fmt, len(files), paths)
     if errors:
         sys.exit(1)
 

@@ -14,9 +14,9 @@ from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..importers import FORMATS, iter_files
 from ..keys import KEY_BY
 from ..replay import Replayer
-from .bad_input import SkipReport, no_events
+from .bad_input import SkipReport, exit_without_events
 
-__all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit"]
+__all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit", "session_files"]
 
 _PROGRESS_MIN_BYTES = 5 * 1024 * 1024  # show a progress bar above this much input
 
@@ -157,8 +157,8 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
     replayer = Replayer(engine, key_by=key_by)
-    session_files = _session_files(fmt, files) if fmt != "events" else files
-    records = event_records(fmt, session_files)
+    inputs = session_files(fmt, files) if fmt != "events" else files
+    records = event_records(fmt, inputs)
     read = 0
     with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
@@ -178,14 +178,14 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
         for line in replayer.summary.lines():
             click.echo(line, err=True)
     if fmt != "events" and not read:  # as import: most likely the wrong --format
-        click.echo(f"loopwatch replay: {no_events(fmt, len(session_files), files)}", err=True)
-        sys.exit(1)
+        exit_without_events("replay", fmt, len(inputs), files)
     if replayer.summary.bad:
         sys.exit(1)
 
 
-def _session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The ``fmt`` session files under ``paths``; a path the importers cannot search is a usage error."""
+def session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``fmt`` session files under ``paths`` (replay's and report's FILES with a session --format);
+    a path the importers cannot search is a usage error."""
     try:
         return tuple(str(p) for p in iter_files(fmt, paths))
     except (ValueError, FileNotFoundError) as exc:  # '-': recorded sessions are files

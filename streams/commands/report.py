@@ -14,8 +14,9 @@ from ..importers import FORMATS
 from ..keys import KEY_BY
 from ..replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
-from .bad_input import SkipReport
-from .replay import config_option, config_validate_option, event_records, load_config_or_exit, reject_folders
+from .bad_input import SkipReport, exit_without_events
+from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, reject_folders,
+                     session_files)
 
 __all__ = ["report"]
 
@@ -50,18 +51,19 @@ def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[di
 
 
 def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[tuple[str, int, dict]]:
-    records = event_records(fmt, paths)
+    """The events of event files or (a session ``fmt``) recorded sessions; a bad record is reported to
+    ``skipped``. Recorded sessions without any event exit with status 1, as replay and import do."""
+    inputs = session_files(fmt, paths) if fmt != "events" else paths
     out = []
-    try:  # importers raise while iterating, for a path of the wrong kind
-        for path, position, event, error in records:
-            if event is None:
-                skipped(path, position, error or "unreadable")
-            else:
-                if fmt == "events" and "source" not in event:  # where the call is: the event file's line
-                    event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
-                out.append((path, position, event))
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.UsageError(str(exc)) from None
+    for path, position, event, error in event_records(fmt, inputs):
+        if event is None:
+            skipped(path, position, error or "unreadable")
+        else:
+            if fmt == "events" and "source" not in event:  # where the call is: the event file's line
+                event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
+            out.append((path, position, event))
+    if fmt != "events" and not out:  # most likely the wrong --format
+        exit_without_events("report", fmt, len(inputs), paths)
     return out
 
 
@@ -134,8 +136,9 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
     A bad record is counted and skipped; the first 10 are reported on
     stderr with their file, line and reason, the rest in one line. The text
     report goes to stdout. Exit status 0, 1 when any record was skipped as
-    bad (the report then does not cover the whole input), or 2 for bad
-    usage or an invalid configuration.
+    bad (the report then does not cover the whole input) or, with a session
+    format, when no event was found (as `loopwatch import`: is --format
+    right?), or 2 for bad usage or an invalid configuration.
     """
     with SkipReport("report") as skipped:
         _report(skipped, config_path, config_validate, fmt, compare_path, key_by, html_path, quiet, files)
