@@ -216,10 +216,13 @@ def test_replay_of_event_files_without_events_still_exits_0(tmp_path):
     assert result.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
 
 
-def test_replay_of_standard_input_with_a_session_format_is_a_usage_error():
-    result = CliRunner().invoke(main, ["replay", "--format", "codex", "-"], input="{}\n")
+@pytest.mark.parametrize("command", ["replay", "report"])
+def test_standard_input_with_a_session_format_is_a_usage_error(command):
+    result = CliRunner().invoke(main, [command, "--format", "codex", "-"], input="{}\n")
     assert result.exit_code == 2
-    assert "no such file or directory: -" in result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "Error: recorded sessions are read from files or folders, not standard input")
 
 
 def test_replay_help_documents_the_exit_status():

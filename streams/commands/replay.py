@@ -185,8 +185,10 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
 
 def session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:
     """The ``fmt`` session files under ``paths`` (replay's and report's FILES with a session --format);
-    a path the importers cannot search is a usage error."""
+    ``-`` (recorded sessions are files) or a path the importers cannot search is a usage error."""
+    if "-" in paths:
+        raise click.UsageError("recorded sessions are read from files or folders, not standard input")
     try:
         return tuple(str(p) for p in iter_files(fmt, paths))
-    except (ValueError, FileNotFoundError) as exc:  # '-': recorded sessions are files
+    except (ValueError, FileNotFoundError) as exc:
         raise click.UsageError(str(exc)) from None
