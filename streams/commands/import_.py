@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from streams.codecs import encode_json, encode_msgpack
-from streams.importers import FORMATS, SessionFormatError, import_paths, iter_files
+from streams.importers import FORMATS, import_paths, iter_files
 
 from .bad_input import SkipReport, exit_without_events
 
@@ -53,34 +53,28 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     reported on stderr with file:line and reason, the rest in one line; the exit status is
     1 when there was any, or when no event was found.
     """
-    errors: list[SessionFormatError] = []
-    listed = SkipReport("import", label="")
-
-    def on_error(err: SessionFormatError) -> None:
-        errors.append(err)
-        listed(err.path, err.line, err.reason)
-
+    errors = SkipReport("import", label="")  # the reasons are the importers' errors
     files = list(iter_files(fmt, paths))
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
     encode = _msgpack if use_msgpack else _json_line
-    with listed, click.open_file(output, "wb") as sink:
-        for event in import_paths(fmt, files, on_error=on_error):
+    with errors, click.open_file(output, "wb") as sink:
+        for event in import_paths(fmt, files, on_error=lambda err: errors(err.path, err.line, err.reason)):
             try:
                 sink.write(encode(event))
             except _Unwritable as exc:
                 source = event.get("source") or {}
-                on_error(SessionFormatError(source.get("path", "?"), source.get("line"), str(exc)))
+                errors(str(source.get("path", "?")), source.get("line"), str(exc))
                 continue
             by_type[event["type"]] += 1
             runs.add((event.get("session_id"), event.get("run_id")))
 
     types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
-               f"{len(runs)} run(s), {len(errors)} error(s)", err=True)
+               f"{len(runs)} run(s), {errors.count} error(s)", err=True)
     if not by_type:
         exit_without_events("import", fmt, len(files), paths)
-    if errors:
+    if errors.count:
         sys.exit(1)
 
 

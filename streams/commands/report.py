@@ -141,51 +141,45 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
     right?), or 2 for bad usage or an invalid configuration.
     """
     with SkipReport("report") as skipped:
-        _report(skipped, config_path, config_validate, fmt, compare_path, key_by, html_path, quiet, files)
+        comparison = None
+        if fmt == "verdicts":
+            # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
+            # settings too, so they may well be set here.
+            typed = click.get_current_context().get_parameter_source
+            if compare_path or (config_path and typed("config_path") is ParameterSource.COMMANDLINE):
+                raise click.UsageError("--config and --compare replay events: give --format events or a session "
+                                       "format (verdict files are already decided)")
+            if typed("config_validate") is ParameterSource.COMMANDLINE:
+                click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
+                           "(it applies when --format events or a session format replays events)", err=True)
+            records = list(_verdict_records(files, skipped))
+            if not records and skipped.count:
+                raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
+                                       "give --format events (or openclaw, claude-code, codex, swe-agent)")
+            result = build_report(records)
+        else:
+            events = _load_events(fmt, files, skipped)
+            records = _replay(events, config_path, config_validate, key_by, skipped)
+            label_a = config_path or "OpenClaw defaults"
+            if compare_path:
+                records_b = _replay(events, compare_path, config_validate, key_by)
+                comparison = compare(records, records_b, label_a, compare_path)
+                result = comparison.a
+            else:
+                result = build_report(records, label_a)
+        result.bad_records = skipped.count
+        if not quiet:
+            out = render_text(result)
+            if comparison is not None:
+                out += "\n" + render_comparison_text(comparison)
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        if html_path:
+            try:
+                with open(html_path, "w", encoding="utf-8", errors="backslashreplace") as fh:
+                    fh.write(render_html(result, comparison))
+            except OSError as exc:
+                raise click.ClickException(f"cannot write {html_path}: {exc.strerror or exc}") from None
+            click.echo(f"loopwatch report: wrote {html_path}", err=True)
     if skipped.count:
         sys.exit(1)
-
-
-def _report(skipped: SkipReport, config_path: str | None, config_validate: bool, fmt: str,
-            compare_path: str | None, key_by: str, html_path: str | None, quiet: bool,
-            files: tuple[str, ...]) -> None:
-    comparison = None
-    if fmt == "verdicts":
-        # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
-        # settings too, so they may well be set here.
-        typed = click.get_current_context().get_parameter_source
-        if compare_path or (config_path and typed("config_path") is ParameterSource.COMMANDLINE):
-            raise click.UsageError("--config and --compare replay events: give --format events or a session "
-                                   "format (verdict files are already decided)")
-        if typed("config_validate") is ParameterSource.COMMANDLINE:
-            click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
-                       "(it applies when --format events or a session format replays events)", err=True)
-        records = list(_verdict_records(files, skipped))
-        if not records and skipped.count:
-            raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
-                                   "give --format events (or openclaw, claude-code, codex, swe-agent)")
-        result = build_report(records)
-    else:
-        events = _load_events(fmt, files, skipped)
-        records = _replay(events, config_path, config_validate, key_by, skipped)
-        label_a = config_path or "OpenClaw defaults"
-        if compare_path:
-            records_b = _replay(events, compare_path, config_validate, key_by)
-            comparison = compare(records, records_b, label_a, compare_path)
-            result = comparison.a
-        else:
-            result = build_report(records, label_a)
-    result.bad_records = skipped.count
-    if not quiet:
-        out = render_text(result)
-        if comparison is not None:
-            out += "\n" + render_comparison_text(comparison)
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    if html_path:
-        try:
-            with open(html_path, "w", encoding="utf-8", errors="backslashreplace") as fh:
-                fh.write(render_html(result, comparison))
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {html_path}: {exc.strerror or exc}") from None
-        click.echo(f"loopwatch report: wrote {html_path}", err=True)
