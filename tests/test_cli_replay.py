@@ -225,13 +225,6 @@ def test_standard_input_with_a_session_format_is_a_usage_error(command):
         "Error: recorded sessions are read from files or folders, not standard input")
 
 
-def test_replay_help_documents_the_exit_status():
-    text = " ".join(run("replay", "--help").stdout.split())
-    assert ("Exit status 0, 1 when any record was skipped as bad (the verdicts then do not cover the whole "
-            "input) or, with --format, when no event was found (as `loopwatch import`: is --format right?), "
-            "or 2 for an invalid configuration.") in text
-
-
 def test_replay_applies_config(tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text("// sensitive\n{tools: {loopDetection: {enabled: true, warningThreshold: 2,"

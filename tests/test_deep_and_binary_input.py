@@ -10,7 +10,6 @@ from click.testing import CliRunner
 
 from streams.cli import main
 from streams.codecs import json_loads
-from streams.detection import Engine, EventError, SessionState
 
 
 def _nested(depth: int) -> str:
@@ -28,22 +27,12 @@ def test_json_too_deep_for_python_is_a_json_error():
     assert json_loads(_nested(50)) == json.loads(_nested(50))
 
 
-def test_args_too_deep_to_hash_are_an_event_error():
-    args: dict = {}
-    for _ in range(5_000):
-        args = {"a": args}
-    event = {"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c", "tool_name": "read",
-             "args": args}
-    with pytest.raises(EventError, match="^args or result nested too deeply to hash$"):
-        Engine().process(event, SessionState())
-
-
-@pytest.mark.parametrize("command, status", [(["replay"], 1), (["report", "--format", "events"], 1)])
-def test_offline_commands_skip_a_line_too_deep_and_go_on(tmp_path: Path, command, status):
+@pytest.mark.parametrize("command", [["replay"], ["report", "--format", "events"]])
+def test_offline_commands_skip_a_line_too_deep_and_go_on(tmp_path: Path, command):
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join([_call(0), _call(1, _nested(3_000)), _call(2)]) + "\n", encoding="ascii")
     result = CliRunner().invoke(main, [*command, str(events)])
-    assert result.exit_code == status, result.output
+    assert result.exit_code == 1, result.output
     assert f"{events}:2: skipped: invalid JSON: nested too deeply to decode" in result.stderr
     if command == ["replay"]:
         assert [json.loads(line)["tool_call_id"] for line in result.stdout.splitlines()] == ["c0", "c2"]
