@@ -323,15 +323,7 @@ class Loopwatch:
         if dead is not None:
             self._publish_dead(dead, partition)
         elif not key:
-            state_key = self.processor.state_key(None, event)
-            if not fits(state_key, raw or b""):  # both go in the rekey record
-                size = len(raw or b"") + len(state_key)
-                self._publish_dead(self.processor.dead_letter(
-                    raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key is too "
-                    f"large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
-                    partition)
-                return
-            self._forward(state_key, source, raw, record.timestamp)
+            self._forward(self.processor.state_key(None, event), source, raw, record.timestamp)
         else:
             self._apply(key, event, source, raw, partition, record.timestamp, now)
 
@@ -397,9 +389,20 @@ class Loopwatch:
         return record.key, event, source, raw, timestamp_ms
 
     def _forward(self, state_key: bytes, source: Source, raw: bytes | None, timestamp_ms: int | None) -> None:
-        """A keyless record to the rekey topic, keyed by its state key, with its origin."""
+        """A keyless record to the rekey topic, keyed by its state key, with its origin.
+
+        The rekey record must keep its key (it is the state key): one that would not :func:`fit <fits>`
+        with it is dead-lettered instead.
+        """
         envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
                                  use_bin_type=True)
+        if not fits(state_key, envelope):
+            size = len(envelope) + len(state_key)
+            self._publish_dead(self.processor.dead_letter(
+                raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key and origin is "
+                f"too large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
+                source.partition)
+            return
         self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]
 
     def _publish_dead(self, outcome: Outcome, partition: int) -> None:

@@ -188,13 +188,12 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
 
     ``{reason_class, reason, source, key, value}``. A ``key`` field over
     :data:`SHORTENED_CHARS` bytes is cut to that (``key_size`` then gives
-    its length); the value is cut to what is left of
-    :data:`MAX_CARRIED_BYTES` after the record key and the ``key`` field
-    (``value_truncated: true``, ``value_size``: bytes of the whole record
-    value); the reason, which may quote the event, to :data:`SHORTENED_CHARS`
-    characters. The other fields add a few KB at most, within the broker's
-    margin over :data:`MAX_CARRIED_BYTES`. A key too long even for that goes
-    without the record key (:meth:`streams.outputs.Outputs.add`).
+    its length), and so is the reason, which may quote the event. The value
+    is cut to what makes the letter :func:`fit <fits>` beside the record
+    key ``key`` (``value_truncated: true``, ``value_size``: bytes of the
+    whole record value), so the letter keeps its record key, except for a
+    key that leaves no room at all (about 1 MB), which
+    :meth:`streams.outputs.Outputs.add` then leaves out.
     """
     value = raw if raw is not None else b""
     key = key or None
@@ -203,9 +202,15 @@ def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, rea
                               "key": kept_key, "value": value}
     if kept_key is not key:
         record["key_size"] = len(key)  # type: ignore[arg-type]
-    carried = max(0, MAX_CARRIED_BYTES - len(key or b"") - len(kept_key or b""))
-    if len(value) > carried:
-        record.update(value=value[:carried], value_truncated=True, value_size=len(value))
+    if not fits(key, _pack_letter(record)):
+        record.update(value=b"", value_truncated=True, value_size=len(value))
+        # the empty bin is 2 bytes (c4 00); the cut value's header is 5 at most (bin 32)
+        room = MAX_CARRIED_BYTES - len(key or b"") - (len(_pack_letter(record)) - 2 + 5)
+        record["value"] = value[:max(0, room)]
+    return _pack_letter(record)
+
+
+def _pack_letter(record: dict[str, Any]) -> bytes:
     # backslashreplace: a reason may quote a lone surrogate of the event (JSON can carry one)
     return msgpack.packb(record, use_bin_type=True, unicode_errors="backslashreplace")
 

@@ -349,23 +349,35 @@ def test_records_near_kafkas_size_limit_are_dead_lettered_without_stopping_the_w
         # under 1,000,000 bytes, but not with the run id it is keyed by in the rekey topic
         keyless_long_key = encode({"type": "tool_call", "run_id": "r" * 300_000, "session_id": "s3",
                                    "tool_call_id": "c1", "tool_name": "read", "args": {"pad": "y" * 690_000}})
+        # fits with its derived key (r4), but not once wrapped with its origin for the rekey topic
+        at_the_edge = {"type": "tool_call", "run_id": "r4", "session_id": "s4", "tool_call_id": "c1",
+                       "tool_name": "read", "args": {"pad": ""}}
+        at_the_edge["args"]["pad"] = "y" * 999_900
+        at_the_edge["args"]["pad"] += "y" * (999_996 - len(encode(at_the_edge)))
+        edge = encode(at_the_edge)
         async with running_worker(settings):
             await produce(kafka_bootstrap, topic, [(b"r1", invalid), (None, keyless), (long_key, quoting),
-                                                   (None, keyless_long_key), (b"r1", encode(good))])
+                                                   (None, keyless_long_key), (None, edge), (b"r1", encode(good))])
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
-            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 4, timeout=30)
-        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [4]
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 5, timeout=30)
+        assert [msgpack.unpackb(v.value)["source"]["offset"] for v in verdicts] == [5]
         got = [msgpack.unpackb(r.value) for r in letters]
         assert [(g["reason_class"], g["source"]["offset"]) for g in got] == [
-            ("schema", 0), ("size", 1), ("schema", 2), ("size", 3)]
+            ("schema", 0), ("size", 1), ("schema", 2), ("size", 3), ("size", 4)]
+        # every letter keeps the key of its record, and the cut ones fill the limit exactly
+        assert [r.key for r in letters] == [b"r1", None, long_key, None, None]
+        assert [len(r.key or b"") + len(r.value) for r in letters[:3]] == [1_000_000] * 3
+        for letter, whole in zip(got[:3], [invalid, keyless, quoting]):
+            assert letter["value_truncated"] is True and letter["value_size"] == len(whole)
+            assert whole.startswith(letter["value"]) and len(letter["value"]) > 897_000
         assert len(keyless_long_key) < 1_000_000 and got[3]["value"] == keyless_long_key
-        assert [(g["value_truncated"], g["value_size"], len(g["value"])) for g in got[:3]] == [
-            (True, len(invalid), 999_996), (True, len(keyless), 1_000_000), (True, len(quoting), 898_976)]
-        assert got[0]["value"] == invalid[:999_996] and len(got[2]["reason"]) == 1_024
-        assert (len(got[2]["key"]), got[2]["key_size"]) == (1_024, 100_000)
-        assert got[1]["reason"] == (f"a keyless record of {len(keyless) + 2:,} bytes with its derived key is too "
-                                    "large to forward through the rekey topic (at most 1,000,000): key your records")
-        assert got[3]["reason"].startswith(f"a keyless record of {len(keyless_long_key) + 300_000:,} bytes with its")
+        # its letter is cut to fit beside the reason (the record fitted beside its 2-byte key, not beside that)
+        assert len(edge) + 2 == 999_998 and edge.startswith(got[4]["value"]) and got[4]["value_size"] == len(edge)
+        assert len(got[2]["reason"]) == 1_024 and (len(got[2]["key"]), got[2]["key_size"]) == (1_024, 100_000)
+        for letter in got[1], got[3], got[4]:
+            assert letter["reason"].startswith("a keyless record of ") and letter["reason"].endswith(
+                "bytes with its derived key and origin is too large to forward through the rekey topic "
+                "(at most 1,000,000): key your records")
 
     asyncio.run(run())
 
