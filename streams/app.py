@@ -133,9 +133,9 @@ from typing import Any
 import faust
 import msgpack
 from aiokafka import AIOKafkaProducer
-from faust.transport.drivers.aiokafka import server_list
 
 from . import metrics
+from .brokers import bootstrap_servers
 from .codecs import MAX_CARRIED_BYTES, fits
 from .consumer import Transport
 from .detection import Engine, SessionState, load_config
@@ -264,7 +264,7 @@ class Loopwatch:
         # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.reader).
         external = [*s.input_topics, self._rekey_topic]
         app.transport = Transport(app.conf.broker_consumer, app, external)
-        self._bootstrap = ",".join(server_list(app.conf.broker, 9092))
+        self._bootstrap = bootstrap_servers(s.broker)
         self._reader = InputReader(
             self._bootstrap, self._on_batch, self._ready, self.app.crash,
             client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
@@ -681,6 +681,7 @@ class Loopwatch:
         self._unencoded.clear()
         self._encoded = []
         self._last_seen.clear()
+        self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
 
     def _active_partitions(self) -> set[int]:
         inputs = set(self.settings.input_topics)
