@@ -29,7 +29,7 @@ from bench.options import config, positive  # noqa: E402
 from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, SessionState  # noqa: E402
 from streams.detection.canonical import ACCELERATED  # noqa: E402
-from streams.keys import partition_key  # noqa: E402
+from streams.worker.keys import partition_key  # noqa: E402
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..conformance import run_scenario, scenario_lines
+from streams.offline.conformance import run_scenario, scenario_lines
 
 
 @click.command()

@@ -35,9 +35,9 @@ from typing import Any
 
 import click
 
-from ..brokers import DEFAULT_BOOTSTRAP, bootstrap_option
-from ..codecs import DecodeError, decode_event
-from ..replay import ReplaySummary
+from streams.wire.brokers import DEFAULT_BOOTSTRAP, bootstrap_option
+from streams.wire.codecs import DecodeError, decode_event
+from streams.offline.replay import ReplaySummary
 from .produce import ProduceSummary, file_events, publish_events
 from .tail import format_verdict, json_safe
 
@@ -74,7 +74,7 @@ def _loopwatch_command() -> str:
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
-    host, _, port = bootstrap.split(",")[0].rpartition(":")  # checked: host:port (streams.brokers)
+    host, _, port = bootstrap.split(",")[0].rpartition(":")  # checked: host:port (streams.wire.brokers)
     return host, int(port)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from streams.codecs import encode_json, encode_msgpack
+from streams.wire.codecs import encode_json, encode_msgpack
 from streams.importers import FORMATS, import_paths, iter_files
 
 from .bad_input import SkipReport, exit_without_events

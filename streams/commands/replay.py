@@ -8,12 +8,12 @@ from typing import Iterable, Iterator
 
 import click
 
-from ..codecs import encode_json, read_event_file
+from streams.wire.codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
 from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..importers import FORMATS, iter_files
-from ..keys import KEY_BY
-from ..replay import Replayer
+from streams.worker.keys import KEY_BY
+from streams.offline.replay import Replayer
 from .bad_input import SkipReport, exit_without_events
 
 __all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit", "session_files"]

@@ -8,11 +8,11 @@ from typing import Any, Iterator
 import click
 from click.core import ParameterSource
 
-from ..codecs import read_event_file
+from streams.wire.codecs import read_event_file
 from ..detection import Engine, EventError
 from ..importers import FORMATS
-from ..keys import KEY_BY
-from ..replay import Replayer
+from streams.worker.keys import KEY_BY
+from streams.offline.replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
 from .bad_input import SkipReport, exit_without_events
 from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, reject_folders,

@@ -18,9 +18,9 @@ from typing import Any, Callable, Mapping
 
 import click
 
-from ..brokers import bootstrap_option
-from ..codecs import DecodeError, decode_event
-from ..replay import detection_action
+from streams.wire.brokers import bootstrap_option
+from streams.wire.codecs import DecodeError, decode_event
+from streams.offline.replay import detection_action
 
 __all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "STREAMS", "json_safe"]
 

@@ -1,6 +1,6 @@
-"""``loopwatch worker``: run the Faust stream processor (:mod:`streams.app`).
+"""``loopwatch worker``: run the Faust stream processor (:mod:`streams.worker.app`).
 
-One flag per field of :class:`streams.settings.WorkerSettings`, generated from
+One flag per field of :class:`streams.worker.settings.WorkerSettings`, generated from
 the settings model so that flags, environment variables and defaults cannot
 drift apart. Precedence: flag, then ``LOOPWATCH_*`` environment, then default.
 """
@@ -18,8 +18,8 @@ from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
-from streams.brokers import bootstrap_servers
-from streams.settings import WorkerSettings
+from streams.wire.brokers import bootstrap_servers
+from streams.worker.settings import WorkerSettings
 
 __all__ = ["worker"]
 
@@ -81,7 +81,7 @@ def worker(**options: Any) -> None:
     # faust scans sys.argv for its own --loop*/-L and --datadir when first imported;
     # ours (e.g. --loop-events-topic) are parsed already, so it must not see them.
     sys.argv = sys.argv[:1]
-    from streams.app import create_app, partition_mismatch
+    from streams.worker.app import create_app, partition_mismatch
     from streams.detection import Engine
 
     from .replay import load_config_or_exit

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..codecs import json_loads
+from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, swe_agent
 from .events import ErrorHandler, SessionFormatError
 

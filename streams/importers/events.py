@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..codecs import json_loads
+from streams.wire.codecs import json_loads
 
 __all__ = [
     "SessionFormatError",

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..codecs import json_loads
+from streams.wire.codecs import json_loads
 from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, not_utf8, report, text_result
 
 __all__ = ["discover", "read", "looks_like"]

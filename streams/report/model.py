@@ -1,7 +1,7 @@
 """The report's aggregation model: verdict records -> sessions, runs, calls, detections, totals.
 
 :func:`build_report` reads the verdict records that ``loopwatch replay`` writes (or that a
-:class:`~streams.replay.Replayer` returns), in order, and groups them:
+:class:`~streams.offline.replay.Replayer` returns), in order, and groups them:
 
 * a :class:`SessionReport` per ``session_id`` (in order of first appearance), with the files
   its calls came from (``source.path``, importers only);
@@ -11,7 +11,7 @@
   true (action ``warn`` when the warning was emitted, ``suppressed`` when spec §6 dedupe kept
   it back, ``block`` when critical), and every post-compaction abort (detector
   ``compaction_loop_persisted``, level critical, action ``abort``), as
-  :class:`~streams.replay.ReplaySummary` counts them;
+  :class:`~streams.offline.replay.ReplaySummary` counts them;
 * :class:`Totals` for the fleet and for each session.
 
 ``tool_result`` records add nothing but an abort (attached to the call they answer);
@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..replay import detection_action
+from streams.offline.replay import detection_action
 
 __all__ = [
     "STATUSES",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.workload import generate
-from streams.conformance import spec_view
+from streams.offline.conformance import spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, state_key
 
 VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.conformance import load_scenarios, run_scenario
+from streams.offline.conformance import load_scenarios, run_scenario
 
 VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
 SCENARIOS = list(load_scenarios(VECTORS))

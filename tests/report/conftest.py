@@ -78,7 +78,7 @@ def defaults_on_config(tmp_path: Path) -> Path:
 @pytest.fixture
 def sensitive_records() -> list[dict]:
     from streams.detection import Engine, load_config
-    from streams.replay import Replayer
+    from streams.offline.replay import Replayer
     import tempfile, os
 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -98,7 +98,7 @@ def worker_verdicts(sensitive_config) -> list[dict]:
     import zlib
 
     from streams.detection import Engine, SessionState, load_config
-    from streams.processor import Processor, Source
+    from streams.worker.processor import Processor, Source
 
     processor = Processor(Engine(load_config(str(sensitive_config))), key_by="run", codec="json")
     states: dict = {}

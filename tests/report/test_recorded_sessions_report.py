@@ -27,7 +27,7 @@ import pytest
 
 from streams.detection import Engine, load_config
 from streams.importers import import_paths
-from streams.replay import Replayer
+from streams.offline.replay import Replayer
 from streams.report import build_report
 
 REALDATA = Path(os.environ.get("LOOPWATCH_REALDATA") or Path(__file__).resolve().parents[3] / "shared" / "realdata")

@@ -1,0 +1,127 @@
+"""Offline replay: events through the engine with no broker.
+
+:class:`Replayer` feeds events to the engine with the same keying as the
+worker (``run`` or ``session``, see :mod:`streams.worker.keys`) and turns each
+verdict into the record the worker would publish; :class:`ReplaySummary`
+counts what happened for the human summary.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from streams.detection import Engine, SessionState, SessionStore
+from streams.worker.keys import partition_key
+
+__all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action"]
+
+
+def detection_action(verdict: Mapping[str, Any]) -> str | None:
+    """What a detection led to: ``block``, ``warn`` (emitted), ``suppressed``, ``abort``, or None."""
+    if verdict.get("verdict") == "abort":
+        return "abort"
+    detection = verdict.get("detection")
+    if not detection or not detection.get("stuck"):
+        return None
+    if verdict.get("blocked"):
+        return "block"
+    warning = verdict.get("warning")
+    return "warn" if warning and warning.get("emitted") else "suppressed"
+
+
+def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The published verdict: identifiers of the event first, then the engine's verdict."""
+    record: dict[str, Any] = {
+        "event_id": event.get("event_id"),
+        "key": key,
+        "run_id": event.get("run_id"),
+        "session_id": event.get("session_id"),
+        "tool_call_id": event.get("tool_call_id"),
+    }
+    if "ts" in event:
+        record["event_ts"] = event["ts"]
+    if "source" in event:
+        record["source"] = event["source"]  # where a recorded session had the call (importers)
+    record.update(verdict)
+    return record
+
+
+@dataclass
+class ReplaySummary:
+    """Counts for the end-of-replay summary."""
+
+    events: Counter = field(default_factory=Counter)
+    verdicts: Counter = field(default_factory=Counter)
+    detections: Counter = field(default_factory=Counter)  # (detector, level, action)
+    runs: set = field(default_factory=set)
+    sessions: set = field(default_factory=set)
+    bad: int = 0
+
+    def add(self, event: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
+        self.events[event.get("type")] += 1
+        self.verdicts[verdict["verdict"]] += 1
+        self.runs.add((event.get("session_id"), event.get("run_id")))
+        self.sessions.add(event.get("session_key") or event.get("session_id"))
+        action = detection_action(verdict)
+        if action == "abort":
+            self.detections[("compaction_loop_persisted", "critical", "abort")] += 1
+            action = detection_action({**verdict, "verdict": None})
+        if action is not None:
+            detection = verdict["detection"]
+            self.detections[(detection["detector"], detection["level"], action)] += 1
+
+    def lines(self) -> list[str]:
+        total = sum(self.events.values())
+        by_type = ", ".join(f"{n} {t}" for t, n in sorted(self.events.items())) or "none"
+        out = [
+            f"events:     {total} ({by_type}); {self.bad} bad record(s) skipped",
+            f"sessions:   {len(self.sessions)}, runs: {len(self.runs)}",
+            "verdicts:   " + (", ".join(f"{n} {v}" for v, n in sorted(self.verdicts.items())) or "none"),
+            f"blocks:     {self.verdicts['block']}, aborts: {self.verdicts['abort']}",
+        ]
+        if self.detections:
+            out.append("detections (detector / level / action: count):")
+            for (detector, level, action), n in sorted(self.detections.items()):
+                out.append(f"  {detector:<26} {level:<9} {action:<10} {n}")
+        else:
+            out.append("detections: none")
+        return out
+
+
+class Replayer:
+    """Applies events to per-key states, as the worker would.
+
+    Arguments:
+        engine: the engine (with the config to replay under).
+        key_by: ``session`` (OpenClaw's scoping, with session-id re-keying) or ``run``.
+    """
+
+    def __init__(self, engine: Engine, key_by: str = "session") -> None:
+        self.engine = engine
+        self.key_by = key_by
+        self._sessions = SessionStore(engine)
+        self._states: dict[str, SessionState] = {}
+        self.summary = ReplaySummary()
+
+    def apply(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
+        """Apply one event; returns its verdict record.
+
+        Raises :class:`~streams.detection.EventError` for an event that does not fit the schema.
+        """
+        key = partition_key(event, self.key_by)
+        if self.key_by == "session":
+            verdict = self._sessions.process(event, ref)
+        else:
+            state = self._states.get(key)
+            if state is None:
+                state = self._states[key] = SessionState()
+            verdict = self.engine.process(event, state, ref)
+        self.summary.add(event, verdict)
+        return verdict_record(verdict, event, key)
+
+    def skip(self) -> None:
+        """Count a record that could not be applied (reported by the caller)."""
+        self.summary.bad += 1
+

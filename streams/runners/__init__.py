@@ -1,0 +1,1 @@
+"""What agent runners use to ask loopwatch for a verdict."""

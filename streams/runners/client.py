@@ -1,0 +1,623 @@
+"""An asyncio client for agent runners: publish an event, await its verdict.
+
+A runner calls :meth:`LoopwatchClient.check` before executing each tool call
+and does what the verdict says (``allow``/``warn``: execute, showing a warning
+to the model for ``warn``; ``block``: do not execute; ``abort``: stop the run).
+Results and compaction retries are reported with
+:meth:`LoopwatchClient.report_result` (or :meth:`LoopwatchClient.publish`, which
+returns the verdict as a future): the post-compaction guard's ``abort`` comes on
+the verdict of a *result* (or of a tool call that carries its result inline).
+
+How verdicts are read
+---------------------
+The worker publishes each verdict to the verdicts topic with the event's key,
+so it lands on the partition Kafka's default partitioner (murmur2 of the key
+bytes, the Java client's and aiokafka's ``DefaultPartitioner``) picks for that
+key among the verdicts topic's partitions. The client computes that partition
+for each run it publishes for and reads **only those partitions**: it
+``assign()``\\ s them (no consumer group: nothing is committed, no rebalance
+touches the worker), seeks each new partition to its end *before* the first
+event of a run that needs it is sent, and adds partitions as new runs appear.
+A fleet of runners therefore does not each read every verdict of the fleet.
+
+The partition count of the verdicts topic is read once at :meth:`start`;
+adding partitions to it needs a client restart (as it needs a worker restart).
+
+Record keys
+-----------
+Each event is published with the record key ``record_key(event, key_by)``
+(:mod:`streams.worker.keys`; ``loopwatch produce`` keys it the same): with
+``key_by="run"`` (the default) its run id, else its session key, else its
+session id; with ``key_by="session"`` its session key, else its session id. The worker uses the record key **as it is** as the
+key of the detection state (its own ``--key-by`` only derives a key for
+records that arrive without one), so the client's ``key_by`` decides whether
+loop detection sees a run or a whole session: ``"session"`` gives OpenClaw's
+session-level behaviour (history cap and warning dedupe shared by the
+session's runs). Every producer of one session's events should use the same
+``key_by``. The verdict comes back with the same key.
+
+Validation
+----------
+Events are checked before anything is sent, with the engine's own schema
+check (:func:`streams.detection.engine.validate_event`, the rules by which
+the worker dead-letters an event): an invalid event raises
+:class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
+instead of being dead-lettered while the caller waits out its timeout.
+An event the chosen codec cannot carry (for msgpack an integer beyond 64
+bits or a lone surrogate, for JSON bytes) is sent in the other, which the
+worker reads too (:func:`streams.wire.codecs.record_encoder`, as ``loopwatch
+produce`` does); one neither can encode raises ``ValueError`` naming the event.
+
+Timeouts and send failures: fail-open or fail-closed
+----------------------------------------------------
+A verdict that does not arrive within the timeout (worker down, lagging, or
+broker unreachable) yields a :class:`Verdict` with ``timed_out=True`` and a
+verdict chosen by ``on_timeout``. An event that cannot be published at all
+(Kafka refuses it: larger than the producer's ``max_request_size`` or the
+topic's ``max.message.bytes``, not authorised, ...) yields the same verdict at
+once, with ``timed_out=False`` and ``error`` saying why (also logged as a
+warning). Either way ``record`` is None and :attr:`Verdict.message` says what
+happened and which way the client failed:
+
+=====================================  ==========================  ==========================
+event type                             ``on_timeout="allow"``       ``on_timeout="block"``
+                                       (fail-open, the default)     (fail-closed)
+=====================================  ==========================  ==========================
+``tool_call``                          ``allow``                   ``block``
+``tool_result``, ``compaction_retry``  ``allow``                   ``abort``
+=====================================  ==========================  ==========================
+
+Fail-open keeps agents working when loopwatch is unavailable (a loop may then
+go undetected); fail-closed stops them instead. A verdict that arrives after
+its timeout is dropped. Invalid events (see *Validation*) and stopping the
+client are not covered: they raise.
+
+Large events: the producer refuses a record over ``max_request_size``
+(1 MiB by default; ``producer_options={"max_request_size": n}`` raises it),
+and the broker one over the topic's ``max.message.bytes`` (by default the
+broker's ``message.max.bytes``, 1048588 bytes). The worker needs an outcome
+in full (``result``/``error``: it hashes them as OpenClaw does), so a runner
+whose tool results can exceed that either raises both limits or accepts the
+fail-open/fail-closed verdict for those events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
+
+from streams.wire.brokers import bootstrap_servers
+from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
+from streams.detection.engine import EventError, validate_event
+from streams.worker.keys import KEY_BY, record_key
+
+__all__ = [
+    "LoopwatchClient",
+    "Verdict",
+    "ClientClosedError",
+    "TopicNotFoundError",
+    "DEFAULT_TIMEOUT_S",
+    "verdict_partition",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a healthy pipeline answers in ms
+DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
+_FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
+
+_TIMEOUT_VERDICTS = {
+    "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
+    "block": {"tool_call": "block", "tool_result": "abort", "compaction_retry": "abort"},
+}
+
+
+class ClientClosedError(RuntimeError):
+    """The client was stopped (or never started) while an event waited for its verdict."""
+
+
+class TopicNotFoundError(RuntimeError):
+    """The verdicts topic does not exist (is the worker running?) within the start timeout."""
+
+
+def verdict_partition(key: bytes, partitions: int) -> int:
+    """The partition of ``key`` among ``partitions`` by Kafka's default partitioner.
+
+    Same as the Java client's and aiokafka's ``DefaultPartitioner``: murmur2 of
+    the key bytes, masked to 31 bits, modulo the partition count.
+
+    Arguments:
+        key: the record key (the run id, UTF-8).
+        partitions: partition count of the topic, >= 1.
+    Returns:
+        A partition number in ``range(partitions)``.
+    """
+    return DefaultPartitioner()(key, list(range(partitions)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The worker's verdict on one event, or the stand-in for one that did not come.
+
+    Attributes:
+        event_id: the event's ``event_id`` (assigned by the client when absent).
+        verdict: ``allow``, ``warn``, ``block``, ``abort`` or ``ignore`` (what the
+            runner should do); on a timeout or a failed send, the ``on_timeout``
+            choice (see the module docstring).
+        record: the full verdict record as published by the worker (see
+            :mod:`streams.worker.processor`: ``decision``, ``detection``, ``warning``,
+            ``guard``, ``evidence``, ...); ``None`` on a timeout or a failed send.
+        timed_out: True when no verdict arrived within the timeout.
+        latency_s: seconds from just before the event was sent to the verdict's
+            arrival (or to the timeout, or the send failure).
+        error: why the event could not be published (e.g. ``"the event is
+            1,500,265 bytes as a Kafka record, over the producer's
+            max_request_size ..."``); None when it was (``timed_out`` then says
+            whether its verdict came).
+    """
+
+    event_id: str
+    verdict: str
+    record: Mapping[str, Any] | None
+    timed_out: bool = False
+    latency_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True when the runner may go on: ``allow``, ``warn`` or ``ignore``."""
+        return self.verdict in ("allow", "warn", "ignore")
+
+    @property
+    def detection(self) -> Mapping[str, Any] | None:
+        """The detection (``detector``, ``level``, ``count``, ``message``) when one fired, else None."""
+        detection = (self.record or {}).get("detection")
+        return detection if detection and detection.get("stuck") else None
+
+    @property
+    def message(self) -> str | None:
+        """What to tell the model: the block reason, abort message or emitted warning; else None.
+
+        For a verdict that is not the worker's (``timed_out`` or ``error``), what
+        happened and how the client failed, whatever the verdict, e.g.
+        ``"loopwatch: no verdict within 0.5 s (the loopwatch worker is down or
+        lagging, or Kafka is unreachable); failing closed (on_timeout='block'):
+        the tool call is blocked"``.
+        """
+        if self.record is None and (self.timed_out or self.error is not None):
+            return self._fallback_message()
+        record = self.record or {}
+        if self.verdict == "abort":
+            return (record.get("guard") or {}).get("message")
+        if self.verdict == "block":
+            return record.get("block_reason")
+        if self.verdict == "warn" and self.detection is not None:
+            return self.detection.get("message")
+        return None
+
+    def _fallback_message(self) -> str:
+        if self.error is not None:
+            what = f"loopwatch: the event could not be sent ({self.error})"
+        else:
+            what = (f"loopwatch: no verdict within {round(self.latency_s, 1):g} s (the loopwatch worker is "
+                    "down or lagging, or Kafka is unreachable)")
+        if self.verdict == "block":
+            return f"{what}; failing closed (on_timeout='block'): the tool call is blocked"
+        if self.verdict == "abort":
+            return f"{what}; failing closed (on_timeout='block'): the run is stopped"
+        return f"{what}; failing open (on_timeout='allow'): going on without a loop check"
+
+
+class LoopwatchClient:
+    """Publishes agent events to loopwatch and returns the worker's verdicts.
+
+    Arguments:
+        bootstrap: Kafka bootstrap servers, ``"host:port[,host:port]"`` (a
+            ``kafka://`` prefix is accepted).
+        events_topic: the worker's input topic.
+        verdicts_topic: the worker's verdicts topic.
+        on_timeout: ``"allow"`` (fail-open, default) or ``"block"``
+            (fail-closed): the verdict given when none arrives in time or the
+            event cannot be published (see the module docstring for the
+            per-event-type table).
+        codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding;
+            an event the codec cannot carry goes in the other, as ``loopwatch
+            produce`` sends it (see the module docstring).
+        timeout: default seconds to wait for a verdict (send included).
+        key_by: the record key of each event: ``"run"`` (default: run id, else
+            session key, else session id) or ``"session"`` (session key, else
+            session id). The worker keys its detection state by the record key
+            as it is (``loopwatch worker --key-by`` only applies to records
+            without a key), so this chooses per-run or per-session (OpenClaw's)
+            loop detection for the events of this client; use one ``key_by``
+            for all events of a session.
+        start_timeout: seconds :meth:`start` waits for the verdicts topic to exist.
+        producer_options, consumer_options: extra keyword arguments for
+            :class:`aiokafka.AIOKafkaProducer` / :class:`aiokafka.AIOKafkaConsumer`
+            (e.g. security settings, or ``max_request_size`` for events over
+            1 MiB: the topic's ``max.message.bytes`` must allow them too).
+    Raises:
+        ValueError: an unknown ``on_timeout``, ``codec`` or ``key_by``, a
+            ``timeout`` that is not positive, or a ``bootstrap`` entry without
+            a port or with one outside 1-65535 (:func:`streams.wire.brokers.bootstrap_servers`).
+
+    Example usage::
+
+        async with LoopwatchClient("127.0.0.1:9092", on_timeout="allow") as client:
+            verdict = await client.check({
+                "type": "tool_call", "run_id": run_id, "session_id": session_id,
+                "tool_call_id": call_id, "tool_name": "exec",
+                "args": {"command": "npm test"}, "outcome_follows": True,
+            })
+            if not verdict.allowed:
+                return verdict.message          # blocked (or failed closed): tell the model why
+            result = await run_tool(...)
+            after = await client.report_result({
+                "type": "tool_result", "run_id": run_id, "session_id": session_id,
+                "tool_call_id": call_id, "result": result, "error": None,
+            })
+            if after.verdict == "abort":
+                stop_the_run(after.message)
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        events_topic: str = "loopwatch.events",
+        verdicts_topic: str = "loopwatch.verdicts",
+        on_timeout: Literal["allow", "block"] = "allow",
+        codec: Literal["msgpack", "json"] = "msgpack",
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        key_by: str = "run",
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        producer_options: Mapping[str, Any] | None = None,
+        consumer_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if on_timeout not in _TIMEOUT_VERDICTS:
+            raise ValueError(f"on_timeout must be 'allow' (fail-open) or 'block' (fail-closed), got {on_timeout!r}")
+        if codec not in ("msgpack", "json"):
+            raise ValueError(f"codec must be 'msgpack' or 'json', got {codec!r}")
+        if key_by not in KEY_BY:
+            raise ValueError(f"key_by must be one of {KEY_BY}, got {key_by!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.bootstrap = bootstrap_servers(bootstrap)
+        self.events_topic = events_topic
+        self.verdicts_topic = verdicts_topic
+        self.on_timeout = on_timeout
+        self.codec = codec
+        self.timeout = timeout
+        self.key_by = key_by
+        self.start_timeout = start_timeout
+        self._encode = record_encoder(codec)
+        self._producer_options = dict(producer_options or {})
+        self._consumer_options = dict(consumer_options or {})
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task | None = None
+        self._partitions = 0                       # of the verdicts topic
+        self._assigned: set[int] = set()          # verdict partitions read
+        self._partition_of: dict[bytes, int] = {}  # key -> verdict partition
+        self._assign_lock = asyncio.Lock()
+        self._has_assignment = asyncio.Event()
+        self._pending: dict[str, asyncio.Future] = {}
+        self._started = False
+
+    # ------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        """Connect the producer and the verdict reader.
+
+        Raises:
+            TopicNotFoundError: the verdicts topic does not exist within ``start_timeout``.
+            aiokafka.errors.KafkaConnectionError: the broker is unreachable.
+        """
+        if self._started:
+            return
+        self._partitions = await self._verdict_partition_count()
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0, **self._producer_options)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="latest", fetch_max_wait_ms=_FETCH_WAIT_MS, **self._consumer_options)
+        await self._producer.start()
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._producer.stop()
+            raise
+        self._reader = asyncio.ensure_future(self._read_verdicts())
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop reading and flush/stop the producer.
+
+        Events still waiting for a verdict fail with :class:`ClientClosedError`.
+        """
+        if not self._started:
+            return
+        self._started = False
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ClientClosedError("loopwatch client stopped"))
+        self._pending.clear()
+        assert self._consumer is not None and self._producer is not None
+        try:
+            await self._consumer.stop()
+        finally:
+            await self._producer.stop()
+
+    async def __aenter__(self) -> "LoopwatchClient":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    @property
+    def assigned_partitions(self) -> frozenset[int]:
+        """The verdict partitions this client reads (those its runs hash to)."""
+        return frozenset(self._assigned)
+
+    @property
+    def verdict_partitions(self) -> int:
+        """The partition count of the verdicts topic (read at :meth:`start`)."""
+        return self._partitions
+
+    # --------------------------------------------------------------- events
+
+    async def check(self, tool_call_event: Mapping[str, Any], timeout: float | None = None) -> Verdict:
+        """Publish a ``tool_call`` event and wait for its verdict.
+
+        Arguments:
+            tool_call_event: the event (schema: :mod:`streams.detection.engine`):
+                ``type="tool_call"``, ``run_id``, ``session_id``,
+                ``tool_call_id``, ``tool_name``, ``args``; either the outcome
+                inline (``result``/``error``) or ``outcome_follows: true`` with a
+                later :meth:`report_result`. ``event_id`` (uuid4 hex) and ``ts``
+                (epoch ms) are added when absent; the caller's mapping is not changed.
+            timeout: seconds for send + verdict (default: the client's ``timeout``).
+        Returns:
+            The :class:`Verdict`: ``allow``/``warn`` (execute), ``block`` (do not
+            execute), ``abort`` (only when the outcome was inline). When no
+            verdict comes in time (``timed_out``) or the event cannot be
+            published (``error``, e.g. larger than Kafka takes), the
+            ``on_timeout`` choice: ``allow`` (fail-open) or ``block``
+            (fail-closed), with a :attr:`Verdict.message` saying so.
+        Raises:
+            ValueError: the event is not a ``tool_call``, or it is one the worker
+                would dead-letter (:class:`~streams.detection.EventError`, e.g.
+                no ``session_id``), or it cannot be encoded.
+            ClientClosedError: the client is not started, or was stopped meanwhile.
+        """
+        if _event_type(tool_call_event) != "tool_call":
+            raise ValueError(f"check() takes a tool_call event, got type {_event_type(tool_call_event)!r}")
+        return await (await self.publish(tool_call_event, timeout=timeout))
+
+    async def report_result(self, event: Mapping[str, Any], timeout: float | None = None) -> Verdict:
+        """Publish a ``tool_result`` or ``compaction_retry`` event and wait for its verdict.
+
+        Arguments:
+            event: ``type="tool_result"`` with ``run_id``, ``session_id``,
+                ``tool_call_id`` (of the call checked with ``outcome_follows``),
+                ``result``, ``error``; or ``type="compaction_retry"`` with
+                ``run_id``, ``session_id``, optional ``agent_id``.
+            timeout: seconds for send + verdict (default: the client's ``timeout``).
+        Returns:
+            The :class:`Verdict`: ``abort`` when the post-compaction guard stops
+            the run, ``allow`` otherwise, ``ignore`` for a result of a blocked
+            or unknown call. On a timeout or a failed send (e.g. a result
+            larger than Kafka takes), the ``on_timeout`` choice: ``allow``
+            (fail-open) or ``abort`` (fail-closed), as :meth:`check`.
+        Raises:
+            ValueError, ClientClosedError: as :meth:`check`.
+        """
+        if _event_type(event) not in ("tool_result", "compaction_retry"):
+            raise ValueError(f"report_result() takes a tool_result or compaction_retry event, "
+                             f"got type {_event_type(event)!r}")
+        return await (await self.publish(event, timeout=timeout))
+
+    async def publish(self, event: Mapping[str, Any], timeout: float | None = None) -> "asyncio.Future[Verdict]":
+        """Publish any event; return a future of its verdict without waiting for it.
+
+        Returns once the event is handed to the producer and the verdict
+        partition of its run is read from its current end. The returned future
+        resolves to a :class:`Verdict` within ``timeout`` seconds of this call
+        (a timed-out one if none came); it never raises ``TimeoutError``. An
+        event Kafka refuses gives an already resolved future of the
+        ``on_timeout`` verdict with ``error`` set (see the module docstring).
+
+        Arguments:
+            event: a ``tool_call``, ``tool_result`` or ``compaction_retry`` event.
+            timeout: seconds for send + verdict (default: the client's ``timeout``).
+        Returns:
+            ``asyncio.Future[Verdict]``.
+        Raises:
+            ValueError: an event the worker would dead-letter
+                (:class:`~streams.detection.EventError`: unknown ``type``, no
+                ``session_id``/``session_key``, a field of the wrong type, a
+                ``tool_result`` without ``tool_call_id``), or one neither msgpack
+                nor JSON can encode (the message names its type, event id, key
+                and tool call id); a ``timeout`` that is not positive.
+            ClientClosedError: the client is not started, or was stopped meanwhile.
+        """
+        if not self._started:
+            raise ClientClosedError("loopwatch client is not started (use `async with` or await start())")
+        try:
+            kind = validate_event(event)
+        except EventError as exc:
+            raise EventError(f"invalid event (the worker would dead-letter it): {exc}") from None
+        # A valid event has a session id or key (a non-empty string): there is always a key.
+        key = record_key(event, self.key_by)
+        assert key is not None
+        event = dict(event)
+        event_id = event.get("event_id")
+        if not isinstance(event_id, str) or not event_id:
+            event_id = event["event_id"] = uuid.uuid4().hex
+        if "ts" not in event:
+            event["ts"] = int(time.time() * 1000)
+        try:
+            value = self._encode(event)
+        except ValueError as exc:
+            raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
+        wait = self.timeout if timeout is None else timeout
+        if not wait > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {wait!r}")
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Future = loop.create_future()
+        self._pending[event_id] = arrived
+
+        def fallback(timed_out: bool, error: str | None = None) -> Verdict:
+            return Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
+                           time.monotonic() - started, error)
+
+        async def send() -> None:
+            await self._ensure_partition(key)
+            assert self._producer is not None
+            delivered = await self._producer.send(self.events_topic, value=value, key=key)
+            await delivered
+
+        async def verdict() -> Verdict:
+            try:
+                remaining = wait - (time.monotonic() - started)
+                record = await asyncio.wait_for(asyncio.shield(arrived), max(0.0, remaining))
+            except asyncio.TimeoutError:
+                return fallback(timed_out=True)
+            finally:
+                self._pending.pop(event_id, None)
+            return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
+
+        try:
+            await asyncio.wait_for(send(), wait)
+        except asyncio.TimeoutError:
+            self._pending.pop(event_id, None)
+            return _resolved(loop, fallback(timed_out=True))
+        except KafkaError as exc:
+            self._pending.pop(event_id, None)
+            if not self._started:
+                raise ClientClosedError("loopwatch client stopped while the event was sent") from exc
+            failed = fallback(timed_out=False, error=self._send_error(exc, key, value))
+            log.warning("loopwatch client: %s event %s of %r not sent: %s; verdict %s (on_timeout=%r)",
+                        kind, event_id, key.decode("utf-8", "replace"), failed.error, failed.verdict,
+                        self.on_timeout)
+            return _resolved(loop, failed)
+        except BaseException:
+            self._pending.pop(event_id, None)
+            raise
+        return asyncio.ensure_future(verdict())
+
+    # -------------------------------------------------------------- internals
+
+    def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
+        """What :attr:`Verdict.error` says for an event the producer or the broker refused."""
+        if not isinstance(exc, MessageSizeTooLargeError):
+            return f"{type(exc).__name__}: {exc}"
+        size = record_size(key, value)
+        limit = self._producer_options.get("max_request_size", MAX_REQUEST_SIZE)
+        if size > limit:
+            return too_large_reason(size, limit, "producer_options={'max_request_size': ...}")
+        return too_large_reason(size)
+
+    async def _verdict_partition_count(self) -> int:
+        # Metadata for all topics: a request naming the topic would auto-create it with the
+        # broker's num.partitions, which need not be what the worker declares.
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            deadline = time.monotonic() + self.start_timeout
+            while True:
+                for topic in await admin.describe_topics():
+                    if topic["topic"] == self.verdicts_topic and topic["error_code"] == 0 and topic["partitions"]:
+                        return len(topic["partitions"])
+                if time.monotonic() > deadline:
+                    raise TopicNotFoundError(
+                        f"verdicts topic {self.verdicts_topic!r} not found on {self.bootstrap} within "
+                        f"{self.start_timeout:g} s; the worker creates it when it starts (is it running?)")
+                await asyncio.sleep(0.5)
+        finally:
+            await admin.close()
+
+    async def _ensure_partition(self, key: bytes) -> None:
+        """Read the verdict partition of ``key`` from its end before the key's first event is sent."""
+        partition = self._partition_of.get(key)
+        if partition is None:
+            partition = self._partition_of[key] = verdict_partition(key, self._partitions)
+        if partition in self._assigned:
+            return
+        async with self._assign_lock:
+            if partition in self._assigned:
+                return
+            consumer = self._consumer
+            assert consumer is not None
+            # assign() replaces the assignment and forgets positions: keep the current ones so that
+            # verdicts already on the way for other runs are not skipped (at worst read twice).
+            positions = {tp: await consumer.position(tp) for tp in consumer.assignment()}
+            new = TopicPartition(self.verdicts_topic, partition)
+            consumer.assign([*positions, new])
+            for tp, offset in positions.items():
+                consumer.seek(tp, offset)
+            await consumer.seek_to_end(new)
+            await consumer.position(new)  # resolved: the verdict of the coming event lies beyond it
+            self._assigned.add(partition)
+            self._has_assignment.set()
+
+    async def _read_verdicts(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        await self._has_assignment.wait()
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=_FETCH_WAIT_MS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep reading; waiting events time out per on_timeout
+                log.warning("loopwatch client: reading verdicts failed (%s: %s); retrying", type(exc).__name__, exc)
+                await asyncio.sleep(0.5)
+                continue
+            for records in batches.values():
+                for message in records:
+                    self._deliver(message.value)
+
+    def _deliver(self, value: bytes | None) -> None:
+        if not self._pending or not value:
+            return
+        try:
+            record = decode_event(value)
+        except DecodeError:
+            return
+        future = self._pending.get(record.get("event_id"))  # type: ignore[arg-type]
+        if future is not None and not future.done():
+            future.set_result(record)
+
+
+def _event_type(event: Any) -> Any:
+    """The ``type`` of an event mapping; None for anything else (validated later)."""
+    return event.get("type") if isinstance(event, Mapping) else None
+
+
+def _event_name(event: Mapping[str, Any], kind: str, key: bytes) -> str:
+    """How an error names an event, e.g. ``tool_call event 'e1' (key 'r1', tool_call_id 'c1')``."""
+    call_id = event.get("tool_call_id")
+    text = key.decode("utf-8", "surrogatepass")  # the key record_key encoded
+    ids = f"key {text!r}" + (f", tool_call_id {call_id!r}" if isinstance(call_id, str) else "")
+    return f"{kind} event {event['event_id']!r} ({ids})"
+
+
+def _resolved(loop: asyncio.AbstractEventLoop, verdict: Verdict) -> "asyncio.Future[Verdict]":
+    future: asyncio.Future = loop.create_future()
+    future.set_result(verdict)
+    return future

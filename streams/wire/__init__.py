@@ -1,0 +1,1 @@
+"""What every process that talks to Kafka shares: record formats, broker addresses, the Kafka client's log limits."""

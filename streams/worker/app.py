@@ -1,0 +1,812 @@
+"""The Faust app: events in, verdicts out, state in a changelog-backed table.
+
+Run it with ``loopwatch worker`` (flags/env: :mod:`streams.worker.settings`) or
+``faust -A streams.app worker -l info`` (settings from ``LOOPWATCH_*`` env).
+The per-event logic is in :mod:`streams.worker.processor`; this module is the glue.
+
+Topics and keys
+---------------
+* Input topics (raw bytes): one event per record (msgpack map or JSON
+  object, :func:`streams.wire.codecs.decode_event`), keyed by the runner. The
+  record key IS the state key. Runners key by run id (default) or, for
+  OpenClaw's exact session-level semantics, by session key (then session id):
+  with ``--key-by session`` the history cap and the warning dedupe map are
+  shared by a session's runs exactly as in OpenClaw (Spec §8.1/§8.2); with the
+  run key each run has its own state, which bounds state per key and spreads
+  a busy session's load over partitions (differs from OpenClaw only where runs
+  of a session share the history cap or dedupe map).
+* A record without a key gets the key derived from its event (``--key-by``,
+  :func:`streams.worker.keys.partition_key`) and is forwarded, with its origin
+  (topic, partition, offset), to the internal topic ``<app_id>-rekey`` keyed
+  by that key, so that its state lives on the partition that owns the key.
+  The runner's order is kept only if its keyless records share one input
+  partition; key your records.
+* The state table ``states`` (changelog ``<app_id>-states-changelog``,
+  compacted): key = state key, value = ``SessionState.to_bytes()``
+  (:func:`streams.worker.processor.encode_state`). Decoded states
+  are cached in process (decoded from the table only on a cache miss); the
+  cache is dropped on every rebalance. Keys idle for ``state_ttl_s`` are
+  deleted (a tombstone in the changelog) by a timer.
+
+Processing: a fetch at a time, then checkpoints (snapshot + offsets)
+--------------------------------------------------------------------
+The input and rekey topics are subscribed through Faust's consumer (so the
+group assigns them with the table's partitions and their offsets are
+committed by the group member) but their records do not go through Faust:
+:class:`streams.worker.reader.InputReader` fetches the assigned partitions in the
+app's own event loop, from their committed offsets, once Faust has recovered
+their state, and hands each fetch (up to ``max_poll_records``) to
+:meth:`Loopwatch._on_batch`, which
+applies every event to its key's cached state in memory, packs the verdicts
+and loop events into one producer batch per output partition
+(:class:`streams.worker.outputs.Outputs`) and submits them at the end of the fetch;
+nothing waits for the broker. At low load a fetch is the one event that
+arrived, so batching adds no delay. The dirty keys and the last offset
+handled per input partition are kept for the next checkpoint; offsets are
+committed only by checkpoints (Faust's committer never sees these topics).
+
+A checkpoint runs every ``checkpoint_interval_s`` (timer) and whenever
+``checkpoint_max_events`` events wait for one. It snapshots, in one step
+with no event being handled (the batch handlers, the timers and the
+rebalance handlers share one lock): the send futures of every record
+published so far, the dirty keys, and the last offset handled per input
+partition. Each dirty state is encoded as it is at that instant: by the
+checkpoint, a few states between yields to the event loop, or, for a state
+an event is about to change first, by :meth:`Loopwatch._apply` just before
+(copy on write). Then, in the background while later events are handled:
+
+(a) wait until every verdict, loop event, dead letter and rekey forward of
+    the snapshot is acknowledged by the broker (``acks=all``);
+(b) write each snapshotted state to the table (its changelog record goes to
+    the key's partition) and wait for those acknowledgements;
+(c) only then commit, per input partition, the offset after the last event
+    of the snapshot.
+
+One checkpoint at a time, so a key's snapshots reach the changelog in order.
+
+Why nothing is lost, applied twice or changed across a crash (kill -9)
+---------------------------------------------------------------------
+Each state carries ``last_offsets[tp]``: the offset of the last event of
+input partition ``tp`` (``"topic:partition"``) applied to it, in the same
+changelog record as the state. The detection engine is deterministic and a
+verdict record is a function of (state, event, key, source) -- it carries no
+production time; the Kafka record timestamp does -- so re-applying an event
+to the same state gives byte-identical records.
+
+After a crash the table is restored from the changelog (the last checkpointed
+state of each key; with ``rocksdb://`` the local database, written only as
+the changelog acknowledges, then the newer changelog records) and each input
+partition resumes at its last committed
+offset, which by (c) is never beyond a checkpoint, and is read in order
+from there (:class:`streams.worker.reader.InputReader`). For each event then:
+
+1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
+   state, which was written in some checkpoint's step (b), after step (a)
+   acknowledged its verdict: it is skipped, nothing is sent;
+2. otherwise it is not in the state (states are snapshotted whole, so the
+   restored state has exactly the events up to its ``last_offsets``, in
+   order); it is applied, and its verdict is published -- a byte-identical
+   duplicate if it had been published before the crash.
+
+So every event is applied exactly once to the durable state, none is
+skipped, and every event has a verdict (duplicates are identical). Keyless
+records go through the rekey topic; a duplicate forward after a crash
+carries the same origin offset and is skipped by 1. An event that failed
+validation is dead-lettered (again, after a crash) and leaves no trace in the
+state (also one with args or a result nested too deeply to hash, which the
+engine checks before changing anything). One exception: a state too large
+for a changelog record (:meth:`Loopwatch._fitting`) is not written, so after
+a crash its key restarts from its last written state.
+
+Rebalances: when partitions are revoked (Faust's eager protocol: before any
+other member gets them) the worker runs a last checkpoint (a, b) without
+committing, drops its cache and pending offsets; the next owner skips what
+that checkpoint covered (1) and re-applies the rest (2). A batch fetched
+before a rebalance is dropped unhandled (its records come again). A graceful
+stop runs a last full checkpoint, committed, so a restart re-sends nothing. A
+batch that fails half-way (a send refused) leaves states that may hold events
+without a published verdict: it crashes the worker, and no checkpoint runs
+after it, not even the stop's. A failed checkpoint (a send or write not
+acknowledged) crashes the worker too. Either way the in-memory states are
+ahead of the table, and a restart resumes from the last checkpoint.
+
+Cost: per event, no broker round trip and no state encoding on the verdict
+path; per checkpoint, one encoding per dirty key and one changelog round trip.
+After a crash up to one checkpoint interval of events is re-applied (and
+their verdicts possibly sent twice). Faust's ``exactly_once`` (transactions)
+is not used: it would make verdicts visible to read_committed consumers only
+at each transaction commit, i.e. add the commit interval to every verdict.
+
+Latency: the cyclic garbage collector is kept off the states alive at a
+checkpoint (``gc.freeze``; a full collection every ``gc_full_interval_s``),
+since a full pass over a fleet's states stalls the event loop for tens of ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from typing import Any
+
+import faust
+import msgpack
+from aiokafka import AIOKafkaProducer
+
+from . import metrics
+from streams.wire.brokers import bootstrap_servers
+from streams.wire.codecs import MAX_CARRIED_BYTES, fits
+from .consumer import Transport
+from streams.detection import Engine, SessionState, load_config
+from streams.wire.logs import limit_kafka_client_logs
+from .outputs import Outputs
+from .reader import Batch, InputReader
+from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
+from .settings import WorkerSettings
+from .table import StateTable
+
+__all__ = ["Loopwatch", "create_app"]
+
+_METADATA_MAX_AGE_MS = 5_000
+
+log = logging.getLogger(__name__)
+
+_RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+_GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
+_OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
+# A checkpoint encodes states for this long, then pauses (events that arrived meanwhile are
+# handled): an event never waits more than a slice behind a checkpoint.
+_ENCODE_SLICE_S = 0.0005
+_ENCODE_PAUSE_S = 0.0005
+
+
+class _App(faust.App):
+    """Faust's app; ``before_stop`` is awaited before Faust stops its consumer and tables.
+
+    Faust sends ``on_before_shutdown`` only after its tables are stopped (a
+    RocksDB store has closed its databases by then): the worker must stop
+    reading and take its last checkpoint while they are still open.
+    """
+
+    before_stop: Any = None
+
+    async def on_stop(self) -> None:
+        if self.before_stop is not None:
+            await self.before_stop()
+        await super().on_stop()
+
+
+class Loopwatch:
+    """The worker: a Faust app with its topics, state table, batch handlers and timers.
+
+    Arguments:
+        settings: the worker settings.
+        engine: the detection engine; default: one built from ``settings.config``.
+    Attributes:
+        app: the :class:`faust.App` (start with ``await app.start()`` or a Faust worker).
+        processor: the :class:`Processor` (its ``engine`` may be replaced while idle).
+    """
+
+    def __init__(self, settings: WorkerSettings, engine: Engine | None = None) -> None:
+        self.settings = s = settings
+        if engine is None:
+            engine = Engine(load_config(s.config, strict=s.config_validate) if s.config else None)
+        self.processor = Processor(engine, s.key_by, s.output_codec)
+        limit_kafka_client_logs()  # a broker outage repeats the same errors many times a second
+        self.app = app = _App(
+            s.app_id,
+            broker=s.broker,
+            store=s.store,
+            datadir=s.data_dir.replace("{app_id}", s.app_id),
+            autodiscover=False,
+            topic_partitions=s.partitions,
+            topic_replication_factor=s.replication_factor,
+            topic_disable_leader=True,
+            table_standby_replicas=s.standby_replicas,
+            producer_linger=s.producer_linger_ms / 1000.0,
+            producer_acks=s.producer_acks,
+            producer_max_batch_size=s.producer_max_batch_size,
+            producer_max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536),
+            broker_max_poll_records=s.max_poll_records,
+            broker_session_timeout=s.session_timeout_s,
+            broker_heartbeat_interval=s.heartbeat_interval_s,
+            broker_rebalance_timeout=s.rebalance_timeout_s,
+            consumer_auto_offset_reset="earliest",
+            # A topic created just after the group leader computed the assignment (the rekey
+            # topic, on a fresh app) is "ignored" until the next metadata refresh, 5 min by
+            # default: refresh often so such partitions are picked up (and rebalanced) quickly.
+            consumer_metadata_max_age_ms=_METADATA_MAX_AGE_MS,
+            web_enabled=False,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+        topic = {**_RAW, "partitions": s.partitions, "replicas": s.replication_factor}
+        # internal=True: Faust creates missing input topics with `partitions` before subscribing
+        # (a broker auto-create would give num.partitions and break co-partitioning with the table).
+        self.input = app.topic(*s.input_topics, internal=True, acks=False, **topic)
+        self.rekey = app.topic(f"{s.app_id}-rekey", internal=True, acks=False, **topic)
+        self.verdicts = app.topic(s.verdicts_topic, **topic)
+        self.loop_events = app.topic(s.loop_events_topic, **topic)
+        self.dead_letters = app.topic(s.dead_letters_topic, **topic)
+        self.table: StateTable = app.tables.add(StateTable(
+            app, name="states", default=None, key_type=bytes, value_type=bytes, partitions=s.partitions,
+            beacon=app.tables.beacon, help="loopwatch state per key (SessionState bytes)",
+        ))
+        app.topics.add(self.input)  # subscribed; their records reach _on_batch, not a Faust stream
+        app.topics.add(self.rekey)
+
+        self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
+        self._dirty: dict[bytes, int] = {}  # key -> changelog partition, changed since the last snapshot
+        self._handled: dict[Any, int] = {}  # input TP -> last offset handled since the last snapshot
+        self._since_snapshot = 0  # events handled since the last snapshot
+        self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
+        self._unencoded: dict[bytes, int] = {}  # keys of the snapshot in flight not encoded yet
+        self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
+        self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
+        self._failed: BaseException | None = None
+        self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
+        self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
+        self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
+        self._states_out: Outputs | None = None  # the changelog's, opened with _out
+        self._producers: tuple[AIOKafkaProducer, ...] = ()
+        self._out_lock = asyncio.Lock()
+        self._verdicts_topic = s.verdicts_topic
+        self._loop_events_topic = s.loop_events_topic
+        self._dead_letters_topic = s.dead_letters_topic
+        self._rekey_topic = self.rekey.get_topic_name()
+        self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
+        self._metrics_started = False
+        self._gc_full_at = time.monotonic()
+        self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
+        self._not_written: set[bytes] = set()  # keys whose state was too large for the changelog (logged once)
+
+        # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.worker.reader).
+        external = [*s.input_topics, self._rekey_topic]
+        app.transport = Transport(app.conf.broker_consumer, app, external)
+        self._bootstrap = bootstrap_servers(s.broker)
+        self._reader = InputReader(
+            self._bootstrap, self._on_batch, self._ready, self.app.crash,
+            client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
+            max_poll_records=s.max_poll_records)
+        app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
+        app.timer(_GAUGE_INTERVAL_S, name=f"{s.app_id}.gauges")(self._update_gauges)
+        app.timer(s.expiry_interval_s, name=f"{s.app_id}.expire")(self._expire_idle)
+        app.task(self._on_start)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_assigned.connect(self._on_assigned)
+        app.before_stop = self._on_shutdown
+
+    # ------------------------------------------------------------------ events
+
+    async def _on_batch(self, batch: Batch, epoch: int) -> None:
+        """Handle a fetched batch (publishing its verdicts); its offsets are committed by the checkpoint that covers it.
+
+        A batch fetched before a rebalance (its ``epoch`` is not the reader's)
+        is dropped: its records come again, or are another worker's. Raises
+        what a send raises, after marking the states unfit to checkpoint: the
+        reader then crashes the worker.
+        """
+        out = self._out or await self._open_outputs()
+        async with self._lock:
+            if epoch != self._reader.epoch or self._failed is not None or self._tainted:
+                return
+            now = time.monotonic()
+            handled, rekey = self._handled, self._rekey_topic
+            try:
+                for tp, records in batch:
+                    topic, partition = tp.topic, tp.partition
+                    handle = self._handle_rekeyed if topic == rekey else self._handle_input
+                    for record in records:
+                        handle(topic, partition, record, now)
+                    handled[tp] = records[-1].offset
+                    self._since_snapshot += len(records)
+                if out:
+                    self._outputs.extend(await out.send())
+            except BaseException:
+                # States may hold events whose verdicts were never handed to the producer:
+                # no checkpoint may write or commit them (the worker stops, see the module docstring).
+                self._tainted = True
+                raise
+            self._observe_latencies()
+            self.processor.flush_metrics()
+            if self._since_snapshot >= self.settings.checkpoint_max_events:
+                checkpoint = self._checkpoint
+                if checkpoint is not None and not checkpoint.done():
+                    await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
+                self._start_checkpoint()
+
+    def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
+        key, raw = record.key, record.value
+        source = Source(topic, partition, record.offset)
+        event, dead = self.processor.decode(raw, key, source)
+        if dead is not None:
+            self._publish_dead(dead, partition)
+        elif not key:
+            self._forward(self.processor.state_key(None, event), source, raw, record.timestamp)
+        else:
+            self._apply(key, event, source, raw, partition, record.timestamp, now)
+
+    def _handle_rekeyed(self, topic: str, partition: int, record: Any, now: float) -> None:
+        item = self._unwrap(topic, partition, record)
+        if item is not None:
+            key, event, source, raw, timestamp = item
+            self._apply(key, event, source, raw, partition, timestamp, now)
+
+    def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
+               partition: int, timestamp_ms: int | None, now: float) -> None:
+        """Apply one event to its key's state and queue its verdict and loop events."""
+        self._last_seen[key] = now
+        state = self._cache.get(key)
+        if state is None:
+            state = self._load(key)
+        elif key in self._unencoded:
+            self._encode_now(key)  # the snapshot in flight takes the state as it is before this event
+        outcome = self.processor.apply(key, event, source, state, raw)
+        kind = outcome.kind
+        if kind == APPLIED:
+            self._dirty[key] = partition
+            add = self._out.add  # type: ignore[union-attr]
+            add(self._verdicts_topic, key, outcome.verdict)
+            for value in outcome.loop_events:
+                add(self._loop_events_topic, key, value)
+            event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
+            # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
+            # spoil the histogram or overflow the float arithmetic (and stop the worker)
+            sent_ms = event_ts if isinstance(event_ts, (int, float)) and 0 < event_ts < 1e15 else timestamp_ms
+            if sent_ms:
+                self._sent_ms.append(sent_ms)
+        elif kind == DEAD_LETTER:
+            self._publish_dead(outcome, partition)
+            if key not in self._dirty and not state.last_offsets:
+                # nothing of this key was ever applied: keep no empty state for it
+                self._cache.pop(key, None)
+                self._last_seen.pop(key, None)
+
+    def _observe_latencies(self) -> None:
+        """End-to-end latency of the batch's verdicts: handed to the producer now, sent at their ts."""
+        if self._sent_ms:
+            now_ms = time.time() * 1000.0
+            metrics.observe_many(metrics.VERDICT_LATENCY_SECONDS,
+                                 [max(0.0, now_ms - sent) / 1000.0 for sent in self._sent_ms])
+            self._sent_ms.clear()
+
+    def _unwrap(self, topic: str, partition: int, record: Any
+                ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:
+        """A rekey record's (key, event, origin source, raw, timestamp ms); None if dead-lettered."""
+        try:
+            origin_topic, origin_partition, offset, raw, timestamp_ms = msgpack.unpackb(record.value, raw=False)
+            source = Source(origin_topic, origin_partition, offset, rekeyed=True)
+        except Exception as exc:  # not written by us: keep it, keep going
+            here = Source(topic, partition, record.offset)
+            self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode",
+                                                          f"not a loopwatch rekey record: {exc}"), partition)
+            return None
+        event, dead = self.processor.decode(raw, None, source)
+        if dead is not None:
+            self._publish_dead(dead, partition)
+            return None
+        return record.key, event, source, raw, timestamp_ms
+
+    def _forward(self, state_key: bytes, source: Source, raw: bytes | None, timestamp_ms: int | None) -> None:
+        """A keyless record to the rekey topic, keyed by its state key, with its origin.
+
+        The rekey record must keep its key (it is the state key): one that would not :func:`fit <fits>`
+        with it is dead-lettered instead.
+        """
+        envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
+                                 use_bin_type=True)
+        if not fits(state_key, envelope):
+            size = len(envelope) + len(state_key)
+            self._publish_dead(self.processor.dead_letter(
+                raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key and origin is "
+                f"too large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
+                source.partition)
+            return
+        self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]
+
+    def _publish_dead(self, outcome: Outcome, partition: int) -> None:
+        self._out.add(self._dead_letters_topic, outcome.key, outcome.dead_letter, partition)  # type: ignore[union-attr]
+
+    async def _open_outputs(self) -> Outputs:
+        """The output batches, once the producer runs and every output topic exists.
+
+        Also checks that every input topic has ``partitions`` partitions (the
+        state table's): a state lives in the changelog partition of its input
+        partition. Raises ``RuntimeError`` (and crashes the app) if not.
+        """
+        async with self._out_lock:
+            if self._out is None and self.app.should_stop:
+                raise RuntimeError("the worker is stopping")
+            if self._out is None:
+                for topic in (self.verdicts, self.loop_events, self.dead_letters):
+                    await topic.maybe_declare()
+                # Two producers of the worker's own (own connections): aiokafka has one produce
+                # request in flight per broker connection, so verdicts would otherwise wait
+                # behind a checkpoint's state writes.
+                started: list[AIOKafkaProducer] = []
+                outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
+                           self._rekey_topic]
+                try:
+                    for name in ("outputs", "states"):
+                        started.append(await self._new_producer(name))
+                    producer, states = started
+                    counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
+                    wrong = {name: counts[name] for name in self.settings.input_topics
+                             if counts[name] != self.settings.partitions}
+                    if wrong:
+                        error = RuntimeError(partition_mismatch(self.settings.partitions, wrong))
+                        log.error("loopwatch: %s", error)
+                        await self.app.crash(error)
+                        raise error
+                except BaseException:
+                    await _stop(*started)
+                    raise
+                self._producers = (producer, states)
+                self._states_out = Outputs(states, {self.table.changelog_topic.get_topic_name(): self.settings.partitions})
+                self._out = Outputs(producer, {name: counts[name] for name in outputs})
+            return self._out
+
+    async def _new_producer(self, name: str) -> AIOKafkaProducer:
+        s = self.settings
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap, client_id=f"{s.app_id}-{name}",
+            acks="all" if s.producer_acks == -1 else s.producer_acks, linger_ms=s.producer_linger_ms,
+            max_batch_size=s.producer_max_batch_size,
+            max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # a failed start may leave its client open
+            raise
+        return producer
+
+    # ------------------------------------------------------------- checkpoints
+
+    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], int]:
+        """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
+
+        The dirty states are encoded by the checkpoint (:meth:`_encode_snapshot`)
+        off the lock, and by :meth:`_apply` just before an event changes one
+        of them first: each is encoded as it was at this instant.
+        """
+        outputs, self._outputs = self._outputs, []
+        handled, self._handled = self._handled, {}
+        self._unencoded, self._dirty = self._dirty, {}
+        self._encoded = []
+        self._since_snapshot = 0
+        return outputs, handled, self.app.consumer_generation_id
+
+    def _encode_now(self, key: bytes) -> None:
+        partition = self._unencoded.pop(key)
+        self._encoded.append((key, encode_state(self._cache[key], self.processor.engine), partition))
+
+    async def _encode_snapshot(self) -> list[tuple[bytes, bytes, int]]:
+        """Encode the snapshot's states not encoded yet, a slice at a time (events are handled in between)."""
+        unencoded, encoded, cache, engine = self._unencoded, self._encoded, self._cache, self.processor.engine
+        clock = time.perf_counter
+        while unencoded:
+            until = clock() + _ENCODE_SLICE_S
+            while unencoded and clock() < until:
+                key, partition = unencoded.popitem()
+                encoded.append((key, encode_state(cache[key], engine), partition))
+            # A real pause, not sleep(0): the loop then blocks in select, handles what arrived, and
+            # Faust's consumer thread (heartbeats, changelogs) gets the GIL without a switch-interval wait.
+            await asyncio.sleep(_ENCODE_PAUSE_S)
+        self._encoded = []
+        return encoded
+
+    def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
+        """The state writes a changelog record can carry; each larger one is counted and left out.
+
+        A state over :data:`~streams.wire.codecs.MAX_CARRIED_BYTES` (tool names
+        or ids of tens of KB, times ``historySize``) would be refused by the
+        broker and stop the worker at every restart. Left out, the key's state
+        lives on in memory (and still expires); after a crash or rebalance it
+        restarts from its last written version, or empty, without the events
+        in between. Logged at ERROR once per key.
+        """
+        kept = []
+        for key, value, partition in writes:
+            if fits(key, value):
+                kept.append((key, value, partition))
+                continue
+            metrics.STATES_NOT_WRITTEN.inc()
+            self.table.key_partitions.setdefault(key, partition)  # so that idle expiry finds it
+            if key not in self._not_written:
+                self._not_written.add(key)
+                log.error("loopwatch: the state of key %r is %s bytes, over the %s a changelog record carries: "
+                          "kept in memory only (its tool names or ids are very long, or historySize very large)",
+                          key[:200], f"{len(value):,}", f"{MAX_CARRIED_BYTES:,}")
+        return kept
+
+    def _start_checkpoint(self) -> None:
+        """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
+        if self._checkpoint is not None and not self._checkpoint.done():
+            return
+        if self._failed is not None or self._tainted or self.app.rebalancing:
+            return
+        if not (self._handled or self._outputs or self._dirty):
+            return
+        self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
+
+    async def _run_checkpoint(self, outputs: list[asyncio.Future], handled: dict[Any, int], generation: int,
+                              commit: bool = True) -> None:
+        """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
+        started = time.perf_counter()
+        try:
+            writes = self._fitting(await self._encode_snapshot())
+            await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
+            if writes:
+                await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._fail(exc)
+            raise
+        # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
+        if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
+            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
+        metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
+        self._tend_gc()
+
+    def _tend_gc(self) -> None:
+        """Keep the cyclic GC off the long-lived states (see ``WorkerSettings.gc_full_interval_s``).
+
+        States are freed by reference counting when they expire; what the
+        freeze hides from the collector is only cyclic garbage among objects
+        that were alive at a checkpoint, collected by the periodic full pass.
+        """
+        interval = self.settings.gc_full_interval_s
+        if not interval:
+            return
+        now = time.monotonic()
+        if now - self._gc_full_at >= interval:
+            self._gc_full_at = now
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failed is None:
+            self._failed = exc
+            log.error("loopwatch: checkpoint failed, stopping (a restart resumes from the last checkpoint): %r",
+                      exc)
+            asyncio.ensure_future(self.app.crash(exc))
+
+    async def _checkpoint_tick(self) -> None:
+        async with self._lock:
+            self._start_checkpoint()
+
+    async def _wait_checkpoint(self) -> None:
+        if self._checkpoint is not None:
+            await asyncio.wait([self._checkpoint])
+            self._checkpoint = None
+
+    async def _final_checkpoint(self, commit: bool) -> None:
+        """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
+        await self._wait_checkpoint()
+        if self._tainted:
+            log.warning("loopwatch: no final checkpoint (a batch failed half-way): the events since the last "
+                        "checkpoint are applied again after it, their verdicts published again")
+            return
+        if self._failed is None and (self._handled or self._outputs or self._dirty):
+            await self._run_checkpoint(*self._snapshot(), commit=commit)
+
+    def _load(self, key: bytes) -> SessionState:
+        """The decoded state of ``key``, from the table (cached)."""
+        stored = self.table.get(key)
+        state = decode_state(stored) if stored else SessionState()
+        self._cache[key] = state
+        return state
+
+
+    # ------------------------------------------------------ timers and signals
+
+    async def _on_start(self) -> None:
+        # Metrics first (no await before it): verdicts can flow as soon as partitions are assigned.
+        if self.settings.metrics_port and not self._metrics_started:
+            from prometheus_client import start_http_server
+
+            try:
+                start_http_server(self.settings.metrics_port, self.settings.metrics_addr, registry=metrics.REGISTRY)
+                self._metrics_started = True
+                log.info("loopwatch: metrics on http://%s:%d/metrics", self.settings.metrics_addr,
+                         self.settings.metrics_port)
+            except OSError as exc:
+                log.error("loopwatch: cannot serve metrics on port %d: %s", self.settings.metrics_port, exc)
+        await self._open_outputs()
+
+    async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
+        """Partitions move: checkpoint the states (no commit, see the module docstring), drop the cache."""
+        async with self._lock:
+            try:
+                await self._final_checkpoint(commit=False)
+            except Exception as exc:  # the next owner re-applies from the previous checkpoint
+                log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
+            self._drop()
+            self._reader.revoke()
+
+    async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
+        """New assignment: read its input partitions here, from their committed offsets, once recovered."""
+        consumer = self.app.consumer
+        mine = [tp for tp in consumer.assignment() if tp.topic in consumer.transport.external_topics]
+        async with self._lock:
+            await self._wait_checkpoint()
+            self._drop()  # the table is the truth
+            self._reader.revoke()
+            await consumer.stop_fetching(mine)
+            generation = self.app.consumer_generation_id
+            for attempt in range(1, _OFFSET_ATTEMPTS + 1):
+                try:
+                    committed = await consumer.committed_offsets(mine)
+                    break
+                except Exception as exc:
+                    if self.app.consumer_generation_id != generation:
+                        return  # the group rebalanced again: its assignment comes next
+                    if attempt == _OFFSET_ATTEMPTS:  # no input read until a restart otherwise
+                        log.error("loopwatch: cannot read the committed offsets: %r", exc)
+                        await self.app.crash(exc)
+                        return
+                    log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
+                    await asyncio.sleep(_OFFSET_RETRY_S)
+            await self._reader.start()
+            self._reader.assign(committed)
+
+    def _ready(self, tp: Any) -> bool:
+        """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
+        consumer = self.app.consumer
+        return consumer.flow_active and tp in consumer._get_active_partitions()
+
+    async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
+        """Graceful stop: a last checkpoint, committed (a restart re-sends nothing)."""
+        async with self._lock:
+            await self._reader.stop()  # no batch is being handled: we hold the lock
+            try:
+                await self._final_checkpoint(commit=True)
+            except Exception as exc:
+                log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
+            self._drop()
+            async with self._out_lock:  # producers being opened are kept and stopped too
+                producers, self._producers, self._out, self._states_out = self._producers, (), None, None
+                await _stop(*producers)
+
+    def _drop(self) -> None:
+        """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
+        self._cache.clear()
+        self._dirty.clear()
+        self._handled.clear()
+        self._since_snapshot = 0
+        _failures_seen(self._outputs)
+        self._outputs.clear()
+        self._unencoded.clear()
+        self._encoded = []
+        self._last_seen.clear()
+        self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
+
+    def _active_partitions(self) -> set[int]:
+        inputs = set(self.settings.input_topics)
+        return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic in inputs}
+
+    def _active_key_count(self) -> int:
+        """Keys with state on this worker's active partitions (standby copies are not counted)."""
+        active = self._active_partitions()
+        return sum(1 for partition in self.table.key_partitions.values() if partition in active)
+
+    async def _update_gauges(self) -> None:
+        metrics.ACTIVE_KEYS.set(self._active_key_count())
+        for (topic, partition), lag in (await self._reader.lags()).items():
+            metrics.CONSUMER_LAG.labels(topic, str(partition)).set(lag)
+
+    async def _expire_idle(self) -> None:
+        """Delete keys idle for ``state_ttl_s`` (OpenClaw's idle prune), with changelog tombstones."""
+        async with self._lock:
+            if self._checkpoint is not None and not self._checkpoint.done():
+                return  # its state writes must not land after a tombstone: next time
+            if self.app.rebalancing or self._tainted or self._failed is not None or self._states_out is None:
+                return  # partitions are moving (next time), or the worker is stopping
+            self._expire_idle_now()
+            # the next checkpoint waits for the tombstones too (a failure stops the worker)
+            self._outputs.extend(await self.table.send(self._states_out))
+
+    def _expire_idle_now(self) -> None:
+        now = time.monotonic()
+        active = self._active_partitions()
+        ttl = self.settings.state_ttl_s
+        last_seen = self._last_seen
+        for key, partition in list(self.table.key_partitions.items()):
+            if key in self._dirty:
+                continue
+            if partition not in active:
+                continue  # a standby copy: its owner expires it
+            seen = last_seen.setdefault(key, now)  # recovered keys: idle since now
+            if now - seen < ttl:
+                continue
+            self.table.expire(key, partition, self._states_out)  # type: ignore[arg-type]
+            self._cache.pop(key, None)
+            self._last_seen.pop(key, None)
+            self._not_written.discard(key)
+            if self._out is not None:
+                self._out.forget(key)
+
+
+def partition_mismatch(partitions: int, wrong: dict[str, int]) -> str:
+    """Why the worker cannot read input topics whose partition counts (``wrong``) differ from ``partitions``."""
+    counts = set(wrong.values())
+    fix = (f"run the worker with --partitions {counts.pop()}, or create the input topic with {partitions}"
+           if len(counts) == 1 else f"give every input topic {partitions}")
+    return (f"input topic partitions must equal --partitions ({partitions}, the state table's): "
+            + ", ".join(f"{name} has {count}" for name, count in wrong.items())
+            + f". To fix: {fix} partitions before producing to it (a topic Kafka creates on the first produce "
+              "gets the broker's num.partitions)")
+
+
+async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """Partition count of each topic, waiting (up to ``timeout`` s) for topics just created to show up.
+
+    Asks for the metadata of all topics: aiokafka logs an error for every
+    request naming a topic the broker does not know yet.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        cluster = await client.fetch_all_metadata()
+        counts = {name: len(cluster.partitions_for_topic(name) or ()) for name in names}
+        missing = [name for name, count in counts.items() if not count]
+        if not missing:
+            return counts
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
+        await asyncio.sleep(0.1)
+
+
+async def _all_acknowledged(futures: list[asyncio.Future]) -> None:
+    """Await ``futures`` one after the other; raises the first failure.
+
+    Per partition the broker acknowledges batches in order, so most are done
+    by the time the first is: cheaper than gathering hundreds of futures.
+    The failures of those not awaited count as seen (:func:`_failures_seen`).
+    """
+    for index, future in enumerate(futures):
+        try:
+            await future
+        except BaseException:
+            _failures_seen(futures[index + 1:])
+            raise
+
+
+def _failures_seen(futures: list[asyncio.Future]) -> None:
+    """Mark the failures of ``futures`` (now or when they end) as seen: the worker reported the first
+    one, and asyncio would log each other as "Future exception was never retrieved"."""
+    for future in futures:
+        future.add_done_callback(_see_failure)
+
+
+def _see_failure(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def _stop(*producers: AIOKafkaProducer) -> None:
+    """Stop each producer, the others too when one's stop raises."""
+    if producers:
+        try:
+            await producers[0].stop()
+        finally:
+            await _stop(*producers[1:])
+
+
+def create_app(settings: WorkerSettings | None = None, engine: Engine | None = None) -> Loopwatch:
+    """Build the worker from ``settings`` (default: ``LOOPWATCH_*`` environment)."""
+    return Loopwatch(settings or WorkerSettings(), engine)
+
+
+_DEFAULT: Loopwatch | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # `faust -A streams.app worker` looks up `app`; built on first use from the environment.
+    global _DEFAULT
+    if name == "app":
+        if _DEFAULT is None:
+            _DEFAULT = create_app()
+        return _DEFAULT.app
+    raise AttributeError(name)

@@ -1,0 +1,120 @@
+"""The Docker deployment files, checked without Docker (none on CI).
+
+docker-compose.yml, Prometheus and Grafana provisioning parse; every metric a
+dashboard query names exists in streams.worker.metrics; Prometheus scrapes the
+worker's metrics port; every file a service mounts or builds from exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="pyyaml is in the test extra: pip install -e '.[test]'")
+
+from streams.worker.metrics import METRIC_NAMES  # noqa: E402
+from streams.worker.settings import WorkerSettings  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+GRAFANA = ROOT / "deploy" / "grafana"
+DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
+METRIC = re.compile(r"\bloopwatch_[a-z_]+\b")
+
+
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _exprs(node) -> list[str]:
+    """Every PromQL ``expr`` anywhere in a dashboard (panels, rows, nested panels)."""
+    if isinstance(node, dict):
+        found = [node["expr"]] if isinstance(node.get("expr"), str) else []
+        return found + [e for value in node.values() for e in _exprs(value)]
+    if isinstance(node, list):
+        return [e for value in node for e in _exprs(value)]
+    return []
+
+
+def test_compose_has_the_four_services():
+    compose = _compose()
+    assert set(compose["services"]) == {"kafka", "worker", "prometheus", "grafana"}
+    assert compose["services"]["kafka"]["image"].startswith("apache/kafka:3.9")
+    env = compose["services"]["kafka"]["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node
+    worker_env = compose["services"]["worker"]["environment"]
+    assert worker_env["LOOPWATCH_BROKER"] == "kafka://kafka:19092"
+    assert "PLAINTEXT://kafka:19092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert int(env["KAFKA_NUM_PARTITIONS"]) == int(worker_env["LOOPWATCH_PARTITIONS"])
+
+
+def test_compose_references_files_that_exist():
+    compose = _compose()
+    checked = 0
+    for name, service in compose["services"].items():
+        build = service.get("build")
+        if build:
+            context = ROOT / build["context"]
+            assert context.is_dir(), name
+            assert (context / build.get("dockerfile", "Dockerfile")).is_file(), name
+            checked += 1
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):  # bind mount (named volumes have no path)
+                assert (ROOT / source).exists(), f"{name}: {source}"
+                checked += 1
+        env = service.get("environment", {})
+        if "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH" in env:
+            home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+            assert home.startswith("/var/lib/grafana/dashboards/")
+            assert (GRAFANA / "dashboards" / Path(home).name).is_file()
+    assert checked >= 5
+
+
+def test_prometheus_scrapes_the_workers_metrics_port():
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    worker = _compose()["services"]["worker"]
+    port = int(worker["environment"].get("LOOPWATCH_METRICS_PORT", WorkerSettings().metrics_port))
+    assert f"worker:{port}" in targets
+    assert f"{port}:{port}" in worker.get("ports", [])
+    mounts = [v for v in _compose()["services"]["prometheus"]["volumes"] if v.startswith("./")]
+    assert "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+
+
+def test_grafana_provisioning_points_at_the_mounted_dashboards():
+    datasources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yaml").read_text())
+    providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "loopwatch.yaml").read_text())
+    assert datasources["apiVersion"] == 1 and providers["apiVersion"] == 1
+    uids = {d["uid"] for d in datasources["datasources"]}
+    assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
+    mounts = dict(v.split(":")[:2] for v in _compose()["services"]["grafana"]["volumes"])
+    assert mounts["./deploy/grafana/dashboards"] == providers["providers"][0]["options"]["path"]
+    assert mounts["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+    for path in DASHBOARDS:
+        used = {p["datasource"]["uid"] for p in json.loads(path.read_text())["panels"]}
+        assert used <= uids, path.name
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
+def test_dashboard_queries_name_only_real_metrics(path):
+    dashboard = json.loads(path.read_text())
+    exprs = _exprs(dashboard)
+    assert len(exprs) >= 10
+    names = {name for expr in exprs for name in METRIC.findall(expr)}
+    assert names - METRIC_NAMES == set()
+    # the panels the dashboard promises
+    assert "loopwatch_verdict_latency_seconds_bucket" in names
+    assert {"loopwatch_events_total", "loopwatch_detections_total", "loopwatch_post_compaction_aborts_total",
+            "loopwatch_dead_letters_total", "loopwatch_consumer_lag"} <= names
+    assert any(e.startswith("histogram_quantile(0.99") for e in exprs)
+    assert any(e.startswith("histogram_quantile(0.5") for e in exprs)
+
+
+def test_metric_regex_sees_every_name():
+    # a name the regex would cut short (digits, capitals) would escape the check above
+    assert all(METRIC.fullmatch(name) for name in METRIC_NAMES)

@@ -1,0 +1,68 @@
+"""Loopwatch._open_outputs: the worker's own producers are stopped on every failure path (no broker needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.worker.app import Loopwatch
+from streams.worker.settings import WorkerSettings
+
+
+class _Producer:
+    def __init__(self, name: str) -> None:
+        self.name, self.stopped = name, False
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+def _worker(tmp_path: Path) -> Loopwatch:
+    return Loopwatch(WorkerSettings(broker="kafka://127.0.0.1:1", app_id="lw-unit", input_topics=["unit.events"],
+                                    metrics_port=0, data_dir=str(tmp_path / "faust")))
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("broker gone"), asyncio.CancelledError()],
+                         ids=["error", "cancelled"])
+def test_a_producer_started_is_stopped_when_the_next_one_fails_to_start(tmp_path, monkeypatch, failure):
+    worker = _worker(tmp_path)
+    started: list[_Producer] = []
+
+    async def new_producer(name: str) -> Any:
+        if started:  # the second one (the states producer) does not start
+            raise failure
+        started.append(_Producer(name))
+        return started[-1]
+
+    async def declared() -> None:
+        pass
+
+    monkeypatch.setattr(worker, "_new_producer", new_producer)
+    for topic in (worker.verdicts, worker.loop_events, worker.dead_letters):
+        monkeypatch.setattr(topic, "maybe_declare", declared)
+
+    async def run() -> None:
+        with pytest.raises(type(failure)):
+            await worker._open_outputs()
+
+    asyncio.run(run())
+    assert [p.name for p in started] == ["outputs"]
+    assert started[0].stopped  # not left running (its connections and sender task)
+    assert worker._producers == () and worker._out is None and worker._states_out is None
+
+
+def test_every_producer_is_stopped_when_one_stop_raises():
+    from streams.worker.app import _stop
+
+    class _Failing(_Producer):
+        async def stop(self) -> None:
+            self.stopped = True
+            raise RuntimeError("stop failed")
+
+    first, second = _Failing("outputs"), _Producer("states")
+    with pytest.raises(RuntimeError, match="stop failed"):
+        asyncio.run(_stop(first, second))
+    assert first.stopped and second.stopped

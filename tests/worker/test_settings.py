@@ -1,0 +1,200 @@
+"""Worker settings: defaults, environment, and the `loopwatch worker` flags generated from them."""
+
+import re
+import sys
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from streams.cli import main
+from streams.worker.settings import WorkerSettings
+
+
+def test_defaults():
+    s = WorkerSettings()
+    assert s.broker == "kafka://127.0.0.1:9092" and s.input_topics == ["loopwatch.events"]
+    assert (s.verdicts_topic, s.loop_events_topic, s.dead_letters_topic) == (
+        "loopwatch.verdicts", "loopwatch.loop-events", "loopwatch.dead-letters")
+    assert (s.key_by, s.store, s.state_ttl_s, s.partitions, s.metrics_port, s.app_id, s.output_codec) == (
+        "run", "memory://", 1800.0, 4, 9464, "loopwatch", "msgpack")
+    assert s.config is None and s.producer_linger_ms == 0 and s.producer_acks == -1
+    assert (s.producer_max_batch_size, s.max_poll_records, s.checkpoint_interval_s) == (1_048_576, 2000, 0.5)
+
+
+def test_environment(monkeypatch):
+    monkeypatch.setenv("LOOPWATCH_INPUT_TOPICS", "a, b")
+    monkeypatch.setenv("LOOPWATCH_KEY_BY", "session")
+    monkeypatch.setenv("LOOPWATCH_PRODUCER_ACKS", "1")
+    monkeypatch.setenv("LOOPWATCH_STORE", "rocksdb://")
+    s = WorkerSettings()
+    assert s.input_topics == ["a", "b"] and s.key_by == "session" and s.producer_acks == 1
+    assert s.store == "rocksdb://"
+
+
+@pytest.mark.parametrize("field, value", [("key_by", "user"), ("output_codec", "avro"), ("partitions", 0),
+                                          ("input_topics", "")], ids=str)
+def test_invalid_values(field, value):
+    with pytest.raises(ValidationError, match=field):
+        WorkerSettings(**{field: value})
+
+
+def test_every_setting_is_a_flag_naming_its_env_var_and_default():
+    result = CliRunner().invoke(main, ["worker", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for name, field in WorkerSettings.model_fields.items():
+        assert f"--{name.replace('_', '-')}" in text
+        assert f"env: LOOPWATCH_{name.upper()};" in text
+        assert field.description.split()[0] in text
+    assert "default: kafka://127.0.0.1:9092" in text and "default: 1800.0" in text
+
+
+def test_bad_flag_value_names_flag_and_env_var(tmp_path):
+    result = CliRunner().invoke(main, ["worker", "--input-topics", " , "])
+    assert result.exit_code == 2 and "LOOPWATCH_INPUT_TOPICS" in result.output
+
+
+@pytest.mark.parametrize("given, url", [
+    ("kafka://k1:9092", "kafka://k1:9092"),
+    ("127.0.0.1:9192", "kafka://127.0.0.1:9192"),
+    ("k1:9092,k2:9092", "kafka://k1:9092;kafka://k2:9092"),
+])
+def test_broker_takes_a_url_or_host_port(given, url):
+    assert WorkerSettings(broker=given).broker == url
+
+
+def test_an_empty_broker_is_refused():
+    with pytest.raises(ValueError, match="a broker address is needed"):
+        WorkerSettings(broker=" , ")
+
+
+@pytest.mark.parametrize("given, says", [
+    ("127.0.0.1", "'127.0.0.1' has no port: give host:port (e.g. 127.0.0.1:9092)"),
+    ("kafka://127.0.0.1", "'127.0.0.1' has no port"),
+    ("k1:9092;k2", "'k2' has no port"),
+    ("127.0.0.1:notaport", "'127.0.0.1:notaport': the port must be a number from 1 to 65535"),
+    ("127.0.0.1:99999", "the port must be a number from 1 to 65535"),
+])
+def test_a_broker_without_a_valid_port_is_refused(given, says):
+    # Kafka clients would take a missing port for 9092: whatever broker listens there
+    with pytest.raises(ValueError, match=re.escape(says)):
+        WorkerSettings(broker=given)
+
+
+def test_the_worker_takes_loopwatch_bootstrap_when_its_own_variable_is_not_set(monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    port = _closed_port()
+    result = CliRunner().invoke(main, ["worker"], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}"})
+    assert result.output.splitlines()[0].startswith(f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch")
+    assert f"Error: cannot reach Kafka at 127.0.0.1:{port}: " in result.output
+    other = _closed_port()
+    result = CliRunner().invoke(main, ["worker"], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}",
+                                                       "LOOPWATCH_BROKER": f"127.0.0.1:{other}"})
+    assert f"Error: cannot reach Kafka at 127.0.0.1:{other}: " in result.output  # its own variable first
+
+
+def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting(tmp_path, monkeypatch):
+    # Same status and message as `loopwatch replay`; no broker is needed to find out.
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    config = tmp_path / "openclaw.json"
+    config.write_text('{tools: {loopDetection: {enabled: "yes"}}}', encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(main, ["worker", "--config", str(config), "--broker", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.output == ("loopwatch: invalid configuration:\n"
+                             f"{config}: tools.loopDetection.enabled: Expected boolean, received string\n")
+    missing = tmp_path / "missing.json"
+    result = runner.invoke(main, ["worker", "--config", str(missing), "--broker", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.output.startswith("loopwatch: cannot read the configuration: [Errno 2]")
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--store", "redis://", "the store is memory:// or rocksdb://"),
+    ("--broker", "http://127.0.0.1:9092", "'http://127.0.0.1:9092': a broker URL is kafka://host:port"),
+    ("--log-level", "loud", "'loud' is not one of 'debug', 'info', 'warning', 'error'"),
+])
+def test_worker_rejects_unknown_store_broker_scheme_and_log_level(flag, value, says):
+    result = CliRunner().invoke(main, ["worker", flag, value])
+    assert result.exit_code == 2
+    assert says in result.output
+    assert "Traceback" not in result.output
+
+
+def test_log_level_is_case_insensitive():
+    assert WorkerSettings(log_level="WARNING").log_level == "warning"
+
+
+def test_worker_says_in_one_line_when_no_broker_answers(monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    port = _closed_port()
+    result = CliRunner().invoke(main, ["worker", "--broker", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == (f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch, input loopwatch.events "
+                        "(4 partitions), key by run, store memory://")
+    assert lines[1].startswith("loopwatch worker: no --config: loopDetection enabled=unset")
+    assert lines[2].startswith(f"Error: cannot reach Kafka at 127.0.0.1:{port}: ") and len(lines) == 3
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # bound, then closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_detection(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    config = tmp_path / "openclaw.json"
+    config.write_text("{tolls: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")  # typo
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[1] == (
+        f"loopwatch worker: config {config}: loopDetection enabled=unset (rolling detectors off, guard on), "
+        "historySize=30, warningThreshold=10, criticalThreshold=20, unknownToolThreshold=10, "
+        "globalCircuitBreakerThreshold=30, postCompactionGuard.windowSize=3 -- the file has no "
+        "tools.loopDetection block: OpenClaw's defaults apply")
+    config.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[1] == (
+        f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
+        "criticalThreshold=20, unknownToolThreshold=10, globalCircuitBreakerThreshold=30, "
+        "postCompactionGuard.windowSize=3")
+    config.write_text("{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'ops', tools: {loopDetection: "
+                      "{warningThreshold: 5}}}, {id: 'plain'}, {id: 'review', tools: {loopDetection: {}}}]}}",
+                      encoding="utf-8")
+    result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.output.splitlines()[1].endswith(
+        "postCompactionGuard.windowSize=3; agents with their own block, overlaid on it: ops, review")
+
+
+def test_worker_refuses_a_metrics_port_in_use(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["worker", "--metrics-addr", "127.0.0.1", "--metrics-port", str(port),
+                                           "--broker", f"127.0.0.1:{_closed_port()}"])
+    assert result.exit_code == 1
+    assert f"Error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in result.output
+
+
+def test_the_settings_model_itself_takes_loopwatch_bootstrap(monkeypatch):
+    # `faust -A streams.app worker` builds WorkerSettings() from the environment alone
+    monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "10.0.0.5:9093")
+    monkeypatch.delenv("LOOPWATCH_BROKER", raising=False)
+    assert WorkerSettings().broker == "kafka://10.0.0.5:9093"
+    monkeypatch.setenv("LOOPWATCH_BROKER", "k1:9092")
+    assert WorkerSettings().broker == "kafka://k1:9092"
+    assert WorkerSettings(broker="k2:9092").broker == "kafka://k2:9092"
+
+
+def test_an_empty_loopwatch_broker_counts_as_unset(monkeypatch):
+    monkeypatch.setenv("LOOPWATCH_BROKER", "")
+    monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "b:1")
+    assert WorkerSettings().broker == "kafka://b:1"
