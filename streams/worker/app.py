@@ -45,87 +45,13 @@ arrived, so batching adds no delay. The dirty keys and the last offset
 handled per input partition are kept for the next checkpoint; offsets are
 committed only by checkpoints (Faust's committer never sees these topics).
 
-A checkpoint runs every ``checkpoint_interval_s`` (timer) and whenever
-``checkpoint_max_events`` events wait for one. It snapshots, in one step
-with no event being handled (the batch handlers, the timers and the
-rebalance handlers share one lock): the send futures of every record
-published so far, the dirty keys, and the last offset handled per input
-partition. Each dirty state is encoded as it is at that instant: by the
-checkpoint, a few states between yields to the event loop, or, for a state
-an event is about to change first, by :meth:`Loopwatch._apply` just before
-(copy on write). Then, in the background while later events are handled:
-
-(a) wait until every verdict, loop event, dead letter and rekey forward of
-    the snapshot is acknowledged by the broker (``acks=all``);
-(b) write each snapshotted state to the table (its changelog record goes to
-    the key's partition) and wait for those acknowledgements;
-(c) only then commit, per input partition, the offset after the last event
-    of the snapshot.
-
-One checkpoint at a time, so a key's snapshots reach the changelog in order.
-
-Why nothing is lost, applied twice or changed across a crash (kill -9)
----------------------------------------------------------------------
-Each state carries ``last_offsets[tp]``: the offset of the last event of
-input partition ``tp`` (``"topic:partition"``) applied to it, in the same
-changelog record as the state. The detection engine is deterministic and a
-verdict record is a function of (state, event, key, source) -- it carries no
-production time; the Kafka record timestamp does -- so re-applying an event
-to the same state gives byte-identical records.
-
-After a crash the table is restored from the changelog (the last checkpointed
-state of each key; with ``rocksdb://`` the local database, written only as
-the changelog acknowledges, then the newer changelog records) and each input
-partition resumes at its last committed
-offset, which by (c) is never beyond a checkpoint, and is read in order
-from there (:class:`streams.worker.reader.InputReader`). For each event then:
-
-1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
-   state, which was written in some checkpoint's step (b), after step (a)
-   acknowledged its verdict: it is skipped, nothing is sent;
-2. otherwise it is not in the state (states are snapshotted whole, so the
-   restored state has exactly the events up to its ``last_offsets``, in
-   order); it is applied, and its verdict is published -- a byte-identical
-   duplicate if it had been published before the crash.
-
-So every event is applied exactly once to the durable state, none is
-skipped, and every event has a verdict (duplicates are identical). Keyless
-records go through the rekey topic; a duplicate forward after a crash
-carries the same origin offset and is skipped by 1. An event that failed
-validation is dead-lettered (again, after a crash) and leaves no trace in the
-state (also one with args or a result nested too deeply to hash, which the
-engine checks before changing anything). One exception: a state too large
-for a changelog record (:meth:`Loopwatch._fitting`) is not written, so after
-a crash its key restarts from its last written state.
-
-Rebalances: when partitions are revoked (Faust's eager protocol: before any
-other member gets them) the worker runs a last checkpoint (a, b) without
-committing, drops its cache and pending offsets; the next owner skips what
-that checkpoint covered (1) and re-applies the rest (2). A batch fetched
-before a rebalance is dropped unhandled (its records come again). A graceful
-stop runs a last full checkpoint, committed, so a restart re-sends nothing. A
-batch that fails half-way (a send refused) leaves states that may hold events
-without a published verdict: it crashes the worker, and no checkpoint runs
-after it, not even the stop's. A failed checkpoint (a send or write not
-acknowledged) crashes the worker too. Either way the in-memory states are
-ahead of the table, and a restart resumes from the last checkpoint.
-
-Cost: per event, no broker round trip and no state encoding on the verdict
-path; per checkpoint, one encoding per dirty key and one changelog round trip.
-After a crash up to one checkpoint interval of events is re-applied (and
-their verdicts possibly sent twice). Faust's ``exactly_once`` (transactions)
-is not used: it would make verdicts visible to read_committed consumers only
-at each transaction commit, i.e. add the commit interval to every verdict.
-
-Latency: the cyclic garbage collector is kept off the states alive at a
-checkpoint (``gc.freeze``; a full collection every ``gc_full_interval_s``),
-since a full pass over a fleet's states stalls the event loop for tens of ms.
+Checkpoints (snapshot, acknowledgement, changelog write, commit) and why a
+crash or a rebalance loses, repeats or changes nothing: :mod:`streams.worker.checkpoint`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from typing import Any
@@ -137,12 +63,13 @@ from aiokafka import AIOKafkaProducer
 from . import metrics
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
+from .checkpoint import Checkpoints
 from .consumer import Transport
 from streams.detection import Engine, SessionState, load_config
 from streams.wire.logs import limit_kafka_client_logs
 from .outputs import Outputs
 from .reader import Batch, InputReader
-from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state, encode_state
+from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
 from .settings import WorkerSettings
 from .table import StateTable
 
@@ -155,10 +82,6 @@ log = logging.getLogger(__name__)
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
-# A checkpoint encodes states for this long, then pauses (events that arrived meanwhile are
-# handled): an event never waits more than a slice behind a checkpoint.
-_ENCODE_SLICE_S = 0.0005
-_ENCODE_PAUSE_S = 0.0005
 
 
 class _App(faust.App):
@@ -177,7 +100,7 @@ class _App(faust.App):
         await super().on_stop()
 
 
-class Loopwatch:
+class Loopwatch(Checkpoints):
     """The worker: a Faust app with its topics, state table, batch handlers and timers.
 
     Arguments:
@@ -237,15 +160,7 @@ class Loopwatch:
         app.topics.add(self.rekey)
 
         self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
-        self._dirty: dict[bytes, int] = {}  # key -> changelog partition, changed since the last snapshot
-        self._handled: dict[Any, int] = {}  # input TP -> last offset handled since the last snapshot
-        self._since_snapshot = 0  # events handled since the last snapshot
-        self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
-        self._unencoded: dict[bytes, int] = {}  # keys of the snapshot in flight not encoded yet
-        self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
-        self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
-        self._failed: BaseException | None = None
-        self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
+        self._init_checkpoints()
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
         self._states_out: Outputs | None = None  # the changelog's, opened with _out
@@ -257,9 +172,7 @@ class Loopwatch:
         self._rekey_topic = self.rekey.get_topic_name()
         self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._metrics_started = False
-        self._gc_full_at = time.monotonic()
         self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
-        self._not_written: set[bytes] = set()  # keys whose state was too large for the changelog (logged once)
 
         # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.worker.reader).
         external = [*s.input_topics, self._rekey_topic]
@@ -461,137 +374,6 @@ class Loopwatch:
             raise
         return producer
 
-    # ------------------------------------------------------------- checkpoints
-
-    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], int]:
-        """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
-
-        The dirty states are encoded by the checkpoint (:meth:`_encode_snapshot`)
-        off the lock, and by :meth:`_apply` just before an event changes one
-        of them first: each is encoded as it was at this instant.
-        """
-        outputs, self._outputs = self._outputs, []
-        handled, self._handled = self._handled, {}
-        self._unencoded, self._dirty = self._dirty, {}
-        self._encoded = []
-        self._since_snapshot = 0
-        return outputs, handled, self.app.consumer_generation_id
-
-    def _encode_now(self, key: bytes) -> None:
-        partition = self._unencoded.pop(key)
-        self._encoded.append((key, encode_state(self._cache[key], self.processor.engine), partition))
-
-    async def _encode_snapshot(self) -> list[tuple[bytes, bytes, int]]:
-        """Encode the snapshot's states not encoded yet, a slice at a time (events are handled in between)."""
-        unencoded, encoded, cache, engine = self._unencoded, self._encoded, self._cache, self.processor.engine
-        clock = time.perf_counter
-        while unencoded:
-            until = clock() + _ENCODE_SLICE_S
-            while unencoded and clock() < until:
-                key, partition = unencoded.popitem()
-                encoded.append((key, encode_state(cache[key], engine), partition))
-            # A real pause, not sleep(0): the loop then blocks in select, handles what arrived, and
-            # Faust's consumer thread (heartbeats, changelogs) gets the GIL without a switch-interval wait.
-            await asyncio.sleep(_ENCODE_PAUSE_S)
-        self._encoded = []
-        return encoded
-
-    def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
-        """The state writes a changelog record can carry; each larger one is counted and left out.
-
-        A state over :data:`~streams.wire.codecs.MAX_CARRIED_BYTES` (tool names
-        or ids of tens of KB, times ``historySize``) would be refused by the
-        broker and stop the worker at every restart. Left out, the key's state
-        lives on in memory (and still expires); after a crash or rebalance it
-        restarts from its last written version, or empty, without the events
-        in between. Logged at ERROR once per key.
-        """
-        kept = []
-        for key, value, partition in writes:
-            if fits(key, value):
-                kept.append((key, value, partition))
-                continue
-            metrics.STATES_NOT_WRITTEN.inc()
-            self.table.key_partitions.setdefault(key, partition)  # so that idle expiry finds it
-            if key not in self._not_written:
-                self._not_written.add(key)
-                log.error("loopwatch: the state of key %r is %s bytes, over the %s a changelog record carries: "
-                          "kept in memory only (its tool names or ids are very long, or historySize very large)",
-                          key[:200], f"{len(value):,}", f"{MAX_CARRIED_BYTES:,}")
-        return kept
-
-    def _start_checkpoint(self) -> None:
-        """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
-        if self._checkpoint is not None and not self._checkpoint.done():
-            return
-        if self._failed is not None or self._tainted or self.app.rebalancing:
-            return
-        if not (self._handled or self._outputs or self._dirty):
-            return
-        self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
-
-    async def _run_checkpoint(self, outputs: list[asyncio.Future], handled: dict[Any, int], generation: int,
-                              commit: bool = True) -> None:
-        """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
-        started = time.perf_counter()
-        try:
-            writes = self._fitting(await self._encode_snapshot())
-            await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
-            if writes:
-                await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError):
-                self._fail(exc)
-            raise
-        # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
-        if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
-            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
-        metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
-        self._tend_gc()
-
-    def _tend_gc(self) -> None:
-        """Keep the cyclic GC off the long-lived states (see ``WorkerSettings.gc_full_interval_s``).
-
-        States are freed by reference counting when they expire; what the
-        freeze hides from the collector is only cyclic garbage among objects
-        that were alive at a checkpoint, collected by the periodic full pass.
-        """
-        interval = self.settings.gc_full_interval_s
-        if not interval:
-            return
-        now = time.monotonic()
-        if now - self._gc_full_at >= interval:
-            self._gc_full_at = now
-            gc.unfreeze()
-            gc.collect()
-        gc.freeze()
-
-    def _fail(self, exc: BaseException) -> None:
-        if self._failed is None:
-            self._failed = exc
-            log.error("loopwatch: checkpoint failed, stopping (a restart resumes from the last checkpoint): %r",
-                      exc)
-            asyncio.ensure_future(self.app.crash(exc))
-
-    async def _checkpoint_tick(self) -> None:
-        async with self._lock:
-            self._start_checkpoint()
-
-    async def _wait_checkpoint(self) -> None:
-        if self._checkpoint is not None:
-            await asyncio.wait([self._checkpoint])
-            self._checkpoint = None
-
-    async def _final_checkpoint(self, commit: bool) -> None:
-        """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
-        await self._wait_checkpoint()
-        if self._tainted:
-            log.warning("loopwatch: no final checkpoint (a batch failed half-way): the events since the last "
-                        "checkpoint are applied again after it, their verdicts published again")
-            return
-        if self._failed is None and (self._handled or self._outputs or self._dirty):
-            await self._run_checkpoint(*self._snapshot(), commit=commit)
-
     def _load(self, key: bytes) -> SessionState:
         """The decoded state of ``key``, from the table (cached)."""
         stored = self.table.get(key)
@@ -673,15 +455,8 @@ class Loopwatch:
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
         self._cache.clear()
-        self._dirty.clear()
-        self._handled.clear()
-        self._since_snapshot = 0
-        _failures_seen(self._outputs)
-        self._outputs.clear()
-        self._unencoded.clear()
-        self._encoded = []
         self._last_seen.clear()
-        self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
+        self._forget_pending()
 
     def _active_partitions(self) -> set[int]:
         inputs = set(self.settings.input_topics)
@@ -757,32 +532,6 @@ async def _partition_counts(client: Any, names: list[str], timeout: float = 30.0
             raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
         await asyncio.sleep(0.1)
 
-
-async def _all_acknowledged(futures: list[asyncio.Future]) -> None:
-    """Await ``futures`` one after the other; raises the first failure.
-
-    Per partition the broker acknowledges batches in order, so most are done
-    by the time the first is: cheaper than gathering hundreds of futures.
-    The failures of those not awaited count as seen (:func:`_failures_seen`).
-    """
-    for index, future in enumerate(futures):
-        try:
-            await future
-        except BaseException:
-            _failures_seen(futures[index + 1:])
-            raise
-
-
-def _failures_seen(futures: list[asyncio.Future]) -> None:
-    """Mark the failures of ``futures`` (now or when they end) as seen: the worker reported the first
-    one, and asyncio would log each other as "Future exception was never retrieved"."""
-    for future in futures:
-        future.add_done_callback(_see_failure)
-
-
-def _see_failure(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 async def _stop(*producers: AIOKafkaProducer) -> None:

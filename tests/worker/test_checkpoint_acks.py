@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.worker.app import _all_acknowledged
+from streams.worker.checkpoint import _all_acknowledged
 
 
 def test_first_failure_raised_and_the_others_not_logged_as_never_retrieved() -> None:

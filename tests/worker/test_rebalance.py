@@ -4,7 +4,7 @@ Worker A runs alone; events are produced at a paced rate; worker B joins (A's
 partitions are revoked, B gets some of them); later A stops gracefully
 (SIGTERM: all partitions move to B); production goes on after that. Every
 event must have a verdict, repeated verdicts must be byte-identical (see the
-checkpoint design in streams/app.py) and equal to the offline engine's.
+checkpoint design in streams/worker/checkpoint.py) and equal to the offline engine's.
 """
 
 from __future__ import annotations
