@@ -136,18 +136,18 @@ def test_start_fails_when_the_verdicts_topic_does_not_exist(kafka_bootstrap, uni
     asyncio.run(run())
 
 
-def _readme_client_example() -> str:
-    """The Python block of README.md's client section, verbatim."""
+def _documented_client_example() -> str:
+    """The Python block of the client's docs page (docs/runners/python-client.md), verbatim."""
     from pathlib import Path
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "runners" / "python-client.md").read_text(encoding="utf-8")
     block = text.split("```python\nfrom streams.runners.client import LoopwatchClient\n", 1)[1].split("```", 1)[0]
     return "from streams.runners.client import LoopwatchClient\n" + block
 
 
 @pytest.mark.timeout(120)
-def test_readme_client_example_runs_as_written(kafka_bootstrap, tmp_path):
-    """The README's snippet, driven through a loop until the worker blocks it (and with a real result)."""
-    body = _readme_client_example().replace('LoopwatchClient("127.0.0.1:9092", on_timeout="allow")',
+def test_documented_client_example_runs_as_written(kafka_bootstrap, tmp_path):
+    """The documented snippet, driven through a loop until the worker blocks it (and with a real result)."""
+    body = _documented_client_example().replace('LoopwatchClient("127.0.0.1:9092", on_timeout="allow")',
                                             'LoopwatchClient(BOOTSTRAP, on_timeout="allow", '
                                             'events_topic=EVENTS, verdicts_topic=VERDICTS)')
     body = body.replace("            ...", "            outcomes.append('aborted')")
@@ -162,7 +162,7 @@ def test_readme_client_example_runs_as_written(kafka_bootstrap, tmp_path):
                          "VERDICTS": settings.verdicts_topic, "run_id": "readme-run", "session_id": "readme-s",
                          "p": "/workspace/notes.md", "run_the_tool": lambda: "same contents",
                          "outcomes": outcomes}
-            exec(source, namespace)  # noqa: S102 - the README's own example
+            exec(source, namespace)  # noqa: S102 - the documented example
             verdicts = []
             for number in range(21):
                 namespace["call_id"] = f"readme-{number}"
@@ -193,7 +193,7 @@ def test_events_kafka_refuses_fail_open_or_closed_at_once_and_invalid_ones_are_n
                 assert refused.latency_s < 5 and "over the producer's max_request_size of 1,048,576" in refused.error
                 assert refused.message.startswith("loopwatch: the event could not be sent (the event is 1,500,")
                 assert refused.message.endswith("failing open (on_timeout='allow'): going on without a loop check")
-                # the README flow: the call goes through, its large result is refused, the run goes on
+                # the documented flow: the call goes through, its large result is refused, the run goes on
                 call = await client.check(_call(run_id, 1, outcome_follows=True))
                 assert (call.verdict, call.timed_out, call.error) == ("allow", False, None)
                 assert call.record["run_id"] == run_id and call.message is None
