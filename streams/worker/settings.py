@@ -117,7 +117,13 @@ class WorkerSettings(BaseSettings):
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="TCP port of the Prometheus /metrics endpoint (0 = off).",
     )
-    metrics_addr: str = Field("0.0.0.0", description="Address the /metrics endpoint binds to.")
+    metrics_addr: str = Field(
+        "127.0.0.1",
+        description=(
+            "Address the /metrics endpoint binds to: loopback unless told otherwise "
+            "(0.0.0.0 for every interface, as a container needs for Prometheus to reach it)."
+        ),
+    )
 
     # ------------------------------------------------------ latency tuning
     producer_linger_ms: float = Field(

@@ -198,3 +198,10 @@ def test_an_empty_loopwatch_broker_counts_as_unset(monkeypatch):
     monkeypatch.setenv("LOOPWATCH_BROKER", "")
     monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "b:1")
     assert WorkerSettings().broker == "kafka://b:1"
+
+
+def test_metrics_endpoint_binds_loopback_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("LOOPWATCH_METRICS_ADDR", raising=False)
+    assert WorkerSettings().metrics_addr == "127.0.0.1"
+    monkeypatch.setenv("LOOPWATCH_METRICS_ADDR", "0.0.0.0")
+    assert WorkerSettings().metrics_addr == "0.0.0.0"
