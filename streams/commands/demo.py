@@ -51,7 +51,10 @@ READY_LINE = "[^Worker]: Ready"  # Faust logs it once the worker has its partiti
 
 
 def _say(message: str) -> None:
-    click.echo(f"demo: {message}", err=True)
+    try:
+        click.echo(f"demo: {message}", err=True)
+    except OSError:  # stderr closed (piped into `head`, terminal gone): cleanup must still run
+        pass
 
 
 def _port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -133,6 +136,19 @@ def _stop_broker(bootstrap: str) -> None:
     _kafka_sh("stop", _split(bootstrap)[1])
 
 
+def _die_with_parent() -> None:
+    """In the worker's child process: ask Linux to send it SIGTERM when the demo dies.
+
+    The demo stops its worker on exit, but a demo killed outright (SIGKILL, a crash) runs no
+    cleanup; the worker lives in its own session, so without this it would keep running alone.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class _Worker:
     """``loopwatch worker`` as a subprocess in its own process group, logging to a file."""
 
@@ -143,6 +159,7 @@ class _Worker:
                 [sys.executable, "-c", "from streams.cli import main; main()", "worker"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def log_text(self) -> str:
@@ -350,6 +367,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     worker: _Worker | None = None
     status = 1
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` cleans up like Ctrl-C
+    signal.signal(signal.SIGHUP, _interrupt)   # so does closing the terminal
     try:
         # Settings go through LOOPWATCH_* variables, not flags: faust's import-time argv scan takes
         # any argument starting with "--loop" (as --loop-events-topic does) for its --loop option.

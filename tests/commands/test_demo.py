@@ -71,3 +71,61 @@ def test_demo_once_gives_the_offline_verdict_for_every_example_event(kafka_boots
     assert "104 verdict(s) received" in proc.stderr
     assert f"http://127.0.0.1:{port}/metrics (Prometheus text; loopwatch_verdicts_total = 104)" in proc.stderr
     assert "deleted 6 demo topic(s)" in proc.stderr
+
+
+def _workers_of(app_id: str) -> list[int]:
+    """Pids of live processes whose environment names ``app_id`` as LOOPWATCH_APP_ID."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"LOOPWATCH_APP_ID={app_id}".encode() in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["output-closed", "sigkill"])
+def test_demo_never_leaves_its_worker_behind(kafka_bootstrap, how):
+    """Piped into `head` (its output closes) or killed outright, the demo's worker goes too."""
+    import os
+    import signal
+    import uuid
+
+    app_id = f"loopwatch-demo-test-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from streams.cli import main; main()", "demo", "--rate", "5",
+         "--bootstrap", kafka_bootstrap, "--metrics-port", "0", "--app-id", app_id, "--timeout", "90"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        first = proc.stdout.readline()  # the header: the worker is running and verdicts flow
+        assert first.startswith(b"[   #]"), first
+        assert _workers_of(app_id), "the demo's worker should be running"
+        if how == "output-closed":
+            proc.stdout.close()
+            proc.stderr.close()
+        else:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+        assert _wait_for(lambda: not _workers_of(app_id), 40), f"worker still running: {_workers_of(app_id)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _workers_of(app_id):
+            os.kill(pid, signal.SIGKILL)
