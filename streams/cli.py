@@ -26,6 +26,8 @@ _COMMANDS: dict[str, str] = {
     "produce": "streams.commands.produce:produce",
     "tail": "streams.commands.tail:tail",
     "demo": "streams.commands.demo:demo",
+    "gateway": "streams.commands.gateway:gateway",
+    "hook": "streams.commands.hook:hook",
 }
 
 

@@ -36,7 +36,9 @@ from typing import Any
 
 from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, iso_to_ms, joined_text, read_jsonl, report
 
-__all__ = ["discover", "read", "looks_like"]
+__all__ = ["discover", "read", "looks_like", "is_prompt", "run_id", "MAIN_AGENT"]
+
+MAIN_AGENT = "main"  # agent_id of the top-level conversation
 
 
 def discover(root: Path) -> Iterator[Path]:
@@ -59,13 +61,21 @@ def _tool_results(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
-def _is_prompt(record: dict[str, Any]) -> bool:
+def is_prompt(record: dict[str, Any]) -> bool:
+    """Whether a log record is a human prompt, which starts a run (see the module docstring)."""
     return (
         record.get("type") == "user"
         and not _tool_results(record)
         and not record.get("isMeta")
         and not record.get("isCompactSummary")
     )
+
+
+def run_id(session_id: str, prompt: str | None = None, sub_agent: str | None = None) -> str:
+    """The run id of a call: ``<session>:<sub_agent>`` in a sub-agent, else ``<session>:<prompt>`` (the id of
+    the prompt that started the run), else ``<session>:start`` (before any prompt). The live Claude Code
+    hooks (:mod:`streams.runners.hooks.claude_code`) name runs with it too."""
+    return f"{session_id}:{sub_agent or prompt or 'start'}"
 
 
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
@@ -82,7 +92,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     sub_agent = next(
         (r["agentId"] for _, r in records if r.get("isSidechain") and isinstance(r.get("agentId"), str)), None
     )
-    agent_id = sub_agent or "main"
+    agent_id = sub_agent or MAIN_AGENT
     ids = EventIds(f"{session_id}/{sub_agent}" if sub_agent else session_id)
 
     results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -91,16 +101,16 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             results.setdefault(str(block.get("tool_use_id")), []).append((ln, block))
     used: set[tuple[int, str]] = set()
     emitted: set[str] = set()
-    run_id = f"{session_id}:{sub_agent}" if sub_agent else f"{session_id}:start"
+    run = run_id(session_id, sub_agent=sub_agent)
 
     for ln, rec in records:
         kind = rec["type"]
         ts = iso_to_ms(rec.get("timestamp"))
         src = {"path": str(path), "line": ln}
-        if not sub_agent and _is_prompt(rec):
-            run_id = f"{session_id}:{rec.get('uuid')}"
+        if not sub_agent and is_prompt(rec):
+            run = run_id(session_id, prompt=str(rec.get("uuid")))
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            yield {"type": "compaction_retry", "run_id": run_id, "session_id": session_id, "agent_id": agent_id,
+            yield {"type": "compaction_retry", "run_id": run, "session_id": session_id, "agent_id": agent_id,
                    "event_id": ids.next(ln), "ts": ts, "source": src}
         elif kind == "assistant":
             content = (rec.get("message") or {}).get("content")
@@ -114,7 +124,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
                 found = next(((rl, b) for rl, b in results.get(call_id, ()) if rl > ln and (rl, call_id) not in used), None)
                 if found:
                     used.add((found[0], call_id))
-                ev: dict[str, Any] = {"type": "tool_call", "run_id": run_id, "session_id": session_id,
+                ev: dict[str, Any] = {"type": "tool_call", "run_id": run, "session_id": session_id,
                                       "agent_id": agent_id, "tool_call_id": call_id, "tool_name": block.get("name"),
                                       "args": block.get("input")}
                 ev.update(_outcome(found[1] if found else None))

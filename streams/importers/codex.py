@@ -42,7 +42,9 @@ from typing import Any
 
 from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, read_jsonl, report, text_result
 
-__all__ = ["discover", "read", "looks_like", "TOOL_ITEMS"]
+__all__ = ["discover", "read", "looks_like", "TOOL_ITEMS", "AGENT_ID", "run_id", "shell_args"]
+
+AGENT_ID = "codex"
 
 # item.type -> tool name loopwatch reports
 TOOL_ITEMS = {
@@ -64,10 +66,22 @@ def looks_like(first: Any) -> bool:
     return isinstance(first, dict) and first.get("type") in ("thread.started", "turn.started")
 
 
+def run_id(session_id: str, turn: int | str) -> str:
+    """The run id of a turn: ``<thread_id>#turn<n>`` for the n-th turn of a capture (an int); the live
+    Codex hooks (:mod:`streams.runners.hooks.codex`), which get Codex's own turn id, give ``<session>#<turn_id>``:
+    the same cut into runs, spelled with the id Codex has there."""
+    return f"{session_id}#turn{turn}" if isinstance(turn, int) else f"{session_id}#{turn}"
+
+
+def shell_args(command: Any) -> dict[str, Any]:
+    """The args of a shell command call (``tool_name`` ``shell``), from a capture or a live hook."""
+    return {"command": command}
+
+
 def _args(item: dict[str, Any]) -> Any:
     kind = item.get("type")
     if kind == "command_execution":
-        return {"command": item.get("command")}
+        return shell_args(item.get("command"))
     if kind == "file_change":
         return {"changes": item.get("changes")}
     if kind == "todo_list":
@@ -137,15 +151,15 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             turn += 1
         if key is None:
             continue
-        item, run_id = ev["item"], f"{session_id}#turn{max(turn, 1)}"
+        item, run = ev["item"], run_id(session_id, max(turn, 1))
         src = {"path": str(path), "line": ln}
         if first_at[key] == i:
             end = done_at.get(key)
             # overlapping when another tool call starts before this one completes
             overlap = end is not None and end > i and any(i < s < end for s in starts)
             name = TOOL_ITEMS[item["type"]] or item.get("tool")
-            call: dict[str, Any] = {"type": "tool_call", "run_id": run_id, "session_id": session_id,
-                                    "agent_id": "codex", "tool_call_id": item["id"], "tool_name": name,
+            call: dict[str, Any] = {"type": "tool_call", "run_id": run, "session_id": session_id,
+                                    "agent_id": AGENT_ID, "tool_call_id": item["id"], "tool_name": name,
                                     "args": _args(item)}
             if overlap:
                 follows.add(key)
@@ -157,7 +171,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             call.update(event_id=ids.next(ln), ts=ln, source=src)
             yield call
         elif done_at.get(key) == i and key in follows:
-            res = {"type": "tool_result", "run_id": run_id, "session_id": session_id, "tool_call_id": item["id"]}
+            res = {"type": "tool_result", "run_id": run, "session_id": session_id, "tool_call_id": item["id"]}
             res.update(_outcome(item))
             res.update(event_id=ids.next(ln), ts=ln, source=src)
             yield res

@@ -1,0 +1,11 @@
+"""``loopwatch gateway``: an HTTP front for runners that cannot hold a Kafka client.
+
+:func:`create_app` builds the aiohttp application around one shared
+:class:`~streams.runners.client.LoopwatchClient`; :func:`serve` runs it until cancelled. The API is
+in :mod:`.app` and docs/runners/gateway.md.
+"""
+
+from .app import DEFAULT_MAX_BODY_BYTES, GatewayConfig, create_app
+from .serve import serve
+
+__all__ = ["GatewayConfig", "create_app", "serve", "DEFAULT_MAX_BODY_BYTES"]

@@ -1,0 +1,73 @@
+"""Request bodies in, gateway answers out: parsing a JSON object, and a verdict as the ``/v1/events`` answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streams.runners.client import Verdict
+
+__all__ = ["BadRequest", "parse_object", "event_answer", "DECISIONS"]
+
+DECISIONS = ("allow", "warn", "block", "abort")
+
+
+class BadRequest(Exception):
+    """A request the gateway refuses: ``status`` (400, 401, 413) and ``reason`` (the answer's ``error``)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_object(body: bytes) -> dict[str, Any]:
+    """The JSON object in ``body`` (UTF-8). Raises BadRequest(400) with the reason for anything else."""
+    if not body.strip():
+        raise BadRequest(400, "empty body: expected one JSON object")
+    try:
+        value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise BadRequest(400, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # json.JSONDecodeError included
+        raise BadRequest(400, f"invalid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadRequest(400, f"the body must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def event_answer(verdict: Verdict, on_timeout: str) -> dict[str, Any]:
+    """The ``/v1/events`` answer for ``verdict``.
+
+    ``decision`` is the worker's verdict (``ignore``, a result for a blocked or unknown call, answers
+    ``allow``: nothing to do) or, when no verdict came (``timed_out``, or Kafka refused the event:
+    ``error``), the ``on_timeout`` policy itself. ``detector`` and ``count`` name the detection behind
+    a warn/block (``compaction_loop_persisted`` for an abort); ``message`` is what to tell the model
+    (the block reason, the warning, the abort message, or what went wrong); ``verdict`` is the
+    worker's verdict record, None when there is none.
+    """
+    record = verdict.record
+    answer: dict[str, Any] = {"decision": on_timeout, "detector": None, "count": None,
+                              "message": verdict.message, "timed_out": verdict.timed_out,
+                              "on_timeout": on_timeout, "verdict": None, "event_id": verdict.event_id,
+                              "latency_ms": round(verdict.latency_s * 1000, 3)}
+    if record is None:
+        if verdict.error is not None:
+            answer["error"] = verdict.error
+        return answer
+    answer["decision"] = verdict.verdict if verdict.verdict in DECISIONS else "allow"
+    answer["verdict"] = dict(record)
+    if verdict.verdict == "abort":
+        guard = record.get("guard") or {}
+        answer["detector"] = guard.get("detector") or "compaction_loop_persisted"
+        answer["count"] = guard.get("count")
+    elif verdict.detection is not None and verdict.verdict in ("warn", "block"):
+        answer["detector"] = verdict.detection.get("detector")
+        answer["count"] = verdict.detection.get("count")
+    return answer

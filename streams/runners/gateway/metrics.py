@@ -1,0 +1,38 @@
+"""The gateway's Prometheus metrics, in a registry of its own (one per gateway app)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+__all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
+
+# Round trips of a healthy pipeline are milliseconds; the top buckets catch timeouts (default 2 s).
+_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+
+
+class GatewayMetrics:
+    """Counters and the latency histogram of one gateway.
+
+    * ``loopwatch_gateway_requests_total{endpoint, outcome}``: every request; ``outcome`` is the
+      decision (``allow``, ``warn``, ``block``, ``abort``), ``none`` (a hook call that stands for no
+      event), ``timeout``, ``send_error``, or the refusal (``bad_request``, ``unauthorized``,
+      ``too_large``, ``unavailable``).
+    * ``loopwatch_gateway_roundtrip_seconds{endpoint}``: from the request read to its verdict (events
+      sent to Kafka only), timeouts included.
+    * ``loopwatch_gateway_timeouts_total{endpoint}``: verdicts that did not come in time.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("loopwatch_gateway_requests", "Gateway requests by endpoint and outcome",
+                                ["endpoint", "outcome"], registry=self.registry)
+        self.roundtrip = Histogram("loopwatch_gateway_roundtrip_seconds",
+                                   "Seconds from a request's event to its verdict (Kafka round trip)",
+                                   ["endpoint"], buckets=_BUCKETS, registry=self.registry)
+        self.timeouts = Counter("loopwatch_gateway_timeouts", "Verdicts that did not come within the timeout",
+                                ["endpoint"], registry=self.registry)
+
+    def render(self) -> bytes:
+        """The exposition text."""
+        return generate_latest(self.registry)

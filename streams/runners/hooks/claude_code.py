@@ -1,0 +1,123 @@
+"""Claude Code hooks -> loopwatch events, and verdicts -> Claude Code's hook output.
+
+Claude Code calls a hook with one JSON object (on stdin for a ``command`` hook, as the POST body
+for an ``http`` hook) holding ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``
+and the event's own fields; tool events add ``tool_name``, ``tool_input``, ``tool_use_id``, and
+``PostToolUse`` adds ``tool_response`` (Claude Code hooks reference,
+https://code.claude.com/docs/en/hooks). Calls made inside a sub-agent also carry the sub-agent's
+``agent_id``.
+
+Mapping (the Claude Code importer's, :mod:`streams.importers.claude_code`):
+
+* ``UserPromptSubmit`` starts a new run of the session: ``<session_id>:<id>`` with a fresh id (the
+  importer uses the prompt record's uuid, which the hook does not carry: the same cut into runs,
+  another spelling). Calls before any prompt (or after the gateway forgot the session) are in
+  ``<session_id>:start``; a sub-agent's calls are in ``<session_id>:<agent_id>``. No event is sent.
+* ``PreToolUse`` -> ``tool_call`` (``tool_call_id`` = ``tool_use_id``, ``tool_name`` as Claude Code
+  spells it, ``args`` = ``tool_input``, ``agent_id`` = ``main`` or the sub-agent's id) with
+  ``outcome_follows: true``.
+* ``PostToolUse`` -> ``tool_result`` whose ``result`` is ``tool_response`` in OpenClaw's shape
+  (:func:`streams.runners.hooks.base.tool_outcome`); ``PostToolUseFailure`` -> ``tool_result``
+  whose ``error`` is the failure's ``error`` text (a thrown error, as the importer reads
+  ``is_error``).
+* ``SessionStart`` with ``source: "compact"`` (or ``PostCompact``) -> ``compaction_retry`` in the
+  run in progress (the importer's ``compact_boundary``); a second one before any tool event is the
+  same compaction and is not sent again.
+* Anything else (``PreCompact``, ``Stop``, ``Notification``, ...) sends nothing and answers ``{}``.
+
+Answers (Claude Code's hook output):
+
+* ``PreToolUse`` blocked (or failed closed): ``{"hookSpecificOutput": {"hookEventName": "PreToolUse",
+  "permissionDecision": "deny", "permissionDecisionReason": <block reason>}}``; a warning:
+  ``{"systemMessage": <warning>, "hookSpecificOutput": {"hookEventName": "PreToolUse",
+  "additionalContext": <warning>}}`` (the call runs; the model and the user see the warning);
+  allowed: ``{}``.
+* A result or compaction whose verdict is ``abort`` (the post-compaction guard; or failing closed):
+  ``{"continue": false, "stopReason": <message>}``, which stops the session. Otherwise ``{}``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping
+
+from streams.importers.claude_code import MAIN_AGENT, run_id
+from .base import RunTracker, optional_str, require_str, tool_outcome
+
+__all__ = ["ClaudeCodeHooks", "RUNNER"]
+
+RUNNER = "claude-code"
+_TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+
+
+class ClaudeCodeHooks:
+    """Maps Claude Code hook calls to events (see the module docstring); keeps each session's run.
+
+    Arguments:
+        runs: the sessions' runs in progress (a fresh :class:`RunTracker` by default); one
+            per gateway, shared by all requests.
+    """
+
+    runner = RUNNER
+
+    def __init__(self, runs: RunTracker | None = None) -> None:
+        self.runs = runs if runs is not None else RunTracker()
+
+    def event(self, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The loopwatch event a hook call stands for, or None.
+
+        Raises:
+            HookInputError: no ``hook_event_name`` or ``session_id`` string; a tool event without a
+                ``tool_use_id`` (or ``PreToolUse`` without a ``tool_name``) string.
+        """
+        name = require_str(payload, "hook_event_name")
+        session = require_str(payload, "session_id")
+        sub_agent = optional_str(payload, "agent_id")
+        default = run_id(session, sub_agent=sub_agent)
+        if name == "UserPromptSubmit":
+            if sub_agent is None:
+                self.runs.start(session, run_id(session, prompt=uuid.uuid4().hex))
+            return None
+        if name in _TOOL_EVENTS:
+            call_id = require_str(payload, "tool_use_id")
+            run = default if sub_agent else self.runs.tool_event(session, default)
+            base = {"run_id": run, "session_id": session, "tool_call_id": call_id}
+            if name == "PreToolUse":
+                event = {"type": "tool_call", **base, "agent_id": sub_agent or MAIN_AGENT,
+                         "tool_name": require_str(payload, "tool_name")}
+                if "tool_input" in payload:
+                    event["args"] = payload["tool_input"]
+                event["outcome_follows"] = True
+                return event
+            if name == "PostToolUse":
+                return {"type": "tool_result", **base, "result": tool_outcome(payload.get("tool_response")),
+                        "error": None}
+            error = payload.get("error")
+            return {"type": "tool_result", **base, "result": None,
+                    "error": error if isinstance(error, str) and error else "tool failed"}
+        if name == "PostCompact" or (name == "SessionStart" and payload.get("source") == "compact"):
+            run = default if sub_agent else self.runs.compaction(session, default)
+            if run is None:
+                return None
+            return {"type": "compaction_retry", "run_id": run, "session_id": session,
+                    "agent_id": sub_agent or MAIN_AGENT}
+        return None
+
+    @staticmethod
+    def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Claude Code's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
+        if decision is None:
+            return {}
+        verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
+        if payload.get("hook_event_name") == "PreToolUse":
+            if verdict in ("block", "abort"):
+                return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                               "permissionDecisionReason": message}}
+            if verdict == "warn" and decision.get("message"):
+                return {"systemMessage": message,
+                        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": message}}
+            return {}
+        if verdict in ("abort", "block"):
+            return {"continue": False, "stopReason": message}
+        return {}
+

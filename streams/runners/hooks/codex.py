@@ -1,0 +1,112 @@
+"""Codex CLI hooks -> loopwatch events, and verdicts -> Codex's hook output.
+
+Codex runs command hooks only, with one JSON object on stdin: ``session_id`` (the thread id),
+``turn_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, ``model``, and for tool events
+``tool_name`` (``Bash`` for shell commands, ``apply_patch``, MCP tools as ``mcp__<server>__<tool>``),
+``tool_input`` (``{"command": ...}`` for ``Bash`` and ``apply_patch``), ``tool_use_id``; ``PostToolUse``
+adds ``tool_response`` (Codex hooks reference, https://developers.openai.com/codex/hooks). A hook
+blocks with exit status 2 (stderr is the reason) or a ``permissionDecision: "deny"``; a hook that
+fails or prints something Codex cannot parse does not block.
+
+Mapping (the Codex importer's, :mod:`streams.importers.codex`):
+
+* ``run_id`` = ``<session_id>#<turn_id>``: one run per turn, as the importer's ``<thread_id>#turn<n>``
+  (Codex's own turn id instead of the turn's number, which the hook does not carry). A call without
+  a ``turn_id`` goes to the session's last turn (``#turn1`` before any). ``agent_id`` = ``codex``.
+* ``PreToolUse`` -> ``tool_call`` with ``outcome_follows: true``; ``Bash`` is the importer's ``shell``
+  with ``args = {"command": tool_input.command}``; other tools keep their name and ``tool_input``.
+* ``PostToolUse`` -> ``tool_result`` with ``tool_response`` in OpenClaw's shape
+  (:func:`streams.runners.hooks.base.tool_outcome`).
+* ``PostCompact`` (or ``SessionStart`` with ``source: "compact"``) -> ``compaction_retry`` (recorded
+  ``codex exec --json`` output has no compactions; live, a compaction arms the guard as in OpenClaw).
+* Anything else sends nothing and answers ``{}``.
+
+Answers: ``PreToolUse`` blocked -> ``{"hookSpecificOutput": {"hookEventName": "PreToolUse",
+"permissionDecision": "deny", "permissionDecisionReason": ...}}`` (``loopwatch hook codex`` turns it
+into exit status 2 with the reason on stderr); a warning -> ``{"systemMessage": ...}``; a result
+or compaction whose verdict is ``abort`` -> ``{"continue": false, "stopReason": ...}``; else ``{}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from streams.importers.codex import AGENT_ID, run_id, shell_args
+from .base import RunTracker, optional_str, require_str, tool_outcome
+
+__all__ = ["CodexHooks", "RUNNER"]
+
+RUNNER = "codex"
+SHELL_HOOK_NAME = "Bash"  # what Codex names its shell tools in hook input; the importer's "shell"
+
+
+class CodexHooks:
+    """Maps Codex hook calls to events (see the module docstring); keeps each session's last turn."""
+
+    runner = RUNNER
+
+    def __init__(self, runs: RunTracker | None = None) -> None:
+        self.runs = runs if runs is not None else RunTracker()
+
+    def _run(self, payload: Mapping[str, Any], session: str) -> str:
+        turn = optional_str(payload, "turn_id")
+        if turn is None:
+            return self.runs.current(session, run_id(session, 1))
+        run = run_id(session, turn)
+        self.runs.start(session, run)
+        return run
+
+    def event(self, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The loopwatch event a hook call stands for, or None.
+
+        Raises:
+            HookInputError: no ``hook_event_name`` or ``session_id`` string; a tool event without
+                a ``tool_use_id`` (or ``PreToolUse`` without a ``tool_name``) string.
+        """
+        name = require_str(payload, "hook_event_name")
+        session = require_str(payload, "session_id")
+        if name in ("PreToolUse", "PostToolUse"):
+            call_id = require_str(payload, "tool_use_id")
+            base = {"run_id": self._run(payload, session), "session_id": session, "tool_call_id": call_id}
+            if name == "PostToolUse":
+                return {"type": "tool_result", **base, "result": tool_outcome(payload.get("tool_response")),
+                        "error": None}
+            tool = require_str(payload, "tool_name")
+            tool_input = payload.get("tool_input")
+            event = {"type": "tool_call", **base, "agent_id": AGENT_ID}
+            if tool == SHELL_HOOK_NAME:
+                command = tool_input.get("command") if isinstance(tool_input, dict) else tool_input
+                event.update(tool_name="shell", args=shell_args(command))
+            else:
+                event["tool_name"] = tool
+                if "tool_input" in payload:
+                    event["args"] = tool_input
+            event["outcome_follows"] = True
+            return event
+        if name == "PostCompact" or (name == "SessionStart" and payload.get("source") == "compact"):
+            turn = optional_str(payload, "turn_id")
+            current = self.runs.compaction(session, run_id(session, turn or 1))
+            if current is None:
+                return None
+            run = run_id(session, turn) if turn else current
+            return {"type": "compaction_retry", "run_id": run, "session_id": session, "agent_id": AGENT_ID}
+        if optional_str(payload, "turn_id"):
+            self._run(payload, session)
+        return None
+
+    @staticmethod
+    def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Codex's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
+        if decision is None:
+            return {}
+        verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
+        if payload.get("hook_event_name") == "PreToolUse":
+            if verdict in ("block", "abort"):
+                return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                               "permissionDecisionReason": message}}
+            if verdict == "warn" and decision.get("message"):
+                return {"systemMessage": message}
+            return {}
+        if verdict in ("abort", "block"):
+            return {"continue": False, "stopReason": message}
+        return {}

@@ -1,0 +1,153 @@
+"""The gateway's HTTP API over an in-process engine: answers, refusals, token, body limit, health, metrics.
+
+Broker-backed tests are in test_gateway_broker.py; these check the HTTP layer and the answer shape
+with verdicts computed by the engine itself (tests/runners/gateway_support.EngineSource).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.runners.gateway import GatewayConfig
+from streams.runners.gateway.health import KafkaProbe
+from tests.runners.gateway_support import EngineSource, call, result, served
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _loop(client, run: str, calls: int) -> list[dict]:
+    answers = []
+    for i in range(calls):
+        response = await client.post("/v1/events", json=call(run, i))
+        assert response.status == 200
+        answers.append(await response.json())
+        await client.post("/v1/events", json=result(run, i))
+    return answers
+
+
+def test_a_loop_is_allowed_then_warned_then_blocked_with_the_answer_shape():
+    async def main():
+        source = EngineSource()
+        async with served(source) as client:
+            answers = await _loop(client, "r1", 13)
+        decisions = [a["decision"] for a in answers]
+        assert decisions == ["allow"] * 10 + ["warn", "allow", "block"]
+        warn, block = answers[10], answers[12]
+        assert (warn["detector"], warn["count"]) == ("generic_repeat", 10)
+        assert warn["message"].startswith("WARNING: You have called read 10 times")
+        assert (block["detector"], block["count"]) == ("generic_repeat", 12)
+        assert block["message"] == block["verdict"]["block_reason"]
+        assert block["verdict"]["tool_call_id"] == "r1-12" and block["verdict"]["blocked"] is True
+        assert answers[0] | {"verdict": None, "event_id": None, "latency_ms": None} == {
+            "decision": "allow", "detector": None, "count": None, "message": None, "timed_out": False,
+            "on_timeout": "allow", "verdict": None, "event_id": None, "latency_ms": None}
+    _run(main())
+
+
+def test_timeout_answers_the_on_timeout_policy_and_says_so():
+    async def main():
+        for policy in ("allow", "block"):
+            source = EngineSource(on_timeout=policy, hang=True)
+            async with served(source, GatewayConfig(timeout=0.2, on_timeout=policy)) as client:
+                answer = await (await client.post("/v1/events", json=call("r", 0))).json()
+                metrics = await (await client.get("/metrics")).text()
+            assert answer["decision"] == policy and answer["timed_out"] is True and answer["verdict"] is None
+            assert answer["on_timeout"] == policy
+            assert "no verdict within" in answer["message"]
+            assert 'loopwatch_gateway_timeouts_total{endpoint="/v1/events"} 1.0' in metrics
+            assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="timeout"} 1.0' in metrics
+    _run(main())
+
+
+def test_bad_bodies_get_400_with_the_reason_and_are_not_published():
+    bodies = {
+        b"": "empty body",
+        b"{": "invalid JSON",
+        b"[1, 2]": "must be a JSON object, got list",
+        b'"text"': "must be a JSON object, got str",
+        b"\xff\xfe{}": "not UTF-8",
+        b'{"type": "tool_call", "run_id": "r", "x": NaN}': "NaN is not JSON",
+        b'{"type": "nope", "session_id": "s"}': "type",
+        b'{"type": "tool_call", "run_id": "r", "tool_call_id": "c", "tool_name": "t"}': "session",
+        b'{"type": "tool_result", "run_id": "r", "session_id": "s", "result": null, "error": null}': "tool_call_id",
+        b'{"type": "tool_call", "run_id": 5, "session_id": "s", "tool_call_id": "c", "tool_name": "t"}': "run_id",
+    }
+
+    async def main():
+        source = EngineSource()
+        async with served(source) as client:
+            for body, reason in bodies.items():
+                response = await client.post("/v1/events", data=body, headers={"Content-Type": "application/json"})
+                answer = await response.json()
+                assert response.status == 400, body
+                assert reason in answer["error"], (body, answer)
+            ok = await client.post("/v1/events", json=call("r", 0))
+            assert ok.status == 200
+        assert len(source.published) == 1
+    _run(main())
+
+
+def test_body_over_the_limit_gets_413_with_and_without_content_length():
+    async def main():
+        source = EngineSource()
+        async with served(source, GatewayConfig(max_body_bytes=1000)) as client:
+            big = call("r", 0, path="x" * 2000)
+            response = await client.post("/v1/events", json=big)
+            assert response.status == 413 and "over the gateway's limit of 1,000 bytes" in (await response.json())["error"]
+
+            async def chunks():
+                yield b'{"type": "tool_call", "args": "'
+                yield b"y" * 5000
+                yield b'"}'
+            response = await client.post("/v1/events", data=chunks())
+            assert response.status == 413 and "limit" in (await response.json())["error"]
+            assert (await client.post("/v1/events", json=call("r", 1))).status == 200
+        assert [e["tool_call_id"] for e in source.published] == ["r-1"]
+    _run(main())
+
+
+def test_bearer_token_is_asked_of_v1_routes_only():
+    async def main():
+        async with served(EngineSource(), GatewayConfig(token="s3cret")) as client:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+                response = await client.post("/v1/events", json=call("r", 0), headers=headers)
+                assert response.status == 401 and "bearer token" in (await response.json())["error"]
+                response = await client.post("/v1/hooks/codex", json={}, headers=headers)
+                assert response.status == 401
+            good = await client.post("/v1/events", json=call("r", 0), headers={"Authorization": "Bearer s3cret"})
+            assert good.status == 200 and (await good.json())["decision"] == "allow"
+            assert (await client.get("/healthz")).status == 200
+            assert (await client.get("/metrics")).status == 200
+    _run(main())
+
+
+def test_healthz_is_503_with_the_reason_when_kafka_is_unreachable():
+    async def main():
+        probe = KafkaProbe("127.0.0.1:9", connect_timeout=0.5)
+        async with served(EngineSource(), GatewayConfig(bootstrap="127.0.0.1:9"), probe=probe) as client:
+            response = await client.get("/healthz")
+            body = await response.json()
+        assert response.status == 503 and body["status"] == "unavailable"
+        assert body["reason"].startswith("Kafka unreachable at 127.0.0.1:9")
+        async with served(EngineSource()) as client:
+            response = await client.get("/healthz")
+            assert response.status == 200 and (await response.json())["status"] == "ok"
+    _run(main())
+
+
+def test_metrics_count_requests_by_endpoint_and_outcome_and_the_round_trip():
+    async def main():
+        async with served(EngineSource()) as client:
+            await _loop(client, "m", 13)
+            await client.post("/v1/events", data=b"nope")
+            await client.post("/v1/hooks/claude-code", json={"hook_event_name": "Stop", "session_id": "s"})
+            return await (await client.get("/metrics")).text()
+    text = _run(main())
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="allow"} 24.0' in text
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="warn"} 1.0' in text
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="block"} 1.0' in text
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="bad_request"} 1.0' in text
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="none"} 1.0' in text
+    assert 'loopwatch_gateway_roundtrip_seconds_count{endpoint="/v1/events"} 26.0' in text

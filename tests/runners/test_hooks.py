@@ -1,0 +1,169 @@
+"""Claude Code and Codex hook calls through the gateway (in-process engine): events sent, answers given.
+
+Payload shapes are those of the runners' hook references:
+* Claude Code, https://code.claude.com/docs/en/hooks (common input: session_id, transcript_path,
+  cwd, permission_mode, hook_event_name; tool events: tool_name, tool_input, tool_use_id;
+  PostToolUse: tool_response; PostToolUseFailure: error; SessionStart: source "compact" after a
+  compaction. Output: hookSpecificOutput.permissionDecision "deny" with permissionDecisionReason;
+  top-level continue false with stopReason stops the session).
+* Codex, https://developers.openai.com/codex/hooks (common input: session_id, turn_id,
+  transcript_path, cwd, hook_event_name, model, permission_mode; tool_name "Bash" for shell commands
+  with tool_input.command; exit status 2 with the reason on stderr blocks; malformed output or another
+  failing status lets the tool run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streams.commands.hook import runner_exit
+from streams.runners.hooks import HookInputError, mapper
+from tests.runners.gateway_support import EngineSource, served
+
+CC_COMMON = {"session_id": "cc-1", "transcript_path": "/home/u/.claude/projects/p/cc-1.jsonl", "cwd": "/home/u/p",
+             "permission_mode": "default"}
+CX_COMMON = {"session_id": "cx-1", "turn_id": "turn-a", "transcript_path": None, "cwd": "/home/u/p",
+             "model": "gpt-5-codex", "permission_mode": "default"}
+
+
+def cc_pre(i: int, command: str = "npm test") -> dict:
+    return {**CC_COMMON, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "Run tests"}, "tool_use_id": f"toolu_{i:03d}"}
+
+
+def cc_post(i: int, stdout: str = "1 failing") -> dict:
+    return {**CC_COMMON, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "npm test"}, "tool_use_id": f"toolu_{i:03d}",
+            "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False}}
+
+
+def cx_pre(i: int, turn: str = "turn-a") -> dict:
+    return {**CX_COMMON, "turn_id": turn, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "cargo test"}, "tool_use_id": f"call_{i}"}
+
+
+def cx_post(i: int, turn: str = "turn-a") -> dict:
+    return {**CX_COMMON, "turn_id": turn, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "cargo test"}, "tool_use_id": f"call_{i}", "tool_response": "test failed"}
+
+
+async def _post(client, runner: str, payload: dict) -> dict:
+    response = await client.post(f"/v1/hooks/{runner}", json=payload)
+    assert response.status == 200, await response.text()
+    return await response.json()
+
+
+def test_claude_code_maps_sessions_runs_and_tool_use_ids_as_the_importer():
+    hooks = mapper("claude-code")
+    before = hooks.event(cc_pre(1))
+    assert before == {"type": "tool_call", "run_id": "cc-1:start", "session_id": "cc-1", "tool_call_id": "toolu_001",
+                      "agent_id": "main", "tool_name": "Bash",
+                      "args": {"command": "npm test", "description": "Run tests"}, "outcome_follows": True}
+    assert hooks.event({**CC_COMMON, "hook_event_name": "UserPromptSubmit", "prompt": "fix it"}) is None
+    call = hooks.event(cc_pre(2))
+    assert call["run_id"].startswith("cc-1:") and call["run_id"] != "cc-1:start"
+    post = hooks.event({**cc_post(2), "tool_response": {"stdout": "ok", "durationMs": 12}})
+    assert post == {"type": "tool_result", "run_id": call["run_id"], "session_id": "cc-1", "tool_call_id": "toolu_002",
+                    "result": {"content": [], "details": {"stdout": "ok"}}, "error": None}
+    failed = hooks.event({**CC_COMMON, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+                          "tool_input": {}, "tool_use_id": "toolu_003", "error": "Exit code 1"})
+    assert failed["error"] == "Exit code 1" and failed["result"] is None
+    sub = hooks.event({**cc_pre(4), "agent_id": "a1b2", "agent_type": "Explore"})
+    assert (sub["run_id"], sub["agent_id"]) == ("cc-1:a1b2", "a1b2")
+    compact = hooks.event({**CC_COMMON, "hook_event_name": "SessionStart", "source": "compact"})
+    assert compact == {"type": "compaction_retry", "run_id": call["run_id"], "session_id": "cc-1", "agent_id": "main"}
+    assert hooks.event({**CC_COMMON, "hook_event_name": "PostCompact"}) is None  # the same compaction
+    assert hooks.event({**CC_COMMON, "hook_event_name": "Stop"}) is None
+    with pytest.raises(HookInputError, match="tool_use_id"):
+        hooks.event({**CC_COMMON, "hook_event_name": "PreToolUse", "tool_name": "Bash"})
+    with pytest.raises(HookInputError, match="session_id"):
+        hooks.event({"hook_event_name": "PreToolUse"})
+
+
+def test_codex_maps_turns_to_runs_and_bash_to_the_importers_shell():
+    hooks = mapper("codex")
+    assert hooks.event(cx_pre(1)) == {"type": "tool_call", "run_id": "cx-1#turn-a", "session_id": "cx-1",
+                                      "tool_call_id": "call_1", "agent_id": "codex", "tool_name": "shell",
+                                      "args": {"command": "cargo test"}, "outcome_follows": True}
+    assert hooks.event(cx_post(1))["result"] == {"content": [{"type": "text", "text": "test failed"}], "details": {}}
+    patch = hooks.event({**cx_pre(2, "turn-b"), "tool_name": "apply_patch", "tool_input": {"command": "*** Begin"}})
+    assert (patch["run_id"], patch["tool_name"], patch["args"]) == ("cx-1#turn-b", "apply_patch", {"command": "*** Begin"})
+    no_turn = {k: v for k, v in cx_pre(3).items() if k != "turn_id"}
+    assert hooks.event(no_turn)["run_id"] == "cx-1#turn-b"
+
+
+def test_claude_code_answers_allow_warn_block_and_stops_the_session_on_abort():
+    async def main():
+        async with served(EngineSource()) as client:
+            answers = []
+            for i in range(13):
+                answers.append(await _post(client, "claude-code", cc_pre(i)))
+                assert await _post(client, "claude-code", cc_post(i)) == {}
+            # compaction, then the same outcome twice: the post-compaction guard aborts (window 2)
+            assert await _post(client, "claude-code", {**CC_COMMON, "hook_event_name": "SessionStart",
+                                                       "source": "compact"}) == {}
+            after = []
+            for i in (20, 21):
+                await _post(client, "claude-code", cc_pre(i, command="ls"))
+                after.append(await _post(client, "claude-code", cc_post(i, stdout="same")))
+            return answers, after
+
+    answers, after = asyncio.run(main())
+    assert answers[:10] == [{}] * 10 and answers[11] == {}
+    warning = answers[10]["systemMessage"]
+    assert warning.startswith("WARNING: You have called exec 10 times")
+    assert answers[10]["hookSpecificOutput"] == {"hookEventName": "PreToolUse", "additionalContext": warning}
+    deny = answers[12]["hookSpecificOutput"]
+    assert deny["hookEventName"] == "PreToolUse" and deny["permissionDecision"] == "deny"
+    assert deny["permissionDecisionReason"].startswith("CRITICAL: Called exec with identical arguments")
+    assert after[0] == {}
+    assert after[1]["continue"] is False and "compaction did not break the loop" in after[1]["stopReason"]
+
+
+def test_codex_answers_and_the_command_turns_a_deny_into_exit_2():
+    async def main():
+        async with served(EngineSource()) as client:
+            answers = []
+            for i in range(13):
+                answers.append(await _post(client, "codex", cx_pre(i)))
+                await _post(client, "codex", cx_post(i))
+            return answers
+
+    answers = asyncio.run(main())
+    assert answers[:10] == [{}] * 10
+    assert answers[10]["systemMessage"].startswith("WARNING: You have called shell 10 times")
+    reason = answers[12]["hookSpecificOutput"]["permissionDecisionReason"]
+    assert runner_exit("codex", "PreToolUse", answers[12], None, "allow") == (2, "", reason + "\n")
+    assert runner_exit("codex", "PreToolUse", answers[0], None, "allow") == (0, "", "")
+    status, out, err = runner_exit("codex", "PreToolUse", answers[10], None, "allow")
+    assert status == 0 and '"systemMessage"' in out and err == ""
+    # Claude Code reads the deny as JSON on stdout with exit 0
+    status, out, _ = runner_exit("claude-code", "PreToolUse", answers[12], None, "allow")
+    assert status == 0 and '"permissionDecision": "deny"' in out
+
+
+def test_hook_command_failure_is_fail_open_or_the_runners_blocking_answer():
+    failure = "gateway at http://127.0.0.1:8787 unreachable (Connection refused)"
+    assert runner_exit("codex", "PreToolUse", None, failure, "allow")[0] == 0
+    assert runner_exit("claude-code", "PostToolUse", None, failure, "allow")[:2] == (0, "")
+    assert runner_exit("codex", "PreToolUse", None, failure, "block")[0] == 2
+    assert runner_exit("codex", "PostToolUse", None, failure, "block")[0] == 2
+    assert runner_exit("claude-code", "PreToolUse", None, failure, "block")[0] == 2
+    status, out, _ = runner_exit("claude-code", "PostToolUse", None, failure, "block")
+    assert status == 0 and '"continue": false' in out and "failing closed" in out
+
+
+def test_malformed_hook_json_gets_400_and_sends_nothing():
+    async def main():
+        source = EngineSource()
+        async with served(source) as client:
+            for runner in ("claude-code", "codex"):
+                for payload in ({}, {"hook_event_name": "PreToolUse", "session_id": 3},
+                                {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash"}):
+                    response = await client.post(f"/v1/hooks/{runner}", json=payload)
+                    assert response.status == 400
+                    assert (await response.json())["error"].startswith(f"not a {runner} hook call: ")
+        assert source.published == []
+    asyncio.run(main())
