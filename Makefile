@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see README, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test run
+.PHONY: venv kafka-start kafka-stop test test-js run
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -21,8 +21,12 @@ kafka-stop:
 
 # Starts the broker unless one is already up, runs pytest, stops the broker only if it started
 # it here (also on failure or Ctrl-C), and exits with pytest's status.
-test: venv
+test: venv test-js
 	deploy/kafka/kafka.sh with $(PY) -m pytest -q
+
+# The OpenClaw plugin's tests, with node's own test runner (the plugin has no npm dependencies).
+test-js:
+	cd openclaw-plugin && node --test test/*.test.js
 
 # The demo: broker (started here only if none answers; stopped again on exit), a worker on fresh
 # topics, the example fleet, live verdicts; Ctrl-C stops. Options: make run ARGS='--once --rate 5'.

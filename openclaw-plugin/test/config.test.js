@@ -1,0 +1,34 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { ConfigError, resolveConfig } from "../src/config.js";
+
+test("defaults: local gateway, 5 s, fail open, compactions reported, no token", () => {
+  assert.deepEqual(resolveConfig(undefined, {}), {
+    gatewayUrl: "http://127.0.0.1:8787", token: null, timeoutMs: 5000, failMode: "open", reportCompactions: true,
+  });
+});
+
+test("settings are taken as given; a trailing slash is dropped from the URL", () => {
+  const config = resolveConfig({ gatewayUrl: "https://lw.internal:9000/", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false }, {});
+  assert.deepEqual(config, { gatewayUrl: "https://lw.internal:9000", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false });
+});
+
+test("the token falls back to LOOPWATCH_GATEWAY_TOKEN; the setting wins over it", () => {
+  assert.equal(resolveConfig({}, { LOOPWATCH_GATEWAY_TOKEN: "from-env" }).token, "from-env");
+  assert.equal(resolveConfig({ token: "given" }, { LOOPWATCH_GATEWAY_TOKEN: "from-env" }).token, "given");
+});
+
+for (const [name, raw, pattern] of [
+  ["unknown key", { gatewayURL: "http://x" }, /unknown loopwatch plugin setting "gatewayURL"/],
+  ["bad URL", { gatewayUrl: "127.0.0.1:8787" }, /gatewayUrl must be an http/],
+  ["non-integer timeout", { timeoutMs: 2.5 }, /timeoutMs must be a whole number .* got number 2.5/],
+  ["zero timeout", { timeoutMs: 0 }, /timeoutMs must be a whole number/],
+  ["failMode typo", { failMode: "close" }, /failMode must be "open" or "closed", got "close"/],
+  ["token not a string", { token: 42 }, /token must be a string, got number 42/],
+  ["not an object", ["x"], /must be an object, got an array/],
+]) {
+  test(`rejected with a clear message: ${name}`, () => {
+    assert.throws(() => resolveConfig(raw, {}), (error) => error instanceof ConfigError && pattern.test(error.message));
+  });
+}
