@@ -88,24 +88,54 @@ export function toolCallEvent(event, ctx) {
 }
 
 /**
- * An `after_tool_call` as a `tool_result`. A thrown error stays distinct from a returned value
- * (spec §4.3 rule 1 vs the others, §9): OpenClaw passes the thrown error's message as
- * `event.error` (a string) and a returned value as `event.result`; they go to `error` and
- * `result` respectively. Neither present means the tool returned nothing (`result: null`,
- * nothing is recorded, as in OpenClaw).
+ * An `after_tool_call` as a `tool_result`, keeping a thrown error distinct from a returned
+ * result (spec §4.3 rule 1 vs the others, §9): OpenClaw's engine hashes a thrown error's
+ * message but a returned result's details and text, so the two must not be confused.
+ *
+ * What OpenClaw's embedded runner passes (src/agents/pi-embedded-subscribe.handlers.tools.ts,
+ * `handleToolExecutionEnd`): `result` is always the (sanitized) tool result, and `error` is set
+ * whenever the call counts as an error, either because the tool threw (the runner then builds
+ * a result holding the message) or because it *returned* a result whose `details.status` is
+ * `"error"` or `"timeout"` (`isToolResultError` in src/agents/pi-embedded-subscribe.tools.ts).
+ * So:
+ *   - `error` set and the result is not such an error-status result: the tool threw ->
+ *     `error` = the message, `result` = null;
+ *   - otherwise the tool returned -> `result` = the returned value, `error` = null.
+ * Neither present means the tool returned nothing (`result: null`: nothing is recorded, as in
+ * OpenClaw).
  *
  * @param {ToolHookEvent} event
  * @param {HookContext} ctx
  * @returns {Record<string, unknown>}
  */
 export function toolResultEvent(event, ctx) {
-  const error = event.error === undefined || event.error === null ? null : String(event.error);
-  const result = error === null ? toWire(event.result) : undefined;
+  const thrown = typeof event.error === "string" && !isErrorStatusResult(event.result);
+  const result = thrown ? undefined : toWire(event.result);
   return withArgs(
     { type: "tool_result", ...ids(event, ctx), tool_call_id: toolCallId(event, ctx), tool_name: toolName(event) },
     event.params,
-    { result: result === undefined ? null : result, error },
+    { result: result === undefined ? null : result, error: thrown ? event.error : null },
   );
+}
+
+/**
+ * OpenClaw's `isToolResultError`: a returned result whose `details.status` is error or timeout.
+ * @param {unknown} result
+ */
+export function isErrorStatusResult(result) {
+  if (!result || typeof result !== "object") {
+    return false;
+  }
+  const details = /** @type {{details?: unknown}} */ (result).details;
+  if (!details || typeof details !== "object") {
+    return false;
+  }
+  const status = /** @type {{status?: unknown}} */ (details).status;
+  if (typeof status !== "string") {
+    return false;
+  }
+  const normalized = status.trim().toLowerCase();
+  return normalized === "error" || normalized === "timeout";
 }
 
 /**

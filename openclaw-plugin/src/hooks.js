@@ -187,9 +187,12 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
       }
       return;
     }
-    noteTimeout(outcome.answer);
-    if (outcome.answer.decision === "abort") {
-      const message = outcome.answer.message ?? guardMessage(outcome.answer) ?? "loopwatch: the post-compaction guard aborted this run";
+    const answer = outcome.answer;
+    noteTimeout(answer);
+    // a gateway failing closed answers its on_timeout ("block") for an outcome too: for a run
+    // whose outcome went unchecked that means stopping it, as the Python client's "abort"
+    if (answer.decision === "abort" || (answer.decision === "block" && answer.timed_out)) {
+      const message = answer.message ?? guardMessage(answer) ?? "loopwatch: the post-compaction guard aborted this run";
       abortedRuns.set(guard, message);
       logger.error?.(`loopwatch: ${message}`);
     }

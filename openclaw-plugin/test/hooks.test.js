@@ -91,20 +91,27 @@ test("abort answered to a tool call (a run already aborted): blocked, and so are
 
 test("a returned result and a thrown error are reported apart (result vs error)", async () => {
   const { server, before, after } = await loaded(() => answer("allow"));
-  const ctx1 = oc.toolContext({ call: "c1" });
-  await before(oc.beforeToolCall("exec", { command: "make" }, { call: "c1" }), ctx1);
-  await after(oc.afterToolCallResult("exec", { command: "make" }, oc.textResult("Error: HTTP 503"), { call: "c1" }), ctx1);
-  const ctx2 = oc.toolContext({ call: "c2" });
-  await before(oc.beforeToolCall("exec", { command: "make" }, { call: "c2" }), ctx2);
-  await after(oc.afterToolCallError("exec", { command: "make" }, "HTTP 503 Service Unavailable", { call: "c2" }), ctx2);
-  const [, returned, , thrown] = server.requests.map((request) => request.body);
-  assert.deepEqual(returned, {
+  const calls = [
+    ["c1", oc.afterToolCallResult("exec", { command: "make" }, oc.textResult("Error: HTTP 503"), { call: "c1" })],
+    ["c2", oc.afterToolCallError("exec", { command: "make" }, "HTTP 503 Service Unavailable", { call: "c2" })],
+    ["c3", oc.afterToolCallErrorStatus("exec", { command: "make" }, "HTTP 503 Service Unavailable", { call: "c3" })],
+  ];
+  for (const [call, outcome] of calls) {
+    const ctx = oc.toolContext({ call });
+    await before(oc.beforeToolCall("exec", { command: "make" }, { call }), ctx);
+    await after(outcome, ctx);
+  }
+  const results = server.requests.map((request) => request.body).filter((body) => body.type === "tool_result");
+  assert.deepEqual(results[0], {
     type: "tool_result", run_id: "run-1", session_id: "sess-1", session_key: "agent:main:main", agent_id: "main",
     tool_call_id: "c1", tool_name: "exec", args: { command: "make" },
     result: { content: [{ type: "text", text: "Error: HTTP 503" }], details: { ok: true } }, error: null,
   });
-  assert.equal(thrown.error, "HTTP 503 Service Unavailable");
-  assert.equal(thrown.result, null);
+  // thrown: the message as `error`, no result
+  assert.deepEqual([results[1].error, results[1].result], ["HTTP 503 Service Unavailable", null]);
+  // returned with details.status "error": OpenClaw sets `error` too, but the tool returned it
+  assert.equal(results[2].error, null);
+  assert.deepEqual(results[2].result.details, { status: "error", error: "HTTP 503 Service Unavailable" });
 });
 
 test("a session without a session key is sent with session_key: null (OpenClaw then skips detection)", async () => {
@@ -152,6 +159,16 @@ test("the gateway's own timeout answer is followed: block with a reason when its
   const { before } = await loaded(() => answer("block", { timed_out: true, on_timeout: "block", message: null }));
   const result = await before(oc.beforeToolCall("read", {}, { call: "c1" }), oc.toolContext({ call: "c1" }));
   assert.deepEqual(result, { block: true, blockReason: "loopwatch: no verdict in time; the loopwatch gateway fails closed (on_timeout: block)" });
+});
+
+test("a gateway failing closed on an outcome (block, timed_out) stops the run with its message", async () => {
+  const stopped = "loopwatch: no verdict within 2 s (the loopwatch worker is down or lagging, or Kafka is unreachable); failing closed (on_timeout='block'): the run is stopped";
+  const { before, after } = await loaded((request) =>
+    request.body.type === "tool_result" ? answer("block", { timed_out: true, on_timeout: "block", message: stopped }) : answer("allow"));
+  await before(oc.beforeToolCall("read", {}, { call: "c1" }), oc.toolContext({ call: "c1" }));
+  await after(oc.afterToolCallResult("read", {}, oc.textResult("x"), { call: "c1" }), oc.toolContext({ call: "c1" }));
+  const next = await before(oc.beforeToolCall("read", {}, { call: "c2" }), oc.toolContext({ call: "c2" }));
+  assert.deepEqual(next, { block: true, blockReason: stopped });
 });
 
 test("one session's events reach the gateway in hook order, even when after_tool_call is not awaited", async () => {

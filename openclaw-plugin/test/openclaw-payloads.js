@@ -12,8 +12,11 @@
  *     toolName, toolCallId, ...), `PluginHookAfterCompactionEvent` ({messageCount, tokenCount?,
  *     compactedCount, sessionFile?}) and `PluginHookAgentContext` (runId, agentId, sessionKey,
  *     sessionId, ...), the compaction hooks' ctx.
- *   - The thrown error reaches `after_tool_call` as `error instanceof Error ? error.message :
- *     String(error)` (OpenClaw's tool wrapper, src/agents/pi-tools.before-tool-call.ts).
+ *   - src/agents/pi-embedded-subscribe.handlers.tools.ts (`handleToolExecutionEnd`): the embedded
+ *     runner raises `after_tool_call` fire-and-forget with `result` = the sanitized result and
+ *     `error` = `extractToolErrorMessage(result)` when the call errored (thrown, or a returned
+ *     result with `details.status` "error"/"timeout", `isToolResultError` in
+ *     src/agents/pi-embedded-subscribe.tools.ts).
  *
  * The values (ids, tool names, results) are made up for the tests.
  */
@@ -53,14 +56,30 @@ export function afterToolCallResult(toolName, params, result, { run = "run-1", c
 }
 
 /**
- * `after_tool_call` event for a tool that threw (OpenClaw passes the message string).
+ * `after_tool_call` event for a tool that threw. The embedded runner passes the result it built
+ * for the thrown error (its text is the message) and `error`, the message
+ * (src/agents/pi-embedded-subscribe.handlers.tools.ts, `handleToolExecutionEnd`).
  * @param {string} toolName
  * @param {Record<string, unknown>} params
  * @param {string} message
  * @param {{run?: string, call: string}} ids
  */
 export function afterToolCallError(toolName, params, message, { run = "run-1", call }) {
-  return { toolName, params, runId: run, toolCallId: call, error: message, durationMs: 3 };
+  const result = { content: [{ type: "text", text: message }], details: {} };
+  return { toolName, params, runId: run, toolCallId: call, result, error: message, durationMs: 3 };
+}
+
+/**
+ * `after_tool_call` event for a tool that *returned* an error-status result: OpenClaw sets
+ * `error` for it too (`isToolResultError`: `details.status` "error" or "timeout").
+ * @param {string} toolName
+ * @param {Record<string, unknown>} params
+ * @param {string} message
+ * @param {{run?: string, call: string}} ids
+ */
+export function afterToolCallErrorStatus(toolName, params, message, { run = "run-1", call }) {
+  const result = { content: [{ type: "text", text: message }], details: { status: "error", error: message } };
+  return { toolName, params, runId: run, toolCallId: call, result, error: message, durationMs: 3 };
 }
 
 /** `after_compaction` event as the overflow-recovery path raises it (counts unknown: -1). */
