@@ -12,7 +12,15 @@
  * default), and the next call of the run is blocked with the guard's message.
  *
  * Needs the worker's config to enable loop detection (`tools.loopDetection.enabled: true`) for
- * run 1; run 2 works with the defaults. Ids are fresh on every invocation. Exit status 0.
+ * run 1; run 2 works with the defaults (`--window` = the config's postCompactionGuard.windowSize).
+ * Ids are fresh on every invocation. Exit status 0; 1 when a hook throws.
+ *
+ * Payload shapes are OpenClaw's (docs/plugins/hooks.md "Tool call policy",
+ * docs/plugins/hooks/tool-policy.md "Tool call observation", src/plugins/hook-types.ts; see
+ * test/openclaw-payloads.js): `before_tool_call(event {toolName, params, runId, toolCallId},
+ * ctx {agentId, sessionKey, sessionId, runId, toolName, toolCallId})`, `after_tool_call` with
+ * the event plus `result` and `durationMs`, `after_compaction({messageCount, compactedCount,
+ * tokenCount}, ctx {agentId, sessionKey, sessionId, runId})`.
  */
 
 import { randomUUID } from "node:crypto";
@@ -87,11 +95,18 @@ async function main() {
       gateway: { type: "string", default: "http://127.0.0.1:8787" },
       token: { type: "string" },
       calls: { type: "string", default: "25" },
+      window: { type: "string", default: "3" },
       json: { type: "boolean", default: false },
+      help: { type: "boolean", default: false },
     },
   });
+  if (values.help) {
+    process.stdout.write("usage: node scripts/simulate-loop.js [--gateway URL] [--token T] [--calls N] [--window N] [--json]\n");
+    return;
+  }
   const calls = Number.parseInt(values.calls ?? "25", 10);
-  const steps = await simulate({ gatewayUrl: values.gateway ?? "", token: values.token, calls });
+  const windowCalls = Number.parseInt(values.window ?? "3", 10) + 1;
+  const steps = await simulate({ gatewayUrl: values.gateway ?? "", token: values.token, calls, windowCalls });
   for (const step of steps) {
     if (values.json) {
       process.stdout.write(`${JSON.stringify(step)}\n`);
