@@ -68,3 +68,23 @@ def result(run: str, i: int, text: str = "same text") -> dict[str, Any]:
     """The tool_result of :func:`call` ``i``."""
     return {"type": "tool_result", "run_id": run, "session_id": f"s-{run}", "tool_call_id": f"{run}-{i}",
             "result": {"content": [{"type": "text", "text": text}], "details": {}}, "error": None}
+
+
+@contextlib.asynccontextmanager
+async def gateway_on_worker(bootstrap: str, tmp_path: Any, config: OpenClawConfig = LOOPY, *, key_by: str = "run",
+                            gateway: GatewayConfig | None = None) -> AsyncIterator[tuple[TestClient, Any]]:
+    """A real worker (in process, on fresh topics) and a gateway on a LoopwatchClient to it.
+
+    Yields the HTTP client on the gateway and the worker's settings (topics).
+    """
+    from streams.runners.client import LoopwatchClient
+    from tests.worker_harness import running_worker, worker_settings
+
+    settings = worker_settings(bootstrap, tmp_path)
+    gateway = gateway or GatewayConfig(timeout=20.0, bootstrap=bootstrap)
+    async with running_worker(settings, Engine(config)):
+        async with LoopwatchClient(bootstrap, events_topic=settings.input_topics[0],
+                                   verdicts_topic=settings.verdicts_topic, on_timeout=gateway.on_timeout,
+                                   timeout=gateway.timeout, key_by=key_by) as client:
+            async with served(client, gateway) as http:
+                yield http, settings
