@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import reprlib
 import sys
 from typing import Iterable, Iterator
 
@@ -170,7 +171,7 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
                 except EventError as exc:
                     error = f"invalid event: {exc}"
                 else:
-                    sink.write(encode_json(record) + b"\n")
+                    sink.write(json_line(record))
                     continue
             replayer.skip()
             skipped(path, position, error or "unreadable")
@@ -181,6 +182,18 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
         exit_without_events("replay", fmt, len(inputs), files)
     if replayer.summary.bad:
         sys.exit(1)
+
+
+def json_line(record: dict) -> bytes:
+    """A verdict record as one line of JSON. The event's own ``source``, the one field a verdict copies
+    unchecked, goes as its shortened repr text when JSON cannot carry it (msgpack bytes or extension
+    types, non-text map keys, nesting past Python's ~1,000 levels)."""
+    try:
+        return encode_json(record) + b"\n"
+    except (TypeError, ValueError, RecursionError):
+        if "source" not in record:
+            raise
+        return encode_json({**record, "source": reprlib.repr(record["source"])}) + b"\n"
 
 
 def session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:

@@ -111,6 +111,16 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def _line(message: Any, record: dict[str, Any], formatter: Callable[..., str], as_json: bool) -> str:
+    if as_json:
+        return json.dumps({"partition": message.partition, "offset": message.offset,
+                           "timestamp": message.timestamp, **json_safe(record)}, ensure_ascii=False,
+                          separators=(",", ":"), default=repr)
+    if "undecodable" in record:
+        return f"p{message.partition}@{message.offset}: not a loopwatch record: {record['undecodable']}"
+    return formatter(record, message.timestamp)
+
+
 async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, max_records: int | None,
                 idle_timeout: float | None, as_json: bool) -> int:
     from aiokafka import AIOKafkaConsumer
@@ -146,13 +156,11 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                     record = decode_event(message.value or b"")
                 except DecodeError as exc:
                     record = {"undecodable": str(exc), "value": message.value}
-                if as_json:
-                    line = json.dumps({"partition": message.partition, "offset": message.offset,
-                                       "timestamp": message.timestamp, **json_safe(record)}, ensure_ascii=False, separators=(",", ":"))
-                elif "undecodable" in record:
-                    line = f"p{message.partition}@{message.offset}: not a loopwatch record: {record['undecodable']}"
-                else:
-                    line = formatter(record, message.timestamp)
+                try:
+                    line = _line(message, record, formatter, as_json)
+                except Exception as exc:  # a record of another producer, of any shape: say so, keep tailing
+                    line = (f"p{message.partition}@{message.offset}: cannot show the record "
+                            f"({type(exc).__name__}: {exc})")
                 click.echo(line)
                 count += 1
                 if max_records is not None and count >= max_records:

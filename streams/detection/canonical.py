@@ -38,7 +38,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["UNDEFINED", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest", "js_number", "js_string"]
+__all__ = ["UNDEFINED", "NotJSONData", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest", "js_number", "js_string"]
 
 
 class _Undefined:
@@ -63,6 +63,11 @@ class _Undefined:
 
 
 UNDEFINED = _Undefined()
+
+
+class NotJSONData(TypeError):
+    """A value outside the data model :func:`stable_stringify` serialises (a ``set``; from msgpack input, an
+    extension type such as a timestamp): nothing OpenClaw could hash. ``str()`` names the type."""
 
 _MAX_SAFE_INT = 2**53
 
@@ -201,7 +206,7 @@ def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
     elif isinstance(value, (int, float)):
         parts.append(_number(value))
     else:
-        raise TypeError(f"cannot canonicalise a value of type {kind.__name__}")
+        raise NotJSONData(f"cannot canonicalise a value of type {kind.__name__}")
 
 
 def _exact_text(value: Any) -> str:
@@ -263,7 +268,7 @@ def stable_stringify(value: Any) -> str:
     Returns:
         The canonical text (not always valid JSON: ``undefined`` may appear).
     Raises:
-        TypeError: for a value outside that data model (e.g. a ``set``).
+        NotJSONData: (a ``TypeError``) for a value outside that data model (e.g. a ``set``).
     """
     return canonical_bytes(value).decode("utf-8")
 

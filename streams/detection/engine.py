@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .canonical import UNDEFINED
+from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
 from .detectors import CRITICAL, Detection, detect, is_known_poll
 from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, outcome_profile, unknown_tool_name
@@ -135,7 +135,8 @@ class Engine:
         Raises:
             EventError: the event does not fit the schema (:func:`validate_event`),
                 or its args, result or thrown value are nested too deeply for
-                Python to hash (about 1,000 levels; JavaScript goes deeper).
+                Python to hash (about 1,000 levels; JavaScript goes deeper) or
+                hold a value that is not JSON data (a msgpack extension type).
                 Either way ``state`` is unchanged: both are hashed before any change.
         """
         kind = validate_event(event)
@@ -147,6 +148,8 @@ class Engine:
             return self._compaction_retry(event, state)
         except RecursionError:
             raise EventError("args or result nested too deeply to hash") from None
+        except NotJSONData as exc:  # e.g. a msgpack timestamp or other extension type
+            raise EventError(f"args, result or error hold a value that is not JSON data ({exc})") from None
 
     # ---------------------------------------------------------------- event kinds
 

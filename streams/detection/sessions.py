@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from .engine import Engine, state_key
+from .engine import Engine, state_key, validate_event
 from .state import SessionState
 
 __all__ = ["SessionStore", "merge_states"]
@@ -65,5 +65,6 @@ class SessionStore:
         return state
 
     def process(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
-        """Apply one event; see :meth:`Engine.process`."""
+        """Apply one event; see :meth:`Engine.process` (raises ``EventError`` for an event it rejects)."""
+        validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
         return self.engine.process(event, self.state_for(event), ref)

@@ -599,7 +599,10 @@ class LoopwatchClient:
             record = decode_event(value)
         except DecodeError:
             return
-        future = self._pending.get(record.get("event_id"))  # type: ignore[arg-type]
+        event_id = record.get("event_id")
+        if not isinstance(event_id, str):  # not a verdict of ours (an id that is a list would not even hash)
+            return
+        future = self._pending.get(event_id)
         if future is not None and not future.done():
             future.set_result(record)
 

@@ -24,6 +24,7 @@ import msgpack
 __all__ = [
     "DecodeError",
     "decode_event",
+    "unpack_msgpack",
     "encode_msgpack",
     "encode_json",
     "json_loads",
@@ -73,18 +74,35 @@ def decode_event(data: bytes) -> dict[str, Any]:
     if not data:
         raise DecodeError("empty record value")
     if _looks_like_msgpack(data[0]):
-        try:
-            value = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-            raise DecodeError(f"invalid msgpack: {str(exc) or type(exc).__name__}") from None
+        value = unpack_msgpack(data)
     else:
-        try:
-            value = json_loads(data)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise DecodeError(f"invalid JSON: {exc}") from None
+        value = _load_json(data)
     if not isinstance(value, dict):
         raise DecodeError(f"an event must be a map/object, got {type(value).__name__}")
     return value
+
+
+def unpack_msgpack(data: bytes) -> Any:
+    """The one msgpack value ``data`` holds (maps with keys of any hashable kind).
+
+    Raises:
+        DecodeError: for whatever msgpack raises on it ("invalid msgpack: <reason>"): corrupt or
+            truncated data, extra bytes, nesting deeper than msgpack's stack, invalid UTF-8, or a map
+            key that is itself a map or an array (Python cannot hash it: msgpack raises ``TypeError``).
+    """
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except TypeError as exc:  # the only TypeError msgpack raises on bytes: a map or array as a map key
+        raise DecodeError(f"invalid msgpack: a map key is a map or an array ({exc})") from None
+    except Exception as exc:  # any other reason: a record value must never stop a reader
+        raise DecodeError(f"invalid msgpack: {str(exc) or type(exc).__name__}") from None
+
+
+def _load_json(data: bytes) -> Any:
+    try:
+        return json_loads(data)
+    except Exception as exc:  # UnicodeDecodeError, JSONDecodeError, ValueError (an integer of >4,300 digits)
+        raise DecodeError(f"invalid JSON: {exc}") from None
 
 
 def encode_msgpack(value: Any) -> bytes:
@@ -237,9 +255,9 @@ def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
         if not line.strip():
             continue
         try:
-            value = json_loads(line)
-        except (UnicodeDecodeError, ValueError) as exc:
-            yield FileRecord(name, number, None, f"invalid JSON: {exc}")
+            value = _load_json(line)
+        except DecodeError as exc:
+            yield FileRecord(name, number, None, str(exc))
             continue
         if not isinstance(value, dict):
             yield FileRecord(name, number, None, f"an event must be an object, got {type(value).__name__}")
@@ -247,32 +265,57 @@ def _read_json_lines(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
         yield FileRecord(name, number, value)
 
 
+_CHUNK = 64 * 1024
+_MAX_FILE_RECORD = 100 * 1024 * 1024
+"""Largest msgpack record of an event file, bytes (msgpack's default buffer limit; Kafka takes ~1 MB)."""
+
+
 def _read_msgpack(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
-    unpacker = msgpack.Unpacker(handle, raw=False, strict_map_key=False)
-    number = 0
+    """Records of a msgpack stream: boundaries found by skipping (which builds no value), then each
+    record decoded alone, so one that cannot be decoded (a map key that is a map, invalid UTF-8)
+    costs that record only. Only corrupt framing ends the file early: there is no boundary left."""
+    skipper = msgpack.Unpacker(max_buffer_size=_MAX_FILE_RECORD)
+    read = getattr(handle, "read1", handle.read)  # what is there: a pipe's records are not held back
+    pending = bytearray()  # the bytes fed to the skipper from offset `base` on
+    base = start = number = 0
+    eof = False
     while True:
-        number += 1
-        start = unpacker.tell()
         try:
-            value = unpacker.unpack()
+            skipper.skip()
         except msgpack.OutOfData:
-            if start < _consumed(handle, start):
-                yield FileRecord(name, number, None, "truncated msgpack record at the end of the file")
-            return
-        except (ValueError, msgpack.FormatError, msgpack.StackError) as exc:
-            # A corrupt msgpack stream has no record boundaries to resynchronise on.
+            if eof:
+                if start < base + len(pending):
+                    yield FileRecord(name, number + 1, None, "truncated msgpack record at the end of the file")
+                return
+            chunk = read(_CHUNK)
+            if not chunk:
+                eof = True
+                continue
+            try:
+                skipper.feed(chunk)
+            except msgpack.BufferFull:
+                yield FileRecord(name, number + 1, None, f"a msgpack record over {_MAX_FILE_RECORD:,} bytes; "
+                                 "the rest of the file is skipped")
+                return
+            pending += chunk
+            continue
+        except Exception as exc:  # FormatError, StackError: a corrupt stream has no boundaries to resynchronise on
             reason = str(exc) or type(exc).__name__
-            yield FileRecord(name, number, None, f"invalid msgpack ({reason}); the rest of the file is skipped")
+            yield FileRecord(name, number + 1, None, f"invalid msgpack ({reason}); the rest of the file is skipped")
             return
+        number += 1
+        end = skipper.tell()
+        data = bytes(pending[start - base:end - base])
+        start = end
+        if start - base >= _CHUNK:
+            del pending[:start - base]
+            base = start
+        try:
+            value = unpack_msgpack(data)
+        except DecodeError as exc:
+            yield FileRecord(name, number, None, str(exc))
+            continue
         if not isinstance(value, dict):
             yield FileRecord(name, number, None, f"an event must be a map, got {type(value).__name__}")
             continue
         yield FileRecord(name, number, value)
-
-
-def _consumed(handle: IO[bytes], default: int) -> int:
-    """Bytes read from ``handle`` so far (everything the unpacker was fed)."""
-    try:
-        return handle.tell()
-    except (OSError, ValueError):
-        return default  # a pipe: cannot tell, assume nothing is left over

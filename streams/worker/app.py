@@ -57,7 +57,6 @@ import time
 from typing import Any
 
 import faust
-import msgpack
 from aiokafka import AIOKafkaProducer
 
 from . import metrics
@@ -70,6 +69,7 @@ from streams.wire.logs import limit_kafka_client_logs
 from .outputs import Outputs
 from .reader import Batch, InputReader
 from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
+from .rekey import decode_envelope, encode_envelope
 from .settings import WorkerSettings
 from .table import StateTable
 
@@ -252,7 +252,7 @@ class Loopwatch(Checkpoints):
         self._last_seen[key] = now
         state = self._cache.get(key)
         if state is None:
-            state = self._load(key)
+            state = self._load(key, partition)
         elif key in self._unencoded:
             self._encode_now(key)  # the snapshot in flight takes the state as it is before this event
         outcome = self.processor.apply(key, event, source, state, raw)
@@ -288,13 +288,13 @@ class Loopwatch(Checkpoints):
                 ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:
         """A rekey record's (key, event, origin source, raw, timestamp ms); None if dead-lettered."""
         try:
-            origin_topic, origin_partition, offset, raw, timestamp_ms = msgpack.unpackb(record.value, raw=False)
-            source = Source(origin_topic, origin_partition, offset, rekeyed=True)
-        except Exception as exc:  # not written by us: keep it, keep going
+            origin_topic, origin_partition, offset, raw, timestamp_ms = decode_envelope(record.value)
+        except ValueError as exc:  # not written by us: keep it, keep going
             here = Source(topic, partition, record.offset)
-            self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode",
-                                                          f"not a loopwatch rekey record: {exc}"), partition)
+            self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode", str(exc)),
+                               partition)
             return None
+        source = Source(origin_topic, origin_partition, offset, rekeyed=True)
         event, dead = self.processor.decode(raw, None, source)
         if dead is not None:
             self._publish_dead(dead, partition)
@@ -307,8 +307,7 @@ class Loopwatch(Checkpoints):
         The rekey record must keep its key (it is the state key): one that would not :func:`fit <fits>`
         with it is dead-lettered instead.
         """
-        envelope = msgpack.packb([source.topic, source.partition, source.offset, raw, timestamp_ms],
-                                 use_bin_type=True)
+        envelope = encode_envelope(source.topic, source.partition, source.offset, raw, timestamp_ms)
         if not fits(state_key, envelope):
             size = len(envelope) + len(state_key)
             self._publish_dead(self.processor.dead_letter(
@@ -374,10 +373,22 @@ class Loopwatch(Checkpoints):
             raise
         return producer
 
-    def _load(self, key: bytes) -> SessionState:
-        """The decoded state of ``key``, from the table (cached)."""
+    def _load(self, key: bytes, partition: int) -> SessionState:
+        """The decoded state of ``key``, from the table (cached).
+
+        A stored value that is not a state (written to the changelog by something else) is
+        dead-lettered with reason class ``state`` and the key starts afresh: a crash here would
+        repeat at every restart.
+        """
         stored = self.table.get(key)
-        state = decode_state(stored) if stored else SessionState()
+        try:
+            state = decode_state(stored) if stored else SessionState()
+        except ValueError as exc:
+            log.error("loopwatch: the stored state of key %r is unreadable (%s): dead-lettered, the key starts "
+                      "afresh", key[:100], exc)
+            where = Source(self.table.changelog_topic.get_topic_name(), partition, -1)
+            self._publish_dead(self.processor.dead_letter(stored, key, where, "state", str(exc)), partition)
+            state = SessionState()
         self._cache[key] = state
         return state
 

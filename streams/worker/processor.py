@@ -32,8 +32,11 @@ dead letters always msgpack because they carry raw bytes):
 
 * dead letter (``loopwatch.dead-letters``)::
 
-    {reason_class (decode|schema|error), reason, source: {topic, partition, offset},
+    {reason_class (decode|schema|error|size|state), reason, source: {topic, partition, offset},
      key: bin|None, value: bin}
+
+  ``state``: a stored state the worker cannot read (its changelog topic and
+  partition, offset -1; the key then starts afresh).
 
 Determinism: a verdict record and its loop events are a function of (state,
 event, key, source) only -- no clock, no counter -- so applying the same event
@@ -45,6 +48,7 @@ published before the crash, are published again identically.
 
 from __future__ import annotations
 
+import reprlib
 from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
@@ -114,8 +118,19 @@ def encode_state(state: SessionState, engine: Engine) -> bytes:
 
 
 def decode_state(data: bytes) -> SessionState:
-    """Inverse of :func:`encode_state`. Raises ``ValueError`` for anything else."""
-    return SessionState.from_bytes(data)
+    """Inverse of :func:`encode_state`.
+
+    Raises:
+        ValueError: ``data`` is not a state ("not a loopwatch session state: <why>"), whatever it holds.
+    """
+    try:
+        return SessionState.from_bytes(data)
+    except ValueError as exc:
+        if str(exc).startswith("not a loopwatch session state"):
+            raise
+        raise ValueError(f"not a loopwatch session state: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # a value of the wrong shape fails anywhere in from_bytes
+        raise ValueError(f"not a loopwatch session state: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass(slots=True)
@@ -328,7 +343,15 @@ class Processor:
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = source.as_dict()
-        encoded = self._encode_capped(key, record)
+        try:
+            encoded = self._encode_capped(key, record)
+        except ValueError:
+            if "event_source" not in record:
+                raise
+            # the one field a verdict copies from the event unchecked: one neither codec can carry (nested
+            # past msgpack's 511 levels and Python's ~1,000) goes as its shortened repr text
+            record["event_source"] = reprlib.repr(record["event_source"])
+            encoded = self._encode_capped(key, record)
         state.last_offsets[tp] = offset
         counts = self._event_counts
         kind = event.get("type")
