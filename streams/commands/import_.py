@@ -46,8 +46,10 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
 
     Each PATH is a session file (read whatever its name) or a directory searched recursively
     for the format's files (see --format). One event is written
-    per tool call (with its result), per compaction, in session order: the input of
-    `loopwatch replay` and of the Kafka producer. A malformed line (not UTF-8, not JSON,
+    per tool call (with its result, or a tool_result event later when the runner recorded
+    other calls in between), per compaction, in session order: the input of `loopwatch
+    replay` and of the Kafka producer. A Claude Code sub-agent without its side file is read
+    from the main log's progress records, and the summary names it. A malformed line (not UTF-8, not JSON,
     not a record of the format), and an event --msgpack cannot carry (a string holding a
     lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
     reported on stderr with file:line and reason, the rest in one line; the exit status is
@@ -57,6 +59,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
     files = list(iter_files(fmt, paths))
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
+    from_progress: Counter[tuple[str, Any, Any]] = Counter()  # (file, session, sub-agent) -> events
     encode = _msgpack if use_msgpack else _json_line
     with errors, click.open_file(output, "wb") as sink:
         for event in import_paths(fmt, files, on_error=lambda err: errors(err.path, err.line, err.reason)):
@@ -68,10 +71,16 @@ def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) ->
                 continue
             by_type[event["type"]] += 1
             runs.add((event.get("session_id"), event.get("run_id")))
+            source = event.get("source") or {}
+            if source.get("via"):
+                from_progress[(str(source.get("path")), event.get("session_id"), event.get("agent_id"))] += 1
 
     types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {errors.count} error(s)", err=True)
+    for (path, session, agent), count in sorted(from_progress.items(), key=str):
+        click.echo(f"loopwatch import: sub-agent {agent} of session {session} has no side file: "
+                   f"{count} event(s) read from its progress records in {path}", err=True)
     if not by_type:
         exit_without_events("import", fmt, len(files), paths)
     if errors.count:

@@ -4,26 +4,45 @@ Input: JSON Lines records with ``type`` (``user``, ``assistant``, ``system``, ``
 ``file-history-snapshot``, ...); sub-agent logs live in ``<sessionId>/subagents/agent-<id>.jsonl``
 and share the parent's ``sessionId``. Reference: ``shared/realdata/claude-code/SOURCE.md``.
 
-Mapping:
+Mapping (in log order):
 
 * ``tool_call`` per ``tool_use`` block of an ``assistant`` record (Claude Code writes one
-  block per record): ``tool_call_id=id``, ``tool_name=name`` as Claude Code spells it (``Bash``,
-  ``Read``, ...; OpenClaw's own normalisation, e.g. ``bash -> exec``, is the engine's job),
-  ``args=input``. A ``tool_use`` id is imported once (resumed/forked logs repeat records).
+  block per record, several records sharing one ``message.id``): ``tool_call_id=id``,
+  ``tool_name=name`` as Claude Code spells it (``Bash``, ``Read``, ...; OpenClaw's own
+  normalisation, e.g. ``bash -> exec``, is the engine's job), ``args=input``. A ``tool_use`` id
+  is imported once (resumed/forked logs repeat records).
 * The outcome is the first later ``tool_result`` block with that ``tool_use_id``:
   ``is_error: true`` -> thrown error whose message is the result text (blocks' text joined by
   ``\\n``), ``result = null``; otherwise ``result = {"content": <blocks>, "details": {}}`` where a
   string ``content`` becomes ``[{"type":"text","text":...}]`` and a block list is kept as is.
   ``details`` stays empty: Claude Code's parsed ``toolUseResult`` has no OpenClaw counterpart,
   so the outcome hash is the one of the text (spec §4.3 rule 8). No result -> ``result = null``.
+* Inline or not: the outcome is inline when the result follows its call with nothing between.
+  Claude Code writes a block's record as it streams and starts the tool then; the
+  ``tool_use`` records of one message written before any of that message's results were all
+  started before any result existed, so they are ``outcome_follows`` calls and their outcomes
+  ``tool_result`` events (with the call's ``tool_name`` and ``args``) at the results' lines. A
+  block written after a result of its own message was not even generated when that result
+  came, so it is checked after it, as the log shows. A call with a sub-agent's calls (or any
+  other event) between it and its result is written the same way.
 * ``system`` / ``compact_boundary`` -> ``compaction_retry`` in the run in progress. The
   ``agent-acompact-*`` summariser log is imported like any sub-agent (it has no tool calls).
 * Runs: a human prompt (a ``user`` record that is neither a tool result, nor ``isMeta``, nor a
   compact summary) starts run ``<sessionId>:<uuid>``; records before the first prompt are in
-  ``<sessionId>:start``. A sub-agent file is one run, ``<sessionId>:<agentId>``.
+  ``<sessionId>:start``. A sub-agent is one run, ``<sessionId>:<agentId>``.
+* Sub-agents: their calls are read from their side file (:func:`discover` brings a main log's
+  side files along when the main log is named alone). A sub-agent whose side file is missing
+  (named by the ``agentId`` of the main log's ``progress`` / ``agent_progress`` records, or of
+  a ``Task`` result) is read from those progress records, which carry its messages with ids,
+  inputs and results: its events are placed at the progress records' lines and their
+  ``source`` says ``"via": "agent_progress"`` (``loopwatch import`` names such sub-agents in
+  its summary). When the progress records hold fewer tool calls than the ``Task`` result's
+  ``totalToolUseCount``, or none, the sub-agent is reported as a
+  :class:`~streams.importers.events.SessionFormatError` naming it and the calls missing.
 * ``session_id`` = ``sessionId``; ``agent_id`` = ``main`` or the sub-agent's ``agentId``;
   ``session_key`` absent. Event ids are ``<sessionId>:<line>:<n>`` for the main log and
-  ``<sessionId>/<agentId>:<line>:<n>`` for a sub-agent.
+  ``<sessionId>/<agentId>:<line>:<n>`` for a sub-agent (its side file's lines, or the main log's
+  lines of its progress records).
 
 Errors: unparsable lines and records without ``type`` are reported (path, line) and skipped.
 """
@@ -34,17 +53,43 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, iso_to_ms, joined_text, read_jsonl, report
+from .events import (
+    ErrorHandler,
+    EventIds,
+    SessionFormatError,
+    discover_files,
+    fold_results,
+    iso_to_ms,
+    joined_text,
+    read_jsonl,
+    report,
+)
 
-__all__ = ["discover", "read", "looks_like", "is_prompt", "run_id", "MAIN_AGENT"]
+__all__ = ["discover", "read", "looks_like", "is_prompt", "run_id", "side_file", "MAIN_AGENT", "VIA_PROGRESS"]
 
 MAIN_AGENT = "main"  # agent_id of the top-level conversation
+# ``source["via"]`` of events read from the main log's progress records of a sub-agent
+VIA_PROGRESS = "agent_progress"
+
+
+def _key(path: Path) -> str:
+    # sorting on the path without ".jsonl" puts "<id>" before "<id>/subagents/..."
+    return str(path.with_suffix(""))
 
 
 def discover(root: Path) -> Iterator[Path]:
-    """``*.jsonl`` under ``root`` (recursively), each main log before its sub-agent logs."""
-    # sorting on the path without ".jsonl" puts "<id>" before "<id>/subagents/..."
-    return discover_files(root, "*.jsonl", key=lambda p: str(p.with_suffix("")))
+    """``*.jsonl`` under ``root`` (recursively), each main log before its sub-agent logs; a file
+    named alone comes with the side files of its sub-agents (``<stem>/subagents/*.jsonl``)."""
+    yield from discover_files(root, "*.jsonl", key=_key)
+    if root.is_file():
+        side_dir = root.with_suffix("") / "subagents"
+        if side_dir.is_dir():
+            yield from discover_files(side_dir, "*.jsonl", key=_key)
+
+
+def side_file(main_log: Path, agent_id: str) -> Path:
+    """Where Claude Code keeps the log of sub-agent ``agent_id`` of ``main_log`` (it may not exist)."""
+    return main_log.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
 
 
 def looks_like(first: Any) -> bool:
@@ -54,11 +99,15 @@ def looks_like(first: Any) -> bool:
     )
 
 
-def _tool_results(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _blocks(record: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     content = (record.get("message") or {}).get("content")
-    if record.get("type") != "user" or not isinstance(content, list):
+    if not isinstance(content, list):
         return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def _tool_results(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return _blocks(record, "tool_result") if record.get("type") == "user" else []
 
 
 def is_prompt(record: dict[str, Any]) -> bool:
@@ -78,6 +127,17 @@ def run_id(session_id: str, prompt: str | None = None, sub_agent: str | None = N
     return f"{session_id}:{sub_agent or prompt or 'start'}"
 
 
+def _progress_agent(record: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(agentId, the sub-agent's record)`` of an ``agent_progress`` record, else ``None``."""
+    data = record.get("data")
+    if record.get("type") != "progress" or not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return None
+    inner = data.get("message")
+    if not isinstance(data.get("agentId"), str) or not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+        return None
+    return data["agentId"], inner
+
+
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """Yield the stream events of one Claude Code log (see the module docstring)."""
     path = Path(path)
@@ -92,44 +152,101 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     sub_agent = next(
         (r["agentId"] for _, r in records if r.get("isSidechain") and isinstance(r.get("agentId"), str)), None
     )
-    agent_id = sub_agent or MAIN_AGENT
-    ids = EventIds(f"{session_id}/{sub_agent}" if sub_agent else session_id)
-
-    results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    # (line, record, sub-agent or None for the log's own agent)
+    items: list[tuple[int, dict[str, Any], str | None]] = []
     for ln, rec in records:
+        found = None if sub_agent else _progress_agent(rec)
+        if found is None:
+            items.append((ln, rec, None))
+        elif not side_file(path, found[0]).exists():
+            items.append((ln, found[1], found[0]))
+    events = _events(path, session_id, sub_agent, items)
+    if not sub_agent:
+        _check_sub_agents(path, records, events, on_error)
+    ids: dict[str | None, EventIds] = {}
+    for ev in events:
+        agent = None if ev["agent_id"] == MAIN_AGENT else ev["agent_id"]
+        if agent not in ids:
+            ids[agent] = EventIds(f"{session_id}/{agent}" if agent else session_id)
+        ev["event_id"] = ids[agent].next(ev["source"]["line"])
+    yield from events
+
+
+def _events(path: Path, session_id: str, sub_agent: str | None,
+            items: list[tuple[int, dict[str, Any], str | None]]) -> list[dict[str, Any]]:
+    """The events of ``items`` in log order, outcomes folded inline where nothing came between."""
+    results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for ln, rec, _ in items:
         for block in _tool_results(rec):
             results.setdefault(str(block.get("tool_use_id")), []).append((ln, block))
-    used: set[tuple[int, str]] = set()
+    awaited: dict[tuple[int, str], dict[str, Any]] = {}  # (result line, tool_use id) -> its call
     emitted: set[str] = set()
-    run = run_id(session_id, sub_agent=sub_agent)
+    answered: set[tuple[str | None, Any]] = set()  # (agent, message.id) with a result already written
+    batches: dict[tuple[str | None, Any], list[str]] = {}  # calls written before any result of their message
+    main_run = run_id(session_id, sub_agent=sub_agent)
+    owner: dict[str, tuple[str | None, Any]] = {}  # tool_use id -> (agent, message.id)
+    events: list[dict[str, Any]] = []
 
-    for ln, rec in records:
+    for ln, rec, agent in items:
         kind = rec["type"]
-        ts = iso_to_ms(rec.get("timestamp"))
-        src = {"path": str(path), "line": ln}
-        if not sub_agent and is_prompt(rec):
-            run = run_id(session_id, prompt=str(rec.get("uuid")))
-        elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            yield {"type": "compaction_retry", "run_id": run, "session_id": session_id, "agent_id": agent_id,
-                   "event_id": ids.next(ln), "ts": ts, "source": src}
+        who = agent or sub_agent
+        base = {"run_id": run_id(session_id, sub_agent=who) if agent else main_run, "session_id": session_id,
+                "agent_id": who or MAIN_AGENT}
+        tail = {"event_id": None, "ts": iso_to_ms(rec.get("timestamp")),
+                "source": {"path": str(path), "line": ln, **({"via": VIA_PROGRESS} if agent else {})}}
+        if agent is None and not sub_agent and is_prompt(rec):
+            main_run = run_id(session_id, prompt=str(rec.get("uuid")))
+        elif agent is None and kind == "system" and rec.get("subtype") == "compact_boundary":
+            events.append({"type": "compaction_retry", **base, **tail})
         elif kind == "assistant":
-            content = (rec.get("message") or {}).get("content")
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict) or block.get("type") != "tool_use":
-                    continue
+            message_id = (agent, (rec.get("message") or {}).get("id"))
+            for block in _blocks(rec, "tool_use"):
                 call_id = str(block.get("id"))
                 if call_id in emitted:
                     continue
                 emitted.add(call_id)
-                found = next(((rl, b) for rl, b in results.get(call_id, ()) if rl > ln and (rl, call_id) not in used), None)
+                found = next(((rl, b) for rl, b in results.get(call_id, ()) if rl > ln and (rl, call_id) not in awaited),
+                             None)
+                call = {"type": "tool_call", **base, "tool_call_id": call_id, "tool_name": block.get("name"),
+                        "args": block.get("input"), "result": None, "error": None,
+                        **({"outcome_follows": True} if found else {}), **tail}
                 if found:
-                    used.add((found[0], call_id))
-                ev: dict[str, Any] = {"type": "tool_call", "run_id": run, "session_id": session_id,
-                                      "agent_id": agent_id, "tool_call_id": call_id, "tool_name": block.get("name"),
-                                      "args": block.get("input")}
-                ev.update(_outcome(found[1] if found else None))
-                ev.update(event_id=ids.next(ln), ts=ts, source=src)
-                yield ev
+                    awaited[(found[0], call_id)] = call
+                owner[call_id] = message_id
+                if message_id not in answered:
+                    batches.setdefault(message_id, []).append(call_id)
+                events.append(call)
+        for block in _tool_results(rec):
+            call = awaited.get((ln, str(block.get("tool_use_id"))))
+            if call is None:
+                continue
+            answered.add(owner[call["tool_call_id"]])
+            events.append({"type": "tool_result", **base, "tool_call_id": call["tool_call_id"],
+                           "tool_name": call["tool_name"], "args": call["args"], **_outcome(block), **tail})
+    apart = {call_id for batch in batches.values() if len(batch) > 1 for call_id in batch}
+    return fold_results(events, apart)
+
+
+def _check_sub_agents(path: Path, records: list[tuple[int, dict[str, Any]]], events: list[dict[str, Any]],
+                      on_error: ErrorHandler | None) -> None:
+    """Report each sub-agent of a main log whose calls are neither in a side file nor all in progress records."""
+    read_calls: dict[str, int] = {}
+    for ev in events:
+        if ev["type"] == "tool_call" and ev["source"].get("via") == VIA_PROGRESS:
+            read_calls[ev["agent_id"]] = read_calls.get(ev["agent_id"], 0) + 1
+    for ln, rec in records:
+        outcome = rec.get("toolUseResult")
+        if rec.get("type") != "user" or not isinstance(outcome, dict) or not isinstance(outcome.get("agentId"), str):
+            continue
+        agent = outcome["agentId"]
+        if side_file(path, agent).exists():
+            continue
+        total = outcome.get("totalToolUseCount")
+        got = read_calls.get(agent, 0)
+        if isinstance(total, int) and not isinstance(total, bool) and got < total:
+            report(SessionFormatError(path, ln, f"sub-agent {agent}: no side file ({side_file(path, agent).name}) "
+                                                f"and {got} of its {total} tool call(s) in progress records: "
+                                                f"{total - got} missing"), on_error)
 
 
 def _outcome(block: dict[str, Any] | None) -> dict[str, Any]:

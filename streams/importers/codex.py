@@ -23,10 +23,13 @@ Mapping (``session_id`` = ``thread_id``, ``run_id`` = ``<thread_id>#turn<n>`` fo
 * ``web_search`` -> ``web_search`` with ``args = {"query": ...}``; ``mcp_tool_call`` ->
   ``tool_name = item.tool``, ``args = item.arguments``, ``result = item.result``, ``error =
   item.error`` (neither occurs in the recorded files).
-* Ordering: a call whose completion comes before any other tool call starts is emitted as one
-  complete ``tool_call``. When calls overlap (Codex runs several at once), each is emitted at
-  its start with ``outcome_follows: true`` and its outcome as a ``tool_result`` at its
-  completion, which is how OpenClaw would see them (detect at call, record at outcome).
+* Ordering: a call whose completion follows its start with no other tool item starting or
+  completing in between is emitted as one complete ``tool_call`` (a ``file_change``, which has
+  only a completion, always is). Otherwise (Codex runs several at once) the call is emitted at
+  its start with ``outcome_follows: true`` and its outcome as a ``tool_result`` (with the call's
+  ``tool_name`` and ``args``) at its completion, which is how OpenClaw would see them (detect at
+  call, record at outcome): an item that starts while another is still running gets its result
+  after every completion that comes before it in the log, never inline.
 * No compaction events exist in this format. ``error`` / ``turn.failed`` are run-level
   (transport) errors, not tool results, and produce no event.
 * Codex prints no clock: ``ts`` is the 1-based line number (order only).
@@ -40,7 +43,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, read_jsonl, report, text_result
+from .events import (
+    ErrorHandler,
+    EventIds,
+    SessionFormatError,
+    discover_files,
+    fold_results,
+    number_events,
+    read_jsonl,
+    report,
+    text_result,
+)
 
 __all__ = ["discover", "read", "looks_like", "TOOL_ITEMS", "AGENT_ID", "run_id", "shell_args"]
 
@@ -125,12 +138,11 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         rows.append((lineno, ev))
 
     session_id = next((e["thread_id"] for _, e in rows if e.get("type") == "thread.started"), None) or path.stem
-    ids = EventIds(session_id)
-    # per tool item (keyed by turn and id: ids restart each turn): first-seen index, completion index
+    # per tool item (keyed by turn and id: ids restart each turn): its first event, its completion
     first_at: dict[tuple[int, str], int] = {}
     done_at: dict[tuple[int, str], int] = {}
     turn = 0
-    keyed: list[tuple[int, dict[str, Any], tuple[int, str] | None]] = []
+    keyed: list[tuple[int, dict[str, Any], tuple[int, str] | None, int]] = []
     for i, (ln, ev) in enumerate(rows):
         if ev.get("type") == "turn.started":
             turn += 1
@@ -141,37 +153,33 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             first_at.setdefault(key, i)
             if ev["type"] == "item.completed":
                 done_at.setdefault(key, i)
-        keyed.append((ln, ev, key))
-    starts = sorted(first_at.values())
+        keyed.append((ln, ev, key, max(turn, 1)))
 
-    turn = 0
-    follows: set[tuple[int, str]] = set()
-    for i, (ln, ev, key) in enumerate(keyed):
-        if ev.get("type") == "turn.started":
-            turn += 1
+    events: list[dict[str, Any]] = []
+    calls: dict[tuple[int, str], dict[str, Any]] = {}
+    running: set[tuple[int, str]] = set()  # started, not completed
+    apart: set[str] = set()  # items that started while another was running
+    for i, (ln, ev, key, turn_no) in enumerate(keyed):
         if key is None:
             continue
-        item, run = ev["item"], run_id(session_id, max(turn, 1))
-        src = {"path": str(path), "line": ln}
+        item = ev["item"]
+        head = {"run_id": run_id(session_id, turn_no), "session_id": session_id, "agent_id": AGENT_ID,
+                "tool_call_id": item["id"]}
+        tail = {"event_id": None, "ts": ln, "source": {"path": str(path), "line": ln}}
+        end = done_at.get(key)
         if first_at[key] == i:
-            end = done_at.get(key)
-            # overlapping when another tool call starts before this one completes
-            overlap = end is not None and end > i and any(i < s < end for s in starts)
+            if running and end is not None and end > i:
+                apart.add(item["id"])
             name = TOOL_ITEMS[item["type"]] or item.get("tool")
-            call: dict[str, Any] = {"type": "tool_call", "run_id": run, "session_id": session_id,
-                                    "agent_id": AGENT_ID, "tool_call_id": item["id"], "tool_name": name,
-                                    "args": _args(item)}
-            if overlap:
-                follows.add(key)
-                call.update(result=None, error=None, outcome_follows=True)
-            elif end is not None:
-                call.update(_outcome(keyed[end][1]["item"]))
-            else:
-                call.update(result=None, error=None)
-            call.update(event_id=ids.next(ln), ts=ln, source=src)
-            yield call
-        elif done_at.get(key) == i and key in follows:
-            res = {"type": "tool_result", "run_id": run, "session_id": session_id, "tool_call_id": item["id"]}
-            res.update(_outcome(item))
-            res.update(event_id=ids.next(ln), ts=ln, source=src)
-            yield res
+            call = {"type": "tool_call", **head, "tool_name": name, "args": _args(item), "result": None,
+                    "error": None, **({"outcome_follows": True} if end is not None else {}), **tail}
+            calls[key] = call
+            events.append(call)
+            if end is not None and end > i:
+                running.add(key)
+        if end == i:
+            running.discard(key)
+            call = calls[key]
+            events.append({"type": "tool_result", **head, "tool_name": call["tool_name"], "args": call["args"],
+                           **_outcome(item), **tail})
+    yield from number_events(fold_results(events, apart), EventIds(session_id))

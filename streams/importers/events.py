@@ -7,9 +7,20 @@ Every importer yields plain ``dict`` events in the stream schema (spec §9, §10
   ``args`` absent means JavaScript ``undefined``; ``result: null`` means the tool returned
   nothing; ``error`` is ``null``, a string (a thrown ``Error`` with that message) or another
   JSON value (a thrown non-Error value).
-* ``tool_result``: ``{type, run_id, session_id, tool_call_id, result, error, event_id, ts,
-  source}``; only after a ``tool_call`` carrying ``outcome_follows: true``.
-* ``compaction_retry``: ``{type, run_id, session_id, [agent_id], event_id, ts, source}``.
+* ``tool_result``: ``{type, run_id, session_id, [session_key], [agent_id], tool_call_id,
+  tool_name, [args], result, error, event_id, ts, source}``; only after a ``tool_call``
+  carrying ``outcome_follows: true``, with that call's ``tool_name`` and ``args`` (spec §9:
+  what OpenClaw's after-tool-call hook has).
+* ``compaction_retry``: ``{type, run_id, session_id, [session_key], [agent_id], event_id, ts,
+  source}``.
+
+``session_key`` is on every event of a session that has one (so a ``compaction_retry`` arms the
+guard its calls see, spec §7, and a result finds its session's state, spec §8.1).
+
+A call is written with its outcome inline when nothing happens between the call and its
+result; it is written as an ``outcome_follows`` call and a later ``tool_result`` when the runner
+recorded something else in between (another call of the same batch, another call's
+completion, a sub-agent's calls): see :func:`fold_results`.
 
 ``ts`` is epoch milliseconds (int); ``source`` is ``{"path": str, "line": int}`` with a
 1-based physical line (for a pretty-printed ``.traj`` file, the line is 1 and the step
@@ -37,6 +48,8 @@ __all__ = [
     "text_result",
     "joined_text",
     "report",
+    "fold_results",
+    "number_events",
 ]
 
 
@@ -151,3 +164,38 @@ class EventIds:
         n = self._counts.get(line, 0)
         self._counts[line] = n + 1
         return f"{self._prefix}:{line}:{n}"
+
+
+def fold_results(events: list[dict[str, Any]], apart: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """Fold each ``tool_result`` that comes right after its own ``outcome_follows`` call into
+    that call (one ``tool_call`` with the outcome inline), except for calls whose id is in
+    ``apart``.
+
+    Importers first write every executed call as an ``outcome_follows`` call and its outcome as
+    a ``tool_result`` at the result's place in the log; then this keeps the two-event form only
+    where it matters: something was recorded between call and result, or the call belongs to a
+    batch that the runner checked and recorded as a whole before any result existed (``apart``:
+    an inline outcome would be recorded before the batch's next call is checked, spec §3 steps
+    2-6). Both forms give the engine the same records; the fold keeps the output short.
+
+    Returns a new list; the events themselves are changed in place (the folded call takes the
+    result's ``result`` and ``error`` and loses ``outcome_follows``).
+    """
+    out: list[dict[str, Any]] = []
+    for event in events:
+        prev = out[-1] if out else None
+        if (event["type"] == "tool_result" and prev is not None and prev["type"] == "tool_call"
+                and prev.get("outcome_follows") and prev["tool_call_id"] == event["tool_call_id"]
+                and prev["tool_call_id"] not in apart):
+            del prev["outcome_follows"]
+            prev["result"], prev["error"] = event["result"], event["error"]
+            continue
+        out.append(event)
+    return out
+
+
+def number_events(events: list[dict[str, Any]], ids: EventIds) -> list[dict[str, Any]]:
+    """Give each event its ``event_id`` from its ``source`` line, in order (see the module docstring)."""
+    for event in events:
+        event["event_id"] = ids.next(event["source"]["line"])
+    return events

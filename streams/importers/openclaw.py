@@ -6,21 +6,32 @@ entries ``{type, id, parentId, timestamp, ...}``); archived copies ``.jsonl.rese
 ``<sessionId>.trajectory.jsonl`` beside it supplies real run ids and the session key.
 Format reference: ``shared/realdata/openclaw/SOURCE.md``.
 
-Mapping (one event per tool call, result inline, in transcript order):
+Mapping (in transcript order):
 
 * ``tool_call`` per ``toolCall`` block of an assistant message, in block order:
   ``tool_call_id=block.id``, ``tool_name=block.name`` (not normalised: the engine does that),
   ``args=block.arguments``. The matching ``toolResult`` message (first one after the call with
-  the same ``toolCallId``) gives the outcome:
+  the same ``toolCallId``) gives the outcome, inline when the result follows its call; when one
+  assistant message holds several executed calls, pi-agent's parallel tool execution (its
+  default) checks and records every call of the message before any of them has a result, so
+  they are written as ``outcome_follows`` calls, each followed later by its ``tool_result`` (with
+  the call's ``tool_name`` and ``args``) at the result's line. Inlined, N identical calls of one
+  message would each see the earlier ones' outcomes, and block where OpenClaw only warns. The
+  outcome:
 
   - ``isError: false`` -> ``result = {"content": message.content, "details": message.details}``
     exactly as stored (``details`` only when present), ``error = null``. A non-zero ``exec``
     exit code is such a *returned* result (``status:"completed"``, ``exitCode`` != 0).
-  - ``isError: true`` -> ``error = <content text joined by "\\n">``, ``result = null``: OpenClaw
-    sets ``isError`` only when the tool *threw* (``Tool X not found``, ``Validation failed for
-    tool "X": ...``, exceptions), and the text is the thrown Error's message, so this is
-    spec §4.3 rule 1 ("thrown error"), kept apart from error-looking returned results (§9).
-  - no result at all -> ``result = null`` (the tool never reported an outcome; the engine
+  - ``isError: false`` with ``details`` exactly ``{status: "error", tool, error}`` -> ``error =
+    details.error``, ``result = null``: OpenClaw's tool adapter writes this result when the tool
+    *threw* (in older releases ``exec`` threw on a non-zero exit code: ``"Command exited with
+    code 1"``); its loop-detection wrapper had already recorded the throw as a thrown error,
+    from the same message (spec §4.3 rule 1).
+  - ``isError: true`` -> ``error = <content text joined by "\\n">``, ``result = null``: pi-agent
+    sets ``isError`` for errors it raised itself (``Tool X not found``, ``Validation failed for
+    tool "X": ...``); the text is that Error's message, so this is a thrown error too, kept
+    apart from error-looking returned results (§9).
+  - no result at all -> ``result = null`` inline (the tool never reported an outcome; the engine
     leaves the record pending). A call in an assistant message whose ``stopReason`` is
     ``aborted`` or ``error`` and that has no result is **skipped**: pi-agent does not execute
     tool calls of an aborted/failed message, so OpenClaw's detector never saw it.
@@ -33,8 +44,11 @@ Mapping (one event per tool call, result inline, in transcript order):
   started; a run owns the entries after its leaf up to the next run's leaf). Without a sidecar
   (or before its first run): a user message starts a run (heartbeat and cron prompts included),
   and an ``openclaw:prompt-error`` / ``openclaw:bootstrap-context:full`` custom entry names the
-  run it closes (``data.runId``); entries after such a marker belong to the next run (so a
-  compaction written between runs arms the next one). Unnamed runs get
+  run it closes (``data.runId``; :mod:`streams.importers.openclaw_runs`); entries after such a marker belong to the next run (so a
+  compaction written between runs arms the next one), except after a model-fallback retry: an
+  ``openclaw:prompt-error``, a ``model-snapshot`` within 30 s, then the same prompt again is
+  OpenClaw running the same run on its fallback model (the retry's own closer carries the same
+  ``runId``), so the run goes on under that id. Unnamed runs get
   ``<sessionId>#L<line of their first entry>``.
 * Branches: a re-parented entry starts a new branch. Entries of the new branch that mirror the
   abandoned one position by position (same type, role, message timestamp, tool-call id,
@@ -42,8 +56,9 @@ Mapping (one event per tool call, result inline, in transcript order):
   skipped entirely; as a safety net a ``toolCallId`` is never emitted twice. The first
   (live) copy is kept because it carries the untruncated results OpenClaw hashed at the time.
 * ``session_id`` = header ``id``; ``agent_id`` = the ``agents/<agentId>/sessions`` path segment
-  (else the sidecar's); ``session_key`` = the sidecar's ``sessionKey`` when there is one,
-  otherwise absent (defaults to the session id).
+  (else the sidecar's); ``session_key`` = the sidecar's ``sessionKey`` when there is one, on
+  every event of the session (``compaction_retry`` and ``tool_result`` included), otherwise
+  absent (defaults to the session id).
 
 Errors: unparsable lines, entries without ``type``, and a missing header are reported as
 :class:`~streams.importers.events.SessionFormatError` (path, line) and skipped.
@@ -51,7 +66,6 @@ Errors: unparsable lines, entries without ``type``, and a missing header are rep
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,19 +75,22 @@ from .events import (
     ErrorHandler,
     EventIds,
     SessionFormatError,
+    fold_results,
     iso_to_ms,
     joined_text,
+    number_events,
     read_jsonl,
     report,
 )
+from .openclaw_runs import Sidecar, segment_runs, sidecar_runs
 
 __all__ = ["discover", "read", "is_transcript", "sidecar_path", "looks_like"]
 
 SIDECAR_SUFFIX = ".trajectory.jsonl"
-# custom entries written at the end of the run whose id they carry (SOURCE.md "Runs and runId")
-_RUN_CLOSERS = frozenset({"openclaw:prompt-error", "openclaw:bootstrap-context:full"})
 # assistant messages whose tool calls pi-agent never executes
 _UNEXECUTED_STOPS = frozenset({"aborted", "error"})
+# details of the result OpenClaw's tool adapter writes for a tool that threw
+_ADAPTER_ERROR_KEYS = frozenset({"status", "tool", "error"})
 
 
 def is_transcript(path: Path) -> bool:
@@ -115,32 +132,6 @@ def _agent_from_path(path: Path) -> str | None:
     return None
 
 
-class _Sidecar:
-    """What loopwatch needs from a trajectory sidecar: run leaves, session key, agent id."""
-
-    def __init__(self) -> None:
-        self.runs: list[tuple[str | None, str]] = []  # (transcriptLeafId, runId), run order
-        self.session_key: str | None = None
-        self.agent_id: str | None = None
-
-    @classmethod
-    def load(cls, path: Path, on_error: ErrorHandler | None) -> _Sidecar:
-        car = cls()
-        seen: set[str] = set()
-        for _lineno, rec in read_jsonl(path, on_error):
-            run_id = rec.get("runId")
-            data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
-            if car.session_key is None and isinstance(rec.get("sessionKey"), str) and rec["sessionKey"]:
-                car.session_key = rec["sessionKey"]
-            if rec.get("type") == "session.started" and car.agent_id is None:
-                car.agent_id = data.get("agentId") if isinstance(data.get("agentId"), str) else None
-            if rec.get("type") == "context.compiled" and isinstance(run_id, str) and run_id not in seen:
-                seen.add(run_id)
-                leaf = data.get("transcriptLeafId")
-                car.runs.append((leaf if isinstance(leaf, str) else None, run_id))
-        return car
-
-
 def _mirror_key(entry: dict[str, Any]) -> Any:
     """What must be equal for an entry of a rewritten branch to be a copy of an older entry."""
     kind = entry.get("type")
@@ -180,58 +171,6 @@ def _rewritten_copies(entries: list[tuple[int, dict[str, Any]]]) -> set[int]:
     return copies
 
 
-def _is_user(entry: dict[str, Any]) -> bool:
-    return entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"
-
-
-def _segment_runs(session_id: str, entries: list[tuple[int, dict[str, Any]]]) -> dict[int, str]:
-    """Run id per line from user messages and run-closing custom entries (no sidecar)."""
-    run_of: dict[int, str] = {}
-    segment: list[int] = []
-    has_user = False
-    named: str | None = None
-
-    def close() -> None:
-        nonlocal segment, has_user, named
-        if segment:
-            rid = named or f"{session_id}#L{segment[0]}"
-            for ln in segment:
-                run_of[ln] = rid
-        segment, has_user, named = [], False, None
-
-    for lineno, entry in entries:
-        if _is_user(entry) and has_user:
-            close()
-        segment.append(lineno)
-        has_user = has_user or _is_user(entry)
-        data = entry.get("data")
-        if entry.get("type") == "custom" and entry.get("customType") in _RUN_CLOSERS and isinstance(data, dict):
-            if isinstance(data.get("runId"), str) and data["runId"].strip():
-                named = data["runId"]
-                close()
-    close()
-    return run_of
-
-
-def _sidecar_runs(car: _Sidecar, entries: list[tuple[int, dict[str, Any]]], run_of: dict[int, str]) -> None:
-    """Overwrite ``run_of`` with the sidecar's runs from its first known leaf onwards."""
-    line_of = {e.get("id"): ln for ln, e in entries}
-    starts: list[tuple[int, str]] = []
-    for leaf, run_id in car.runs:
-        if leaf is None:
-            starts.append((0, run_id))  # run started on an empty transcript
-        elif leaf in line_of:
-            starts.append((line_of[leaf], run_id))
-    if not starts:
-        return
-    starts.sort(key=lambda s: s[0])
-    keys = [s[0] for s in starts]
-    for ln, _entry in entries:
-        i = bisect.bisect_left(keys, ln) - 1  # last run whose leaf is strictly before this line
-        if i >= 0:
-            run_of[ln] = starts[i][1]
-
-
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """Yield the stream events of one OpenClaw transcript (see the module docstring).
 
@@ -262,12 +201,12 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
 
     copies = _rewritten_copies(entries)
     live = [(ln, e) for ln, e in entries if ln not in copies]
-    run_of = _segment_runs(session_id, live)
-    car = _Sidecar()
+    run_of = segment_runs(session_id, live)
+    car = Sidecar()
     side = sidecar_path(path)
     if side.is_file():
-        car = _Sidecar.load(side, on_error)
-        _sidecar_runs(car, live, run_of)
+        car = Sidecar.load(side, on_error)
+        sidecar_runs(car, live, run_of)
 
     base: dict[str, Any] = {"session_id": session_id}
     if car.session_key:
@@ -291,50 +230,60 @@ def _emit(
         msg = e.get("message") or {}
         if e["type"] == "message" and msg.get("role") == "toolResult":
             results.setdefault(str(msg.get("toolCallId")), []).append((ln, msg))
-    used: set[int] = set()  # result lines already paired with a call
+    awaited: dict[int, dict[str, Any]] = {}  # result line -> the outcome_follows call it answers
     emitted: set[str] = set()  # toolCallIds already emitted
+    batched: set[str] = set()  # calls of a message with several executed calls (pi-agent's parallel mode)
+    events: list[dict[str, Any]] = []
 
-    def call_event(ln: int, ts: int | None, call_id: str, name: Any, args: Any, outcome: Any) -> dict[str, Any]:
-        ev: dict[str, Any] = {"type": "tool_call", "run_id": run_of.get(ln), **base,
-                              "tool_call_id": call_id, "tool_name": name, "args": args}
-        ev.update(_outcome(outcome))
-        ev.update(event_id=ids.next(ln), ts=ts, source={"path": str(path), "line": ln})
+    def event(kind: str, ln: int, ts: int | None, **fields: Any) -> dict[str, Any]:
+        ev: dict[str, Any] = {"type": kind, "run_id": run_of.get(ln), **base, **fields}
+        ev.update(event_id=None, ts=ts, source={"path": str(path), "line": ln})
         return ev
 
     for ln, e in live:
         kind = e["type"]
         ts = iso_to_ms(e.get("timestamp"))
         if kind == "compaction":
-            yield {"type": "compaction_retry", "run_id": run_of.get(ln), "session_id": base["session_id"],
-                   **({"agent_id": base["agent_id"]} if "agent_id" in base else {}),
-                   "event_id": ids.next(ln), "ts": ts, "source": {"path": str(path), "line": ln}}
+            events.append(event("compaction_retry", ln, ts))
             continue
         if kind != "message":
             continue
         msg = e["message"]
         role = msg.get("role")
         if role == "assistant" and isinstance(msg.get("content"), list):
+            batch: list[str] = []
             for block in msg["content"]:
                 if not isinstance(block, dict) or block.get("type") != "toolCall":
                     continue
                 call_id = str(block.get("id"))
                 if call_id in emitted:
                     continue
-                outcome = next(((rl, r) for rl, r in results.get(call_id, ()) if rl > ln and rl not in used), None)
+                outcome = next(((rl, r) for rl, r in results.get(call_id, ()) if rl > ln and rl not in awaited), None)
                 if outcome is None and msg.get("stopReason") in _UNEXECUTED_STOPS:
                     continue
-                if outcome is not None:
-                    used.add(outcome[0])
                 emitted.add(call_id)
-                yield call_event(ln, ts, call_id, block.get("name"), block.get("arguments"),
-                                 outcome[1] if outcome else None)
-        elif role == "toolResult" and ln not in used:
+                batch.append(call_id)
+                follows = {"outcome_follows": True} if outcome is not None else {}
+                call = event("tool_call", ln, ts, tool_call_id=call_id, tool_name=block.get("name"),
+                             args=block.get("arguments"), result=None, error=None, **follows)
+                if outcome is not None:
+                    awaited[outcome[0]] = call
+                events.append(call)
+            if len(batch) > 1:
+                batched.update(batch)
+        elif role == "toolResult":
+            call = awaited.get(ln)
+            if call is not None:
+                events.append(event("tool_result", ln, ts, tool_call_id=call["tool_call_id"],
+                                    tool_name=call["tool_name"], args=call["args"], **_outcome(msg)))
+                continue
             call_id = str(msg.get("toolCallId"))
             if call_id in emitted:
                 continue  # a second result for a call already imported
-            used.add(ln)
             emitted.add(call_id)
-            yield call_event(ln, ts, call_id, msg.get("toolName"), None, msg)
+            events.append(event("tool_call", ln, ts, tool_call_id=call_id, tool_name=msg.get("toolName"),
+                                args=None, **_outcome(msg)))
+    yield from number_events(fold_results(events, batched), ids)
 
 
 def _outcome(msg: dict[str, Any] | None) -> dict[str, Any]:
@@ -343,7 +292,25 @@ def _outcome(msg: dict[str, Any] | None) -> dict[str, Any]:
         return {"result": None, "error": None}
     if msg.get("isError") is True:
         return {"result": None, "error": joined_text(msg.get("content"))}
+    thrown = _adapter_error(msg.get("details"))
+    if thrown is not None:
+        return {"result": None, "error": thrown}
     result: dict[str, Any] = {"content": msg.get("content", [])}
     if "details" in msg:
         result["details"] = msg["details"]
     return {"result": result, "error": None}
+
+
+def _adapter_error(details: Any) -> str | None:
+    """The message of a thrown error that OpenClaw's tool adapter turned into a result, else ``None``.
+
+    The adapter catches what a tool throws and returns ``{status: "error", tool, error: <message>}``
+    as the result's details (``isError`` stays false); the loop-detection wrapper inside it had
+    already recorded the throw as an error outcome, hashed from the same message (spec §4.3 rule
+    1). Exactly those three keys: a tool's own result with ``status: "error"`` (an ``exec`` run's
+    details carry ``exitCode``, ``durationMs``, ...) is a returned result.
+    """
+    if (isinstance(details, dict) and details.keys() == _ADAPTER_ERROR_KEYS and details["status"] == "error"
+            and isinstance(details["error"], str)):
+        return details["error"]
+    return None

@@ -148,10 +148,10 @@ def test_replay_of_a_session_with_a_line_not_utf8_skips_that_line_only(tmp_path)
     result = run("replay", "--format", "openclaw", str(copy))
     assert result.exit_code == 1
     assert [json.loads(line)["tool_call_id"] for line in result.stdout.splitlines()] == [
-        "call_1", "call_2", None, "ghost_1", "ghost_2", "call_4", "call_5"]
+        "call_1", "call_2", "call_1", "call_2", None, "ghost_1", "ghost_2", "call_4", "call_5"]
     assert result.stderr.splitlines()[:2] == [
         f"loopwatch replay: {copy}:4: skipped: not UTF-8 text: invalid start byte at byte 0",
-        "events:     7 (1 compaction_retry, 6 tool_call); 1 bad record(s) skipped",
+        "events:     9 (1 compaction_retry, 6 tool_call, 2 tool_result); 1 bad record(s) skipped",
     ]
 
 

@@ -9,23 +9,41 @@ FIX = Path(__file__).parent / "fixtures" / "codex" / "th-1.codex_stdout.jsonl"
 
 def test_commands_pairs_and_overlap():
     events = list(import_paths("codex", [FIX]))
-    assert [(e["type"], e["tool_call_id"], e.get("tool_name"), e.get("outcome_follows", False)) for e in events] == [
-        ("tool_call", "item_1", "shell", False),
-        ("tool_call", "item_2", "shell", True),  # item_3 starts before item_2 completes
-        ("tool_call", "item_3", "shell", False),
-        ("tool_result", "item_2", None, False),
-        ("tool_call", "item_4", "update_plan", False),
-        ("tool_call", "item_5", "apply_patch", False),
+    assert [(e["type"], e["tool_call_id"], e.get("tool_name"), e.get("outcome_follows", False), e["source"]["line"])
+            for e in events] == [
+        ("tool_call", "item_1", "shell", False, 4),
+        ("tool_call", "item_2", "shell", True, 6),  # item_3 starts before item_2 completes
+        ("tool_call", "item_3", "shell", True, 7),  # starts while item_2 runs: never inline
+        ("tool_result", "item_3", "shell", False, 8),
+        ("tool_result", "item_2", "shell", False, 9),
+        ("tool_call", "item_4", "update_plan", False, 10),
+        ("tool_call", "item_5", "apply_patch", False, 12),
     ]
-    first, late = events[0], events[3]
+    first, late = events[0], events[4]
     assert first["args"] == {"command": "/bin/bash -lc ls"}
     assert first["result"] == {"content": [{"type": "text", "text": "a\nb\n"}],
                                "details": {"status": "completed", "exitCode": 0, "aggregated": "a\nb\n"}}
     # a non-zero exit is a returned result, not a thrown error
     assert late["error"] is None and late["result"]["details"]["exitCode"] == 1
+    # a result carries its call's tool name and args (spec §9)
+    assert late["args"] == {"command": "/bin/bash -lc 'cat nope'"} and late["agent_id"] == "codex"
     assert {e["session_id"] for e in events} == {"th-1"} and {e["run_id"] for e in events} == {"th-1#turn1"}
-    assert events[4]["args"] == {"items": [{"text": "read", "completed": False}]}
-    assert events[5]["args"] == {"changes": [{"path": "/w/a.md", "kind": "add"}]}
+    assert events[5]["args"] == {"items": [{"text": "read", "completed": False}]}
+    assert events[6]["args"] == {"changes": [{"path": "/w/a.md", "kind": "add"}]}
+
+
+def test_a_call_started_while_another_runs_gets_its_result_after_the_earlier_completion():
+    events = list(import_paths("codex", [FIX.with_name("th-2.codex_stdout.jsonl")]))
+    # item_1 starts (line 4) while item_0 runs and completes (6) after item_0 (5): its outcome is
+    # recorded after item_0's, not at its start
+    assert [(e["type"], e["tool_call_id"], e["source"]["line"]) for e in events] == [
+        ("tool_call", "item_0", 3), ("tool_call", "item_1", 4),
+        ("tool_result", "item_0", 5), ("tool_result", "item_1", 6),
+        ("tool_call", "item_2", 7),  # alone: one event, outcome inline
+    ]
+    assert events[3]["result"]["content"][0]["text"] == "# a\n"
+    assert events[4]["result"]["details"]["exitCode"] == 0 and "outcome_follows" not in events[4]
+    assert [e["event_id"] for e in events] == ["th-2:3:0", "th-2:4:0", "th-2:5:0", "th-2:6:0", "th-2:7:0"]
 
 
 def test_detect_format():

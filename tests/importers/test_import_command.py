@@ -16,8 +16,17 @@ def test_jsonl_to_stdout_with_summary():
     res = CliRunner().invoke(import_, ["--format", "openclaw", str(FIX / "openclaw")])
     assert res.exit_code == 0, res.output
     events = [json.loads(line) for line in res.stdout.splitlines()]
-    assert [e["type"] for e in events].count("tool_call") == 8
-    assert "2 file(s), 10 event(s) (2 compaction_retry, 8 tool_call), 5 run(s), 0 error(s)" in res.stderr
+    assert [e["type"] for e in events].count("tool_call") == 18
+    assert "3 file(s), 28 event(s) (2 compaction_retry, 18 tool_call, 8 tool_result), 7 run(s), 0 error(s)" in res.stderr
+    assert "sub-agent" not in res.stderr
+
+
+def test_summary_names_a_sub_agent_read_from_progress_records():
+    res = CliRunner().invoke(import_, ["--format", "claude-code", str(FIX / "claude-code" / "cc-s2.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines()[-1] == (
+        "loopwatch import: sub-agent b7 of session cc-s2 has no side file: 2 event(s) read from its progress "
+        f"records in {FIX / 'claude-code' / 'cc-s2.jsonl'}")
 
 
 def test_msgpack_file(tmp_path):
@@ -44,11 +53,12 @@ def test_an_openclaw_transcript_named_explicitly_is_read_whatever_its_name(tmp_p
     assert res.exit_code == 0, res.output
     events = [json.loads(line) for line in res.stdout.splitlines()]
     assert [(e["type"], e.get("tool_call_id")) for e in events] == [
-        ("tool_call", "call_1"), ("tool_call", "call_2"), ("compaction_retry", None), ("tool_call", "ghost_1"),
-        ("tool_call", "ghost_2"), ("tool_call", "call_4"), ("tool_call", "call_5")]
+        ("tool_call", "call_1"), ("tool_call", "call_2"), ("tool_result", "call_1"), ("tool_result", "call_2"),
+        ("compaction_retry", None), ("tool_call", "ghost_1"), ("tool_call", "ghost_2"), ("tool_call", "call_4"),
+        ("tool_call", "call_5")]
     assert {e["session_id"] for e in events} == {"oc-s1"}
-    assert res.stderr == ("loopwatch import: 1 file(s), 7 event(s) (1 compaction_retry, 6 tool_call), 3 run(s), "
-                          "0 error(s)\n")
+    assert res.stderr == ("loopwatch import: 1 file(s), 9 event(s) (1 compaction_retry, 6 tool_call, 2 tool_result), "
+                          "3 run(s), 0 error(s)\n")
 
 
 def test_an_explicit_file_openclaw_cannot_read_is_named_with_the_reason(tmp_path):
@@ -96,7 +106,7 @@ def test_no_session_files_names_every_path_searched(tmp_path):
 
 SESSION_FILES = {
     "openclaw": FIX / "openclaw/agents/bot1/sessions/oc-s1.jsonl",
-    "claude-code": FIX / "claude-code/cc-s1.jsonl",
+    "claude-code": FIX / "claude-code/cc-s2.jsonl",  # no side files: a copy of it is the whole session
     "codex": FIX / "codex/th-1.codex_stdout.jsonl",
 }
 
@@ -120,7 +130,10 @@ def test_a_line_that_is_not_utf8_is_one_bad_line_and_the_rest_is_read(tmp_path, 
     assert _calls(res.stdout) == _calls(clean.stdout)
     errors = res.stderr.splitlines()
     assert errors[0] == f"loopwatch import: {copy}:4: not UTF-8 text: invalid start byte at byte 0"
-    assert errors[1].endswith(", 1 error(s)") and len(errors) == 2  # no "is --format right?"
+    assert errors[1].endswith(", 1 error(s)")
+    assert not any("is --format right?" in line for line in errors)
+    # what else the summary says (a sub-agent read from progress records) is said of the copy too
+    assert errors[2:] == [line.replace(str(SESSION_FILES[fmt]), str(copy)) for line in clean.stderr.splitlines()[1:]]
 
 
 def test_a_trajectory_that_is_not_utf8_is_named_with_the_line(tmp_path):

@@ -35,6 +35,15 @@ def _calls(events):
     return [e for e in events if e["type"] == "tool_call"]
 
 
+def _errors(events):
+    """tool_call_id -> thrown error of each call's outcome, inline or in its later tool_result."""
+    out = {}
+    for e in events:
+        if e["type"] == "tool_result" or (e["type"] == "tool_call" and not e.get("outcome_follows")):
+            out[e["tool_call_id"]] = e["error"]
+    return out
+
+
 def _lines(events, kind="compaction_retry"):
     return [e["source"]["line"] for e in events if e["type"] == kind]
 
@@ -158,18 +167,33 @@ CC = "claude-code/marot-spotter/"
 
 def test_claude_code_main_session():
     ev = _import("claude-code", CC + "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl")
-    calls = _calls(ev)
+    # named alone, the main log comes with its two side files (the Task sub-agent's 12 calls)
+    assert Counter(c["agent_id"] for c in _calls(ev)) == {"main": 242, "aac57f5": 12}
+    calls = [c for c in _calls(ev) if c["agent_id"] == "main"]
+    errors = _errors(ev)
     names = Counter(c["tool_name"] for c in calls)
     # "242 tool calls (Bash 120, Edit 67, Read 37, ...), 12 tool errors, 1 manual compaction"
     assert len(calls) == 242 and (names["Bash"], names["Edit"], names["Read"]) == (120, 67, 37)
-    assert sum(1 for c in calls if c["error"] is not None) == 12
+    assert sum(1 for c in calls if errors[c["tool_call_id"]] is not None) == 12
     assert _lines(ev) == [1481]
     # "git add -A && git commit ... repeated 5x (calls at lines 1338, 1361, 1384, 1414, 1442)"
-    commits = [c["source"]["line"] for c in calls if str(c["args"].get("command", "")).startswith(
+    commits = [c for c in calls if str(c["args"].get("command", "")).startswith(
         'git add -A && git commit -m "feat: instrument hook controllers')]
-    assert commits[-5:] == [1338, 1361, 1384, 1414, 1442]  # (line 1204 is an earlier attempt)
-    commits = commits[-5:]
-    assert all(c["error"] for c in calls if c["source"]["line"] in commits)  # "all is_error:true"
+    assert [c["source"]["line"] for c in commits[-5:]] == [1338, 1361, 1384, 1414, 1442]  # (1204: earlier)
+    assert all(errors[c["tool_call_id"]] for c in commits[-5:])  # "all is_error:true"
+
+
+def test_claude_code_sub_agent_from_progress_records_when_its_side_file_is_missing(tmp_path):
+    # The same main log without its side files: the Task sub-agent's calls are in its agent_progress
+    # records (lines 72-97), with the same ids, inputs and results as in its side file.
+    lone = tmp_path / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+    lone.symlink_to(REALDATA / CC / lone.name)
+    ev = _import("claude-code", lone)
+    side = _import("claude-code", CC + "ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl")
+    sub = [e for e in ev if e["agent_id"] == "aac57f5"]
+    assert {e["source"]["line"] for e in sub} <= set(range(72, 98))
+    assert [(e["type"], e["tool_call_id"], e.get("args"), e["result"], e["error"]) for e in sub] == [
+        (e["type"], e["tool_call_id"], e.get("args"), e["result"], e["error"]) for e in side]
 
 
 @pytest.mark.parametrize("name,calls,errors", [
@@ -181,7 +205,7 @@ def test_claude_code_main_session():
 def test_claude_code_other_files(name, calls, errors):
     ev = _import("claude-code", CC + name)
     assert len(_calls(ev)) == calls and _lines(ev) == []
-    assert sum(1 for c in _calls(ev) if c["error"] is not None) == errors
+    assert sum(1 for error in _errors(ev).values() if error is not None) == errors
 
 
 # --- Codex CLI (codex-cli/SOURCE.md) -----------------------------------------------------
