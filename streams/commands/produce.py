@@ -273,8 +273,11 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     reported with their file, line and reason, the rest in one line.
 
     Progress and a summary (events, keys, partitions, rate) go to stderr. Exit
-    status 0 (skipped records included), or 1 if the broker cannot be reached
-    or did not acknowledge every record sent.
+    status 0 when every record was sent and acknowledged; 1 when any was
+    skipped (bad, or too large for Kafka: the topic then lacks part of the
+    input, as replay, import and report say with 1), when the broker cannot
+    be reached, or when it did not acknowledge every record sent (see
+    docs/commands.md).
     """
     summary = ProduceSummary()
     started = time.monotonic()
@@ -302,5 +305,5 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     if not quiet:
         for line in summary.lines(topic):
             click.echo(f"loopwatch produce: {line}", err=True)
-    if summary.failed:
+    if summary.failed or summary.bad or summary.too_large:
         sys.exit(1)

@@ -1,0 +1,72 @@
+"""`replay` and `produce` read the regression corpus of poison records from event files: counted, skipped, exit 1.
+
+Both stopped with a traceback on the 3-byte msgpack record ``81 80 c0`` (a map
+keyed by a map); replay also on events it decoded but could not key or write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import msgpack
+import pytest
+from click.testing import CliRunner
+
+from streams.cli import main
+from tests.wire.record_fuzz import poison_records
+from tests.worker_harness import consume_all, create_topics
+
+GOOD = {"type": "tool_call", "run_id": "r-good", "session_id": "s1", "tool_call_id": "c1", "tool_name": "read",
+        "args": {"path": "a"}, "result": "ok", "event_id": "good"}
+
+
+def _msgpack_file(tmp_path):
+    """The msgpack records of the corpus, then a good event: (path, [expected outcome per record])."""
+    corpus = [(expect, value) for expect, value in poison_records() if value[0] >= 0x80]
+    path = tmp_path / "poison.msgpack"
+    path.write_bytes(b"".join(value for _, value in corpus) + msgpack.packb(GOOD))
+    return path, [expect for expect, _ in corpus] + ["verdict"]
+
+
+def test_replay_skips_each_poison_record_and_writes_the_other_verdicts(tmp_path):
+    path, expected = _msgpack_file(tmp_path)
+    result = CliRunner().invoke(main, ["replay", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    skipped = [line for line in result.stderr.splitlines() if ": skipped: " in line]
+    assert [int(line.split(f"{path}:")[1].split(":")[0]) for line in skipped] == [
+        n for n, expect in enumerate(expected, 1) if expect != "verdict"]
+    assert sum("a map key is a map or an array" in line for line in skipped) == expected.count("decode")
+    assert sum("invalid event: args, result or error hold a value that is not JSON data" in line
+               for line in skipped) == expected.count("schema")
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(verdicts) == expected.count("verdict") and verdicts[-1]["event_id"] == "good"
+    assert f"{expected.count('verdict')} tool_call); {len(skipped)} bad record(s) skipped" in result.stderr
+
+
+def test_replay_skips_an_event_it_cannot_key(tmp_path):
+    path = tmp_path / "events.jsonl"
+    json_records = [value for _, value in poison_records() if value[0] < 0x80]
+    path.write_bytes(b"\n".join(json_records) + b"\n" + json.dumps(GOOD).encode() + b"\n")
+    result = CliRunner().invoke(main, ["replay", str(path)])
+    assert result.exit_code == 1, result.output
+    assert f"{path}:1: skipped: invalid event: session_id must be a string or null, got list" in result.stderr
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["good"]
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(60)
+def test_produce_counts_and_skips_the_undecodable_ones_and_exits_1(kafka_bootstrap, unique_topic, tmp_path):
+    asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
+    path, expected = _msgpack_file(tmp_path)
+    result = CliRunner().invoke(main, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic, str(path)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    bad = expected.count("decode")  # produce does not validate events: schema errors are the worker's to find
+    assert f"{bad} bad record(s) skipped" in result.stderr
+    assert sum("a map key is a map or an array" in line for line in result.stderr.splitlines()) == bad
+    sent = len(expected) - bad
+    assert f"produced {sent} event(s) to {unique_topic}" in result.stderr
+    records = asyncio.run(consume_all(kafka_bootstrap, unique_topic, sent, timeout=20))
+    assert len(records) == sent and msgpack.unpackb(records[-1].value)["event_id"] == "good"
