@@ -129,6 +129,9 @@ def _describe_config(path: Any, engine: Any) -> str:
     agents = engine.config.agents_with_blocks if engine is not None else []
     if agents:  # their events resolve other settings (Spec §2.4)
         text += f"; agents with their own block, overlaid on it: {', '.join(agents)}"
+    policies = engine.policies if engine is not None else None
+    if policies is not None:  # loopwatch's own rules beyond OpenClaw's (streams.detection.policies)
+        text += f"; policies: {'; '.join(policies.config.summary)}"
     return text
 
 

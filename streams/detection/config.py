@@ -215,7 +215,8 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     Also checks the shape that holds them: ``tools``, ``agents``, each
     ``agents.list`` entry and its ``tools`` must be objects and
     ``agents.list`` an array, when present (otherwise the blocks inside would
-    be ignored without a word). Other keys of the file are not looked at.
+    be ignored without a word), and loopwatch's own ``options`` and ``policies``
+    sections. Other keys of the file are not looked at.
 
     Raises:
         ConfigError: listing every issue with its path, e.g.
@@ -246,6 +247,9 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
             names = options["channelSendTools"]
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 issues.append(("options.channelSendTools", "Expected array of strings"))
+    from .policies.config import parse_policies  # here: the policies package imports this module
+
+    parse_policies(raw, issues)  # loopwatch's own section beside OpenClaw's (docs/policies.md)
     if issues:
         raise ConfigError(issues, source)
 

@@ -29,6 +29,7 @@ from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
 from .detectors import CRITICAL, Detection, detect, is_known_poll
 from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, outcome_profile, unknown_tool_name
+from .policies import Policies, build as build_policies
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
@@ -115,10 +116,12 @@ class Engine:
             default: OpenClaw's defaults (rolling detectors off, guard on).
     """
 
-    __slots__ = ("config",)
+    __slots__ = ("config", "policies")
 
     def __init__(self, config: OpenClawConfig | None = None) -> None:
         self.config = config or OpenClawConfig({})
+        # loopwatch's own opt-in rules (the file's ``policies`` section); None: OpenClaw's verdicts only
+        self.policies: Policies | None = build_policies(self.config.raw)
 
     def process(self, event: Mapping[str, Any], state: SessionState, ref: Any = None) -> dict[str, Any]:
         """Apply one event to ``state`` and return its verdict record.
@@ -140,16 +143,23 @@ class Engine:
                 Either way ``state`` is unchanged: both are hashed before any change.
         """
         kind = validate_event(event)
+        policies = self.policies
         try:
+            if policies is not None:
+                event = policies.prepare(event)
             if kind == "tool_call":
-                return self._tool_call(event, state, ref)
-            if kind == "tool_result":
-                return self._tool_result(event, state, ref)
-            return self._compaction_retry(event, state)
+                verdict = self._tool_call(event, state, ref)
+            elif kind == "tool_result":
+                verdict = self._tool_result(event, state, ref)
+            else:
+                verdict = self._compaction_retry(event, state)
         except RecursionError:
             raise EventError("args or result nested too deeply to hash") from None
         except NotJSONData as exc:  # e.g. a msgpack timestamp or other extension type
             raise EventError(f"args, result or error hold a value that is not JSON data ({exc})") from None
+        if policies is not None:
+            policies.decide(verdict, state.policy_runs, event.get("run_id"))
+        return verdict
 
     # ---------------------------------------------------------------- event kinds
 
@@ -176,8 +186,15 @@ class Engine:
         has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
 
         detection: Detection | None = None
+        marks: dict[str, Any] = {}  # loopwatch's perTool policy: what decided, or would have (policies)
         if has_session_key and settings.detectors_enabled:
-            detection = detect(state, run_id, tool, call_hash, is_known_poll(tool, args), settings, call_key)
+            known_poll = is_known_poll(tool, args)
+            if self.policies is None:
+                detection = detect(state, run_id, tool, call_hash, known_poll, settings, call_key)
+            else:
+                detection, mark, shadow = self.policies.detect_for_tool(
+                    tool, settings, lambda s: detect(state, run_id, tool, call_hash, known_poll, s, call_key))
+                marks = {"policy": mark} if mark else {"shadow": [shadow]} if shadow else {}
         follows = event.get("outcome_follows") is True
 
         if detection is not None and detection.level == CRITICAL:
@@ -190,7 +207,7 @@ class Engine:
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
                 "block_reason": detection.message, "recorded_call": False, "outcome": dict(_NOT_RECORDED),
                 "guard": guard_status(run), "run_aborted": run.aborted, "verdict": "block",
-                "evidence": _evidence(detection.evidence),
+                "evidence": _evidence(detection.evidence), **marks,
             }
 
         profile = outcome_profile(tool, args, self.config.channel_send_tools)
@@ -225,6 +242,8 @@ class Engine:
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
         if "evidence" not in verdict:
             verdict["evidence"] = _evidence(detection.evidence) if detection is not None else []
+        if marks:
+            verdict.update(marks)
         return verdict
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:

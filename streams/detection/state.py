@@ -164,7 +164,7 @@ class PendingCall:
 class SessionState:
     """Mutable per-partition-key state; see the module docstring."""
 
-    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts")
+    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts", "policy_runs")
 
     def __init__(self) -> None:
         # Change ``history`` only through append/trim/reindex: ``args_counts``
@@ -178,6 +178,9 @@ class SessionState:
         # source partition -> last applied offset; kept by the stream processor
         # in the same changelog record so state and progress move together.
         self.last_offsets: dict[str, int] = {}
+        # raw run id -> what loopwatch's run policies remember (streams.detection.policies.run_rules);
+        # empty, and absent from the serialised form, unless a run policy is on.
+        self.policy_runs: dict[str, list] = {}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SessionState) and all(
@@ -261,7 +264,8 @@ class SessionState:
                 calls seen fewer times keep only their 128-bit key. 1 keeps all.
 
         Layout (format 3): ``[3, run_ids, run_of_record, rows, full_args,
-        full_results, warning_buckets, runs, calls, last_offsets]`` where
+        full_results, warning_buckets, runs, calls, last_offsets]``, plus
+        ``policy_runs`` as an 11th element when a run policy keeps memory, where
         ``rows[i]`` is ``[tool, args key, call id, result key, unknown tool,
         ref]`` (:meth:`CallRecord.packed`, encoded once per record: a state is
         re-encoded at every checkpoint that follows a change, and its history
@@ -318,25 +322,27 @@ class SessionState:
             key: [c.tool, _pack_hash(c.args_hash[len(c.tool) + 1:]), c.run_id, c.profile, int(c.blocked)]
             for key, c in self.calls.items()
         }
+        tail = [full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets]
+        if self.policy_runs:  # an 11th element only when a run policy is on: states without stay byte-identical
+            tail.append(self.policy_runs)
         return b"".join((
-            _HEAD, _packb(list(run_ids)), _packb(run_of), _array_header(len(history)),
-            *[r.packed() for r in history],
-            _packb([full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets])[1:],
+            _HEAD if len(tail) == 6 else _HEAD_WITH_POLICIES, _packb(list(run_ids)), _packb(run_of),
+            _array_header(len(history)), *[r.packed() for r in history], _packb(tail)[1:],
         ))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SessionState":
         """Inverse of :meth:`to_bytes` (also reads format 2). Raises ``ValueError`` for an unknown format."""
         doc = msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
-        if not isinstance(doc, list) or not doc or doc[0] not in (2, _FORMAT_VERSION) or len(doc) != (
-                12 if doc[0] == 2 else 10):
+        if not isinstance(doc, list) or not doc or doc[0] not in (2, _FORMAT_VERSION) or len(doc) not in (
+                (12,) if doc[0] == 2 else (10, 11)):
             raise ValueError("not a loopwatch session state (unknown format version)")
         if doc[0] == 2:  # rows without their tool: [args key, call id, result key, unknown tool, ref]
             _, tools, run_ids, tool_of, run_of, rows, *rest = doc
             rows = [[tools[tool_of[index]], *row] for index, row in enumerate(rows)]
         else:
             _, run_ids, run_of, rows, *rest = doc
-        full_args, full_results, buckets, runs, calls, offsets = rest
+        full_args, full_results, buckets, runs, calls, offsets, *policy_runs = rest
         state = cls()
         history = state.history
         for index, (tool, args_bin, call_id, result_bin, unknown, ref) in enumerate(rows):
@@ -360,6 +366,8 @@ class SessionState:
         for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
             state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
         state.last_offsets = dict(offsets)
+        if policy_runs:
+            state.policy_runs = dict(policy_runs[0])
         return state
 
 
@@ -367,6 +375,7 @@ class SessionState:
 _packb = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass").pack
 _array_header = msgpack.Packer().pack_array_header
 _HEAD = _array_header(10) + _packb(_FORMAT_VERSION)
+_HEAD_WITH_POLICIES = _array_header(11) + _packb(_FORMAT_VERSION)
 
 
 # Hex digests and keys (64 or 32 lower-case hex chars, optionally "error:"-prefixed)

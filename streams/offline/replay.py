@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from streams.detection import Engine, SessionState, SessionStore
+from streams.detection.policies import policy_findings
 from streams.worker.keys import partition_key
 
 __all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action"]
@@ -55,6 +56,7 @@ class ReplaySummary:
     events: Counter = field(default_factory=Counter)
     verdicts: Counter = field(default_factory=Counter)
     detections: Counter = field(default_factory=Counter)  # (detector, level, action)
+    policies: Counter = field(default_factory=Counter)  # (policy rule name, "decided" | "would")
     runs: set = field(default_factory=set)
     sessions: set = field(default_factory=set)
     bad: int = 0
@@ -64,10 +66,16 @@ class ReplaySummary:
         self.verdicts[verdict["verdict"]] += 1
         self.runs.add((event.get("session_id"), event.get("run_id")))
         self.sessions.add(event.get("session_key") or event.get("session_id"))
-        action = detection_action(verdict)
-        if action == "abort":
+        findings = policy_findings(verdict)
+        if "policy" in verdict:
+            self.policies[(verdict["policy"]["name"], "decided")] += 1
+        for entry in verdict.get("shadow") or ():
+            self.policies[(entry["name"], "would")] += 1
+        for finding in findings:
+            self.detections[(finding["detector"], finding["level"], finding["action"])] += 1
+        if (verdict.get("guard") or {}).get("abort"):
             self.detections[("compaction_loop_persisted", "critical", "abort")] += 1
-            action = detection_action({**verdict, "verdict": None})
+        action = detection_action({**verdict, "verdict": None})
         if action is not None:
             detection = verdict["detection"]
             self.detections[(detection["detector"], detection["level"], action)] += 1
@@ -87,6 +95,10 @@ class ReplaySummary:
                 out.append(f"  {detector:<26} {level:<9} {action:<10} {n}")
         else:
             out.append("detections: none")
+        if self.policies:
+            out.append("policies (rule / decided or would have, in shadow mode: verdicts):")
+            for (name, how), n in sorted(self.policies.items()):
+                out.append(f"  {name:<36} {how:<10} {n}")
         return out
 
 

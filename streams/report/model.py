@@ -38,6 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from streams.detection.policies import policy_findings
 from streams.offline.replay import detection_action
 
 __all__ = [
@@ -152,6 +153,8 @@ def call_status(record: Mapping[str, Any]) -> str:
     """What happened to a tool call, one of :data:`STATUSES` (abort first, then the detection)."""
     if record.get("verdict") == "abort":
         return "abort"
+    if record.get("verdict") == "block":  # OpenClaw's block, or a loopwatch policy's
+        return "block"
     return detection_action(record) or "allow"
 
 
@@ -205,7 +208,7 @@ class Call:
     def label(self) -> str:
         """``block generic_repeat/critical`` style: the status and, if any, what fired."""
         if self.status == "abort":
-            return f"abort {ABORT_DETECTOR}/critical"
+            return f"abort {(self.abort or {}).get('detector') or ABORT_DETECTOR}/critical"
         if self.detection:
             return f"{self.status} {self.detection.get('detector')}/{self.detection.get('level')}"
         return self.status
@@ -373,7 +376,7 @@ class Report:
                 event_id=record.get("event_id"), tool_call_id=record.get("tool_call_id"),
                 tool=str(record.get("tool_name") or "tool"), status=call_status(record),
                 verdict=str(record.get("verdict")), detection=detection if detection.get("stuck") else None,
-                source=source, abort=guard if guard.get("abort") else None,
+                source=source, abort=guard if guard.get("abort") else _policy_abort(record),
             ))
         elif kind == "compaction_retry":
             run.items.append(Compaction(record.get("event_id"), source))
@@ -384,25 +387,36 @@ class Report:
         self.totals.add_record(record, rows)
 
 
+def _policy_abort(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``policy`` field of a verdict a loopwatch policy turned into an abort, else None."""
+    policy = record.get("policy")
+    return policy if policy and policy.get("verdict") == "abort" else None
+
+
 def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None) -> None:
     call_id = record.get("tool_call_id")
     for item in reversed(run.items):
         if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
             item.status = "abort"
-            item.abort = record.get("guard") or {}
+            item.abort = _policy_abort(record) or record.get("guard") or {}
             return
     run.items.append(Call(
         event_id=record.get("event_id"), tool_call_id=call_id, tool=str(record.get("tool_name") or "tool"),
-        status="abort", verdict="abort", detection=None, source=source, abort=record.get("guard") or {},
+        status="abort", verdict="abort", detection=None, source=source,
+        abort=_policy_abort(record) or record.get("guard") or {},
     ))
 
 
 def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
                     source: dict[str, Any] | None) -> list[DetectionRow]:
-    rows = []
+    rows = [
+        DetectionRow(session_id, run_id, str(record.get("tool_name") or "tool"), f["detector"], f["level"],
+                     f["action"], f["count"], str(f["message"] or ""), source, record.get("event_id"))
+        for f in policy_findings(record)
+    ]
     tool = str(record.get("tool_name") or "tool")
-    if record.get("verdict") == "abort":
-        guard = record.get("guard") or {}
+    guard = record.get("guard") or {}
+    if guard.get("abort"):
         rows.append(DetectionRow(
             session_id, run_id, str(guard.get("tool_name") or tool), ABORT_DETECTOR, "critical", "abort",
             guard.get("count"), str(guard.get("message") or ""), source, record.get("event_id"),

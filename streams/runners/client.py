@@ -196,6 +196,8 @@ class Verdict:
         if self.record is None and (self.timed_out or self.error is not None):
             return self._fallback_message()
         record = self.record or {}
+        if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
+            return record["policy"]["message"]
         if self.verdict == "abort":
             return (record.get("guard") or {}).get("message")
         if self.verdict == "block":

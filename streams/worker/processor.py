@@ -60,6 +60,7 @@ from . import keys
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
+from streams.detection.policies import policy_findings
 from streams.offline.replay import detection_action, verdict_record
 
 __all__ = [
@@ -237,7 +238,8 @@ def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     detection = record.get("detection")
     guard = record.get("guard")
     stuck = bool(detection and detection.get("stuck"))
-    if not stuck and not (guard and guard.get("abort")):
+    policies = "policy" in record or "shadow" in record
+    if not stuck and not (guard and guard.get("abort")) and not policies:
         return []  # the usual case: nothing to report
     out: list[dict[str, Any]] = []
     base = {
@@ -258,6 +260,9 @@ def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
             "count": guard.get("count"), "message": guard.get("message"), "warning_key": None,
             "tool_name": guard.get("tool_name"), **base,
         })
+    if policies:  # loopwatch's own policies (streams.detection.policies): decided, or would have
+        out.extend({**finding, "warning_key": None, "tool_name": record.get("tool_name"), **base}
+                   for finding in policy_findings(record))
     return out
 
 
@@ -395,5 +400,5 @@ class Processor:
     def _count_detections(events: list[dict[str, Any]]) -> None:
         for loop_event in events:
             metrics.DETECTIONS.labels(loop_event["detector"], loop_event["level"], loop_event["action"]).inc()
-            if loop_event["action"] == "abort":
+            if loop_event["action"] == "abort" and loop_event["detector"] == "compaction_loop_persisted":
                 metrics.POST_COMPACTION_ABORTS.inc()

@@ -62,7 +62,13 @@ def test_publish_before_start_and_bad_events():
     ("block", {"block_reason": "CRITICAL: y", "detection": {"stuck": True}}, False, "CRITICAL: y"),
     ("abort", {"guard": {"abort": True, "message": "CRITICAL: z"}}, False, "CRITICAL: z"),
     ("ignore", {}, True, None),
-], ids=["allow", "warn", "block", "abort", "ignore"])
+    # a loopwatch policy decided (docs/policies.md): its message, not OpenClaw's
+    ("abort", {"block_reason": "CRITICAL: y", "detection": {"stuck": True},
+               "policy": {"name": "escalation", "verdict": "abort", "message": "CRITICAL: escalated"}},
+     False, "CRITICAL: escalated"),
+    ("block", {"detection": {"stuck": False}, "policy": {"name": "runBudget", "verdict": "block",
+                                                          "message": "CRITICAL: budget"}}, False, "CRITICAL: budget"),
+], ids=["allow", "warn", "block", "abort", "ignore", "policy-abort", "policy-block"])
 def test_verdict_accessors(verdict, record, allowed, message):
     v = Verdict("e1", verdict, record)
     assert v.allowed is allowed
