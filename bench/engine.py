@@ -80,7 +80,7 @@ def main() -> None:
           f"wall clock; best of {options.repeat}); per event p50 {p50:.1f} µs, p99 {p99:.1f} µs "
           f"(C accelerator: {'on' if ACCELERATED else 'off'})")
     print("verdicts: " + ", ".join(f"{n:,} {v}" for v, n in sorted(verdicts.items())))
-    keep_full = config.smallest_warning_threshold
+    keep_full = engine.config.smallest_warning_threshold
     state_sizes = sorted(len(s.to_bytes(keep_full)) for s in states.values())
     # A checkpoint re-encodes every state an event changed since the last one (records already packed
     # stay cached); a restart or rebalance decodes each state once.
@@ -89,7 +89,7 @@ def main() -> None:
     decode_s = min(timeit.repeat(lambda: [SessionState.from_bytes(b) for b in encoded], number=1, repeat=5))
     print(f"state:    {len(state_sizes):,} runs; serialised bytes per run mean {statistics.mean(state_sizes):,.0f}, "
           f"p50 {state_sizes[len(state_sizes)//2]:,}, p99 {state_sizes[int(len(state_sizes)*0.99)]:,}, "
-          f"max {state_sizes[-1]:,} (historySize {config.for_agent('main').history_size}); "
+          f"max {state_sizes[-1]:,} (historySize {engine.config.for_agent('main').history_size}); "
           f"encode {encode_s / len(encoded) * 1e6:.1f} µs, decode {decode_s / len(encoded) * 1e6:.1f} µs per state "
           f"(best of 5)")
 
