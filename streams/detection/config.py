@@ -34,6 +34,7 @@ __all__ = [
     "VALIDATE_DESCRIPTION",
     "OpenClawConfig",
     "DEFAULTS",
+    "js_truthy",
     "load_config",
     "validate",
     "merge_blocks",
@@ -82,7 +83,12 @@ class LoopDetectionSettings:
     """What the detectors and the guard use for one agent (Spec §2.2, §2.3).
 
     ``enabled`` keeps OpenClaw's three states: True (detectors on), False (all
-    off, calls not recorded), None (absent: detectors off, guard on).
+    off, calls not recorded), None (absent: detectors off, guard on). A
+    merged value that is not a boolean (only possible unvalidated) is mapped by
+    how OpenClaw tests it (Spec §2.3): the detectors by JavaScript truthiness,
+    the guard and call recording by ``=== false``. So a truthy value (``1``,
+    ``"false"``, ``[]``, ``{}``) acts as True and a falsy one (``0``, ``""``,
+    NaN, null) as absent; see :func:`resolve`.
     """
 
     enabled: bool | None = None
@@ -294,6 +300,19 @@ def _positive_int(value: Any, default: int) -> int:
     return int(value) if value > 0 else default
 
 
+def js_truthy(value: Any) -> bool:
+    """JavaScript's truthiness of a parsed JSON/JSON5 value (Spec §2.3).
+
+    Falsy: ``false``, ``null``, ``0`` (and ``-0``), NaN and ``""``;
+    everything else, including ``"false"``, ``[]`` and ``{}``, is truthy.
+    """
+    if value is None or value is False or value == "":
+        return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == value and value != 0  # NaN != NaN
+    return True
+
+
 def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     """Spec §2.2: turn a merged block into settings; never fails."""
     if not block:
@@ -316,7 +335,7 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
         return value if isinstance(value, bool) else True
 
     return LoopDetectionSettings(
-        enabled=enabled if isinstance(enabled, bool) else None,
+        enabled=enabled if isinstance(enabled, bool) else (True if js_truthy(enabled) else None),
         history_size=_positive_int(block.get("historySize"), DEFAULT_HISTORY_SIZE),
         warning_threshold=warning,
         critical_threshold=critical,

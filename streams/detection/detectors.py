@@ -217,16 +217,19 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
 
 def _ping_pong(scoped: list[CallRecord], args_hash: str, call_key: str,
                settings: LoopDetectionSettings) -> Detection | None:
-    """Spec §5.1 pingPong and rules 5-6 of §5.2."""
+    """Spec §5.1 pingPong (no pattern when the paired call's tool name is blank) and rules 5-6 of §5.2."""
     last = scoped[-1]
     last_sig = last.args_key
-    other_sig = None
+    other = None
     for record in reversed(scoped):
         if record.args_key != last_sig:
-            other_sig = record.args_key
+            other = record
             break
-    if other_sig is None or call_key != other_sig:
+    # Only the other side's tool name is checked: a blank one (a whitespace-only
+    # tool_name normalises to "") ends the pattern, a blank one on ``last`` does not.
+    if other is None or call_key != other.args_key or not other.tool:
         return None
+    other_sig = other.args_key
     tail = 0
     expected = last_sig
     for record in reversed(scoped):

@@ -13,8 +13,18 @@ Event shapes (Spec §10, the conformance vectors' schema):
   JavaScript undefined), ``result`` (null = returned nothing), ``error``
   (string = thrown Error message; other non-null = thrown value), optional
   ``outcome_follows``;
-* ``tool_result``: ``run_id``, ``session_id``, ``tool_call_id``, ``result``, ``error``;
-* ``compaction_retry``: ``run_id``, ``session_id``, optional ``agent_id``.
+* ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
+  ``tool_call_id``, optional ``tool_name`` and ``args`` (the call's, as
+  OpenClaw's after-tool-call hook has them), ``result``, ``error``;
+* ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
+  optional ``agent_id``.
+
+Guards (Spec §7) are not part of a session's state: :meth:`Engine.process`
+takes the map of guards apart from the state, keyed by :func:`guard_key`
+(the raw run id, or for a blank run id the session key, else the session id).
+The stream processor passes none and keeps them in ``state.runs`` of the
+record key; :class:`~streams.detection.sessions.SessionStore` keeps one map for
+all sessions.
 
 Verdict records carry the fields of the vectors' ``expected`` entries plus
 ``verdict`` (allow, warn, block, abort or ignore: what the runner should do)
@@ -23,7 +33,7 @@ and ``evidence`` (the ``ref`` values of the records behind a detection).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
 
 from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
@@ -33,18 +43,12 @@ from .policies import Policies, build as build_policies
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
-__all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "BLOCKED_RESULT_IGNORED",
-           "UNKNOWN_CALL_IGNORED"]
+__all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "guard_key", "has_session_key",
+           "BLOCKED_RESULT_IGNORED"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw"
-UNKNOWN_CALL_IGNORED = "no pending tool call with this tool_call_id (never seen, already answered, or expired)"
-
-# What a result that cannot be matched to its call is reported as: OpenClaw's
-# defaults for a missing tool name and missing args.
-_NO_CALL_TOOL = "tool"
-_NO_CALL_ARGS_HASH = args_hash(_NO_CALL_TOOL, UNDEFINED)
 
 _NOT_RECORDED = {"recorded": False, "result_hash": None, "unknown_tool_name": None}
 
@@ -108,6 +112,33 @@ def state_key(event: Mapping[str, Any]) -> str | None:
     return key or event.get("session_id") or None
 
 
+def has_session_key(event: Mapping[str, Any]) -> bool:
+    """Whether the event has a session key: ``session_key`` non-empty, or absent with a session id (Spec §8.1, §10).
+
+    Only such calls are checked by the detectors and recorded before execution;
+    an explicit ``session_key: null`` (or ``""``) makes the event keyless.
+    """
+    return bool(event["session_key"] if "session_key" in event else event.get("session_id"))
+
+
+def guard_key(event: Mapping[str, Any]) -> str:
+    """The identity of the post-compaction guard an event belongs to (Spec §7).
+
+    A run id that is not blank identifies its guard as sent, untrimmed
+    (``"r1"`` and ``" r1"`` are two guards), in whatever session. For a blank
+    (absent, null, empty or whitespace-only) run id: the ``session_key`` when
+    the field is present and not null (even ``""``), else the ``session_id``.
+    Both kinds share one namespace of strings, as OpenClaw's own map does.
+    """
+    raw_run = event.get("run_id")
+    if raw_run and js_trim(raw_run):
+        return raw_run
+    session_key = event.get("session_key")
+    if session_key is not None:
+        return session_key
+    return event.get("session_id") or ""
+
+
 class Engine:
     """OpenClaw's ``tools.loopDetection`` and post-compaction guard as a pure function.
 
@@ -123,16 +154,22 @@ class Engine:
         # loopwatch's own opt-in rules (the file's ``policies`` section); None: OpenClaw's verdicts only
         self.policies: Policies | None = build_policies(self.config.raw)
 
-    def process(self, event: Mapping[str, Any], state: SessionState, ref: Any = None) -> dict[str, Any]:
+    def process(self, event: Mapping[str, Any], state: SessionState | None, ref: Any = None,
+                guards: MutableMapping[str, RunState] | None = None) -> dict[str, Any]:
         """Apply one event to ``state`` and return its verdict record.
 
         Arguments:
             event: a decoded event (see the module docstring).
             state: the state of the event's partition key; changed in place.
+                May be None for a ``compaction_retry`` when ``guards`` is
+                given: it touches no session state (Spec §8.1).
             ref: an opaque, msgpack-serialisable reference to this event (e.g.
                 ``[event_id, partition, offset]``) kept with the record it adds
                 and reported as evidence when that record contributes to a
                 detection.
+            guards: the post-compaction guards by :func:`guard_key`, created
+                on first sight; default ``state.runs`` (at most
+                :data:`~streams.detection.state.MAX_RUNS`, idle ones evicted first).
         Returns:
             The verdict record (a new dict).
         Raises:
@@ -148,17 +185,19 @@ class Engine:
             if policies is not None:
                 event = policies.prepare(event)
             if kind == "tool_call":
-                verdict = self._tool_call(event, state, ref)
+                verdict = self._tool_call(event, state, ref, guards)
             elif kind == "tool_result":
-                verdict = self._tool_result(event, state, ref)
+                verdict = self._tool_result(event, state, ref, guards)
             else:
-                verdict = self._compaction_retry(event, state)
+                verdict = self._compaction_retry(event, state, guards)
         except RecursionError:
             raise EventError("args or result nested too deeply to hash") from None
         except NotJSONData as exc:  # e.g. a msgpack timestamp or other extension type
             raise EventError(f"args, result or error hold a value that is not JSON data ({exc})") from None
         if policies is not None:
-            policies.decide(verdict, state.policy_runs, event.get("run_id"))
+            # a compaction_retry from the offline store comes without a session state; the run
+            # rules count tool calls and outcomes only, so it needs no policy memory
+            policies.decide(verdict, state.policy_runs if state is not None else {}, event.get("run_id"))
         return verdict
 
     # ---------------------------------------------------------------- event kinds
@@ -171,11 +210,19 @@ class Engine:
         return settings, raw_run, run_id
 
     @staticmethod
-    def _run(state: SessionState, raw_run: str | None, settings: LoopDetectionSettings) -> RunState:
-        """The run's state, created on first sight (a change to ``state``)."""
-        return state.run(raw_run or "", settings.guard_enabled, settings.window_size)
+    def _run(event: Mapping[str, Any], state: SessionState | None, guards: MutableMapping[str, RunState] | None,
+             settings: LoopDetectionSettings) -> RunState:
+        """The event's guard (Spec §7), created on first sight with its agent's guard config."""
+        key = guard_key(event)
+        if guards is None:
+            return state.run(key, settings.guard_enabled, settings.window_size)
+        run = guards.get(key)
+        if run is None:
+            run = guards[key] = RunState(settings.guard_enabled, settings.window_size)
+        return run
 
-    def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
+    def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any,
+                   guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
         settings, raw_run, run_id = self._context(event)
         tool = normalize_tool_name(event.get("tool_name"))
@@ -183,11 +230,11 @@ class Engine:
         call_hash = args_hash(tool, args)  # may raise RecursionError: before any change to state
         call_key = hash_key(call_hash)
         session_id = event.get("session_id")
-        has_session_key = bool(event["session_key"] if "session_key" in event else session_id)
+        keyed = has_session_key(event)
 
         detection: Detection | None = None
         marks: dict[str, Any] = {}  # loopwatch's perTool policy: what decided, or would have (policies)
-        if has_session_key and settings.detectors_enabled:
+        if keyed and settings.detectors_enabled:
             known_poll = is_known_poll(tool, args)
             if self.policies is None:
                 detection = detect(state, run_id, tool, call_hash, known_poll, settings, call_key)
@@ -201,7 +248,7 @@ class Engine:
             # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
             if follows and call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
-            run = self._run(state, raw_run, settings)
+            run = self._run(event, state, guards, settings)
             return {
                 "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
@@ -212,16 +259,16 @@ class Engine:
 
         profile = outcome_profile(tool, args, self.config.channel_send_tools)
         # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
-        can_record = not follows and (has_session_key or bool(session_id))
+        can_record = not follows and (keyed or bool(session_id))
         outcome = _outcome(profile, event.get("result"), event.get("error")) if can_record else None
-        run = self._run(state, raw_run, settings)
+        run = self._run(event, state, guards, settings)
         warning = None
         decision = "allow"
         if detection is not None:
             warning = self._dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
-        recorded_call = has_session_key and settings.records_calls
+        recorded_call = keyed and settings.records_calls
         if recorded_call:
             state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key),
                          settings.history_size)
@@ -246,31 +293,48 @@ class Engine:
             verdict.update(marks)
         return verdict
 
-    def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any) -> dict[str, Any]:
+    def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any,
+                     guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
+        """Spec §9: a result for a pending call, for a blocked call, or for no pending call."""
         call_id = event.get("tool_call_id")  # non-empty: validate_event
-        settings, raw_run, _ = self._context(event)
+        settings, _, run_id = self._context(event)
         call = state.calls.get(call_id)
         if call is None or call.blocked:
-            state.calls.pop(call_id, None)
-            run = self._run(state, raw_run, settings)
-            return {
-                "type": "tool_result", "tool_name": _NO_CALL_TOOL, "args_hash": _NO_CALL_ARGS_HASH,
-                "ignored": BLOCKED_RESULT_IGNORED if call is not None else UNKNOWN_CALL_IGNORED,
-                "run_aborted": run.aborted, "verdict": "ignore", "evidence": [],
-            }
-        outcome = _outcome(call.profile, event.get("result"), event.get("error")) if state_key(event) else None
-        del state.calls[call_id]
-        run = self._run(state, raw_run, settings)
-        verdict: dict[str, Any] = {"type": "tool_result", "tool_name": call.tool, "args_hash": call.args_hash}
-        self._record_outcome(verdict, state, settings, run, call.tool, call.args_hash, call_id, call.run_id,
-                             outcome, ref)
+            # The event's own tool name and args (absent: "tool" and undefined);
+            # hashed before any change to the state (RecursionError).
+            tool = normalize_tool_name(event.get("tool_name"))
+            args = event.get("args", UNDEFINED)
+            call_hash = args_hash(tool, args)
+            if call is not None:  # blocked: OpenClaw never ran it
+                del state.calls[call_id]
+                run = self._run(event, state, guards, settings)
+                return {
+                    "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
+                    "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": run.aborted, "verdict": "ignore",
+                    "evidence": [],
+                }
+            # No pending call (never seen, already answered, or its state expired):
+            # recorded as step 6 records any outcome, carrying the event's call id.
+            profile = outcome_profile(tool, args, self.config.channel_send_tools)
+            record_run = run_id
+        else:
+            tool, call_hash, record_run, profile = call.tool, call.args_hash, call.run_id, call.profile
+        outcome = _outcome(profile, event.get("result"), event.get("error"))
+        if call is not None:
+            del state.calls[call_id]
+        run = self._run(event, state, guards, settings)
+        verdict: dict[str, Any] = {"type": "tool_result", "tool_name": tool, "args_hash": call_hash}
+        self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, record_run, outcome, ref,
+                             append_call_id=call_id if call is None else None)
         verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
         verdict.setdefault("evidence", [])
         return verdict
 
-    def _compaction_retry(self, event: Mapping[str, Any], state: SessionState) -> dict[str, Any]:
-        settings, raw_run, _ = self._context(event)
-        run = self._run(state, raw_run, settings)
+    def _compaction_retry(self, event: Mapping[str, Any], state: SessionState | None,
+                          guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
+        """Arms the event's guard (Spec §7); no session state is read or changed (Spec §8.1)."""
+        settings = self.config.for_agent(event.get("agent_id"))
+        run = self._run(event, state, guards, settings)
         arm(run)
         return {
             "type": "compaction_retry",
@@ -294,8 +358,12 @@ class Engine:
     @staticmethod
     def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                         run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
-                        outcome: tuple[str, str | None] | None, ref: Any) -> None:
-        """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard."""
+                        outcome: tuple[str, str | None] | None, ref: Any, append_call_id: str | None = None) -> None:
+        """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
+
+        ``append_call_id`` is the call id a record appended here carries (a
+        result with no pending call keeps the event's, Spec §9).
+        """
         if outcome is None:
             verdict["outcome"] = dict(_NOT_RECORDED)
             verdict["guard"] = guard_status(run)
@@ -309,7 +377,8 @@ class Engine:
                 record.set_result(result_hash, unknown, ref)
                 break
         else:
-            state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref), settings.history_size)
+            state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref),
+                         settings.history_size)
         verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
         verdict["guard"] = observe(run, tool, call_hash, result_hash, ref)
         verdict["run_aborted"] = run.aborted

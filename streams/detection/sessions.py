@@ -1,24 +1,43 @@
-"""Many sessions at once: states keyed as OpenClaw keys them (Spec §8.1).
+"""Many sessions at once: states looked up as OpenClaw looks them up (Spec §8.1).
 
 The stream processor keeps one :class:`SessionState` per Kafka record key in a
 table. Offline (replay, conformance, backtests) :class:`SessionStore` plays the
-part of OpenClaw's in-process map: state keyed by session key, else session
-id, with a session id's state re-keyed or merged when that id shows up under a
-session key.
+part of OpenClaw's in-process map, holding every state in one place:
+
+* states are keyed by the session key, else the session id; each remembers
+  the last session id (and session key) it was looked up with;
+* a ``tool_call`` or ``tool_result`` finds its state by the lookup of Spec
+  §8.1: the state under its key; else, or when that one remembers another
+  session id, the first state (in insertion order) remembering its session
+  id, which is merged into the direct one, moved under the event's session
+  key, or (keyless event) used where it is;
+* a ``compaction_retry`` touches no session state;
+* the post-compaction guards live beside the states, one map for all
+  sessions, by :func:`~streams.detection.engine.guard_key` (Spec §7): they
+  never move or merge with a session's state.
+
+Idle states are not pruned: a store lives for one input.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from .engine import Engine, state_key, validate_event
-from .state import SessionState
+from .engine import Engine, has_session_key, state_key, validate_event
+from .state import RunState, SessionState
 
 __all__ = ["SessionStore", "merge_states"]
 
 
 def merge_states(into: SessionState, other: SessionState) -> None:
-    """Merge ``other`` into ``into``: histories concatenated, bucket maxima kept (Spec §8.1)."""
+    """Merge ``other`` into ``into`` (Spec §8.1).
+
+    Histories are concatenated, ``into``'s records first (not trimmed: the next
+    insertion trims to ``historySize``); warning buckets keep the larger of the
+    two per key; pending deferred calls of both are kept (``into``'s for an id
+    both hold). Guards kept in ``runs`` are joined too (the stream processor's
+    states; the offline store keeps none there).
+    """
     into.history.extend(other.history)
     into.reindex()
     for key, bucket in other.warning_buckets.items():
@@ -35,13 +54,23 @@ class SessionStore:
 
     Arguments:
         engine: the engine to apply events with.
+
+    Attributes:
+        states: state key -> :class:`SessionState`, in insertion order (a moved
+            state is inserted anew).
+        guards: guard identity -> :class:`RunState`, for all sessions.
     """
 
-    __slots__ = ("engine", "states")
+    __slots__ = ("engine", "states", "guards", "_session_ids", "_by_session_id", "_order", "_next")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.states: dict[str, SessionState] = {}
+        self.guards: dict[str, RunState] = {}
+        self._session_ids: dict[str, str] = {}  # state key -> the session id it remembers
+        self._by_session_id: dict[str, set[str]] = {}  # session id -> keys of the states remembering it
+        self._order: dict[str, int] = {}  # state key -> insertion number (the lookup's "first")
+        self._next = 0
 
     def __len__(self) -> int:
         return len(self.states)
@@ -49,22 +78,89 @@ class SessionStore:
     def __iter__(self) -> Iterator[str]:
         return iter(self.states)
 
+    def remembered_session_id(self, key: str) -> str | None:
+        """The session id the state under ``key`` was last looked up with (None: none yet)."""
+        return self._session_ids.get(key)
+
     def state_for(self, event: Mapping[str, Any]) -> SessionState:
-        """The state an event applies to, re-keying a session id's state under its session key."""
-        key = state_key(event) or ""
+        """The state a ``tool_call`` or ``tool_result`` applies to, by the lookup of Spec §8.1.
+
+        Changes the store as the lookup does (merge, move or create) and makes
+        the state remember the event's session id.
+        """
+        key = state_key(event) or "unknown"
         session_id = event.get("session_id")
-        if isinstance(session_id, str) and session_id and session_id != key and session_id in self.states:
-            orphan = self.states.pop(session_id)
-            if key in self.states:
-                merge_states(self.states[key], orphan)
+        if not (isinstance(session_id, str) and session_id):
+            session_id = None
+        direct = self.states.get(key)
+        found_key = None
+        if session_id is not None and (direct is None or self._session_ids.get(key) != session_id):
+            found_key = self._first_remembering(session_id)
+        used = key
+        if found_key is not None and found_key != key:
+            if direct is not None:
+                merge_states(direct, self.states[found_key])
+                self._remove(found_key)
+            elif has_session_key(event):
+                state = self.states[found_key]
+                self._remove(found_key)
+                self._insert(key, state)
             else:
-                self.states[key] = orphan
-        state = self.states.get(key)
-        if state is None:
-            state = self.states[key] = SessionState()
-        return state
+                used = found_key  # a keyless event uses it where it is
+        elif direct is None:
+            self._insert(key, SessionState())
+        if session_id is not None:
+            self._remember(used, session_id)
+        return self.states[used]
 
     def process(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
-        """Apply one event; see :meth:`Engine.process` (raises ``EventError`` for an event it rejects)."""
-        validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
-        return self.engine.process(event, self.state_for(event), ref)
+        """Apply one event; see :meth:`Engine.process`.
+
+        Raises:
+            EventError: the event does not fit the schema (the store is
+                unchanged: checked before the lookup), or the engine rejects
+                it (args nested too deeply or not JSON data: the state and
+                guards are unchanged, but a merge or move the lookup made stays).
+        """
+        kind = validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
+        if kind == "compaction_retry":
+            return self.engine.process(event, None, ref, self.guards)
+        return self.engine.process(event, self.state_for(event), ref, self.guards)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _first_remembering(self, session_id: str) -> str | None:
+        keys = self._by_session_id.get(session_id)
+        if not keys:
+            return None
+        if len(keys) == 1:
+            return next(iter(keys))
+        order = self._order
+        return min(keys, key=order.__getitem__)
+
+    def _insert(self, key: str, state: SessionState) -> None:
+        self.states[key] = state
+        self._order[key] = self._next
+        self._next += 1
+
+    def _remove(self, key: str) -> None:
+        del self.states[key]
+        del self._order[key]
+        session_id = self._session_ids.pop(key, None)
+        if session_id is not None:
+            keys = self._by_session_id[session_id]
+            keys.discard(key)
+            if not keys:
+                del self._by_session_id[session_id]
+
+    def _remember(self, key: str, session_id: str) -> None:
+        previous = self._session_ids.get(key)
+        if previous == session_id:
+            return
+        if previous is not None:
+            keys = self._by_session_id[previous]
+            keys.discard(key)
+            if not keys:
+                del self._by_session_id[previous]
+        self._session_ids[key] = session_id
+        self._by_session_id.setdefault(session_id, set()).add(key)

@@ -6,10 +6,27 @@ A :class:`SessionState` holds (Spec §1, §6, §7):
   at ``historySize`` for the whole state (Spec §8.2: the cap is per session);
 * ``warning_buckets`` -- the warning dedupe map, insertion-ordered, at most
   256 keys, first-inserted key evicted (Spec §6);
-* ``runs`` -- per run id, the post-compaction guard and the aborted flag (Spec §7);
+* ``runs`` -- the post-compaction guards (and aborted flags) of the events
+  applied to this state, by guard identity (Spec §7,
+  :func:`~streams.detection.engine.guard_key`), when the caller keeps them
+  with the state (the stream processor does; the offline store keeps one map
+  for all sessions instead);
 * ``calls`` -- calls whose outcome is still to come (``outcome_follows``) or
   that were blocked, by tool-call id, so a later ``tool_result`` can be
   applied or ignored (Spec §9).
+
+How memory stays bounded: ``history`` by ``historySize``, ``warning_buckets``
+by 256 keys, ``runs`` by :data:`MAX_RUNS` (idle guards evicted first).
+``calls`` is *not* bounded by count: OpenClaw keeps a deferred call pending
+until its result arrives or its session state expires, and dropping one
+early would turn its late result into a result with no pending call, which
+is recorded differently (Spec §9). An entry leaves when its result arrives;
+what is left is bounded by the state's lifetime: the stream processor deletes
+a key's state after ``state_ttl_s`` idle (30 minutes by default, as OpenClaw
+prunes idle sessions), and the offline store lives for one input. So a busy
+key keeps one entry (about 100 bytes) per call whose result never comes,
+until the key falls idle; runners that report every result (the client's
+``report_result``) keep it at the calls in flight.
 
 :meth:`SessionState.to_bytes` / :meth:`SessionState.from_bytes` give a compact
 msgpack form for a Kafka changelog: hex digests travel as raw bytes and each
@@ -23,11 +40,10 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_PENDING_CALLS"]
+__all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS"]
 
 MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
-MAX_PENDING_CALLS = 64  # deferred or blocked calls remembered per state
-MAX_RUNS = 64  # run states kept per partition key; the oldest idle ones go first
+MAX_RUNS = 64  # guards kept per partition key; the oldest idle ones go first
 
 _FORMAT_VERSION = 3
 
@@ -229,10 +245,9 @@ class SessionState:
         buckets[key] = bucket
 
     def remember_call(self, call_id: str, call: PendingCall) -> None:
+        """Keep a deferred or blocked call until its result arrives (no count limit: see the module docstring)."""
         calls = self.calls
-        calls.pop(call_id, None)
-        if len(calls) >= MAX_PENDING_CALLS:
-            del calls[next(iter(calls))]
+        calls.pop(call_id, None)  # a reused id is the newest call
         calls[call_id] = call
 
     def run(self, run_key: str, guard_enabled: bool, window_size: int) -> RunState:

@@ -30,7 +30,7 @@ EVENTS = [
 SUMMARY = [
     "events:     5 (1 compaction_retry, 3 tool_call, 1 tool_result); 0 bad record(s) skipped",
     "sessions:   1, runs: 1",
-    "verdicts:   1 abort, 3 allow, 1 ignore",
+    "verdicts:   1 abort, 4 allow",
     "blocks:     0, aborts: 1",
     "detections (detector / level / action: count):",
     "  compaction_loop_persisted  critical  abort      1",
@@ -52,14 +52,15 @@ def test_replay_jsonl_verdicts_and_summary(tmp_path):
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["event_id"] for r in records] == ["e1", "e2", "e3", "e4", "e5"]
-    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "ignore"]
+    # e5 answers no pending call: recorded as OpenClaw records it (Spec §9), here nothing since it returned nothing
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "allow"]
+    assert records[4]["outcome"] == {"recorded": False, "result_hash": None, "unknown_tool_name": None}
     assert all(r["key"] == "s1" and r["run_id"] == "r1" and r["session_id"] == "s1" for r in records)
     abort = records[3]
     assert abort["guard"]["detector"] == "compaction_loop_persisted" and abort["guard"]["count"] == 3
     assert abort["evidence"] == ["e2", "e3", "e4"]
     assert abort["args_hash"] == "read:d358b22b4ff6f0515ebb0f5219842ac08c57d468c8f1d6d6bec0927dafb706a2"
     assert abort["outcome"]["result_hash"] == "9bb796be58d3edcd4a7e2b8332f7ee9b41ca2ab28706a49cef2b08327a69722e"
-    assert records[4]["ignored"].startswith("no pending tool call with this tool_call_id")
     assert result.stderr.splitlines() == SUMMARY
 
 

@@ -263,9 +263,19 @@ def test_resolve_without_block_is_defaults():
     ({"warningThreshold": 3}, None, False, True, True),
     ({"enabled": True}, True, True, True, True),
     ({"enabled": False}, False, False, False, False),
-    ({"enabled": "true"}, None, False, True, True),
+    # Spec §2.3, unvalidated values: the detectors test JavaScript truthiness,
+    # the guard and call recording test `=== false`.
+    ({"enabled": "true"}, True, True, True, True),
+    ({"enabled": "false"}, True, True, True, True),
+    ({"enabled": 1}, True, True, True, True),
+    ({"enabled": []}, True, True, True, True),
+    ({"enabled": {}}, True, True, True, True),
     ({"enabled": 0}, None, False, True, True),
-], ids=["absent", "absent-with-thresholds", "true", "false", "string-true-is-absent", "zero-is-absent"])
+    ({"enabled": ""}, None, False, True, True),
+    ({"enabled": float("nan")}, None, False, True, True),
+    ({"enabled": None}, None, False, True, True),
+], ids=["absent", "absent-with-thresholds", "true", "false", "string-true", "string-false-is-truthy",
+        "one", "empty-array", "empty-object", "zero", "empty-string", "nan", "null"])
 def test_enabled_three_states(keys, enabled, detectors, guard, records):
     settings = resolve(keys)
     assert settings.enabled is enabled

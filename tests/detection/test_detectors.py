@@ -6,7 +6,7 @@ import re
 import pytest
 
 from streams.detection import EventError, SessionState, digest
-from streams.detection.engine import BLOCKED_RESULT_IGNORED, UNKNOWN_CALL_IGNORED
+from streams.detection.engine import BLOCKED_RESULT_IGNORED
 from streams.detection.fingerprint import args_hash
 from streams.detection.state import MAX_WARNING_KEYS
 
@@ -106,8 +106,10 @@ def test_result_of_blocked_call_is_ignored():
     assert result == {"type": "tool_result", "tool_name": "tool", "args_hash": "tool:" + sha("undefined"),
                       "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": []}
     assert session.history() == history
-    # The blocked call is forgotten once answered.
-    assert session.result("late")["ignored"] == UNKNOWN_CALL_IGNORED
+    # The blocked call is forgotten once answered: a second result has no pending call and is recorded (Spec §9).
+    again = session.result("late")
+    assert "ignored" not in again and again["outcome"] == {
+        "recorded": True, "result_hash": SAME_RESULT_HASH, "unknown_tool_name": None}
 
 
 def test_warning_call_proceeds_and_is_recorded():
@@ -659,11 +661,16 @@ def test_deferred_outcome_with_evicted_record_is_appended():
         ("list", None, SAME_RESULT_HASH), ("read", None, SAME_RESULT_HASH)]
 
 
-def test_result_for_unknown_call_is_ignored():
+def test_result_for_unknown_call_is_recorded():
+    """Spec §9: no pending call -> recorded as OpenClaw records it, as tool ``tool`` with undefined args."""
     session = Session(ENABLED)
     assert session.result("never-seen") == {
         "type": "tool_result", "tool_name": "tool", "args_hash": "tool:" + sha("undefined"),
-        "ignored": UNKNOWN_CALL_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": []}
+        "outcome": {"recorded": True, "result_hash": SAME_RESULT_HASH, "unknown_tool_name": None},
+        "guard": {"enabled": True, "armed": False, "observed": False, "remaining": 0, "abort": False},
+        "run_aborted": False, "verdict": "allow", "evidence": []}
+    assert [(r.tool, r.args_hash, r.call_id, r.result_hash) for r in session.state.history] == [
+        ("tool", "tool:" + sha("undefined"), "never-seen", SAME_RESULT_HASH)]
 
 
 # ------------------------------------------------------------------ malformed events

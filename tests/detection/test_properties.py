@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from streams.detection import UNDEFINED, Engine, OpenClawConfig, SessionState, digest, stable_stringify
 from streams.detection.canonical import _exact_text, _fast_text, canonical_bytes
 from streams.detection.detectors import detect, is_known_poll
+from streams.detection.engine import guard_key
 from streams.detection.fingerprint import args_hash, js_trim, normalize_tool_name
 
 from ._support import OMIT, SAME_RESULT, compaction, text_result, tool_call, tool_result
@@ -166,7 +167,7 @@ def test_blocked_calls_leave_no_trace(events):
     blocked = 0
     for index, event in enumerate(events):
         before = snapshot(state)
-        run_key = event.get("run_id") or ""
+        run_key = guard_key(event)
         guard_before = guard(state.runs.get(run_key))
         verdict = engine.process(event, state, ref=index)
         if verdict.get("blocked"):

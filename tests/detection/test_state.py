@@ -5,7 +5,6 @@ import pytest
 
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.state import (
-    MAX_PENDING_CALLS,
     MAX_RUNS,
     CallRecord,
     PendingCall,
@@ -236,13 +235,14 @@ def test_append_trims_and_keeps_args_counts():
     assert state.args_counts == {"read:" + "0" * 32: 1, hash_key(READ_HASH): 1}
 
 
-def test_remember_call_keeps_the_newest_64():
+def test_remember_call_has_no_count_limit():
+    """Pending calls stay until their result arrives (Spec §9): none is dropped for a newer one."""
     state = SessionState()
-    for i in range(MAX_PENDING_CALLS + 2):
+    for i in range(1000):
         state.remember_call(f"c{i}", PendingCall("read", READ_HASH, None, 0, blocked=False))
-    assert len(state.calls) == 64 and list(state.calls)[0] == "c2"
+    assert len(state.calls) == 1000 and list(state.calls)[0] == "c0"
     state.remember_call("c2", PendingCall("read", READ_HASH, None, 0, blocked=True))  # re-added: now newest
-    assert list(state.calls)[-1] == "c2" and len(state.calls) == 64
+    assert list(state.calls)[-1] == "c2" and state.calls["c2"].blocked and len(state.calls) == 1000
 
 
 def test_run_states_evict_idle_runs_first():
