@@ -23,8 +23,12 @@ __all__ = ["Difference", "Comparison", "compare", "outcome_label"]
 
 def outcome_label(record: Mapping[str, Any]) -> str:
     """What one event led to, verdict first: ``allow``, ``allow, suppressed ping_pong/warning 3``,
-    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``."""
+    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``, or for a
+    verdict a loopwatch policy decided ``abort escalation/critical 3 (escalation)``."""
     verdict = str(record.get("verdict"))
+    policy = record.get("policy")
+    if policy and policy.get("verdict") == verdict and verdict in ("block", "abort"):  # a loopwatch policy decided
+        return f"{verdict} {policy['detector']}/{policy['level']} {policy['count']} ({policy['name']})"
     if verdict == "abort":
         guard = record.get("guard") or {}
         return f"abort {ABORT_DETECTOR}/critical {guard.get('count', '')}".rstrip()

@@ -146,3 +146,22 @@ def test_bad_policies_are_refused_with_the_path(policies, problem):
     with pytest.raises(ConfigError) as err:
         validate({**ENABLED, "policies": policies})
     assert problem in str(err.value)
+
+
+def test_report_compare_backtests_a_policy_against_plain_openclaw(tmp_path):
+    """`loopwatch report --compare`: each event whose verdict the policy changes, with the rule that decided."""
+    from click.testing import CliRunner
+
+    from streams.commands.report import report
+
+    plain, policy = tmp_path / "plain.json", tmp_path / "escalation.json"
+    plain.write_text('{"tools": {"loopDetection": {"enabled": true}}}')
+    policy.write_text('{"tools": {"loopDetection": {"enabled": true}}, '
+                      '"policies": {"escalation": {"consecutiveBlocks": 3}}}')
+    res = CliRunner().invoke(report, ["--format", "events", "--config", str(plain), "--compare", str(policy),
+                                      str(EXAMPLES / "blocked-forever.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert "events whose verdict differs: 8" in res.stdout
+    assert "      A: block generic_repeat/critical 20\n" \
+           "      B: abort escalation/critical 3 (escalation)" in res.stdout
+    assert "escalation" in res.stdout.split("detections (detector / level / action)")[1]
