@@ -18,7 +18,7 @@ import asyncio
 
 import pytest
 
-from streams.commands.hook import runner_exit
+from streams.runners.hooks.command import runner_exit
 from streams.runners.hooks import HookInputError, mapper
 from tests.runners.gateway_support import EngineSource, served
 
@@ -167,3 +167,27 @@ def test_malformed_hook_json_gets_400_and_sends_nothing():
                     assert (await response.json())["error"].startswith(f"not a {runner} hook call: ")
         assert source.published == []
     asyncio.run(main())
+
+
+def test_command_hook_fast_path_asks_the_gateway_over_http_and_takes_only_plain_options():
+    from streams.runners.hooks.command import _options, ask_gateway
+
+    async def main():
+        async with served(EngineSource()) as client:
+            url = str(client.make_url("")).rstrip("/")
+            loop = asyncio.get_running_loop()
+            allowed = await loop.run_in_executor(None, ask_gateway, url, "codex", b'{"hook_event_name": "Stop", '
+                                                 b'"session_id": "s"}', 5.0, None)
+            with pytest.raises(Exception, match="gateway answered 400: not a codex hook call: session_id"):
+                await loop.run_in_executor(None, ask_gateway, url, "codex", b'{"hook_event_name": "Stop"}', 5.0, None)
+            with pytest.raises(Exception, match="unreachable"):
+                await loop.run_in_executor(None, ask_gateway, "http://127.0.0.1:9", "codex", b"{}", 1.0, None)
+            return allowed
+
+    assert asyncio.run(main()) == {}
+    assert _options(["codex"])["url"] == "http://127.0.0.1:8787"
+    assert _options(["claude-code", "--url=http://h:1", "--timeout", "3", "--on-failure", "block"]) == {
+        "runner": "claude-code", "url": "http://h:1", "timeout": 3.0, "on_failure": "block"}
+    for args in (["--help"], ["codex", "--help"], ["codex", "--timeout", "0"], ["codex", "--on-failure", "maybe"],
+                 ["other"], ["codex", "--url"]):
+        assert _options(args) is None, args

@@ -1,0 +1,241 @@
+"""Gateway benchmark: a runner's hook round trip through ``loopwatch gateway`` against the direct client.
+
+One ``loopwatch worker`` (detection on, default thresholds) and one ``loopwatch gateway`` run as
+subprocesses on fresh topics of one broker. At each offered rate (default 200 and 1,000 requests/s,
+10 s each), two phases in turn:
+
+(a) direct -- the floor: ``LoopwatchClient.check()`` in this process, one ``tool_call`` per
+    request (what an embedded Python runner pays: Kafka there and back, the worker between);
+(b) gateway -- the same tool calls as Claude Code ``PreToolUse`` hook calls POSTed to
+    ``/v1/hooks/claude-code`` (HTTP keep-alive), answered in Claude Code's hook output.
+
+Round trip = from just before the request is sent to its answer; p50/p99/max per phase, side by
+side, with the gateway/direct ratio (target: gateway p99 within 2x the direct p99).
+
+Then the command hook's start-up: ``loopwatch hook claude-code`` started N times (default 40) with a
+``PreToolUse`` payload on stdin, each timed from spawn to exit (answer printed), against the bare
+interpreter's start-up (``python -c pass``) as the floor. Target p50 <= 80 ms.
+
+    deploy/kafka/kafka.sh start
+    .venv/bin/python bench/gateway.py
+    .venv/bin/python bench/gateway.py --rates 200 --duration 5 --starts 20
+
+Every topic is named ``bench.<random>...`` and deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from bench.host import interpreter  # noqa: E402
+from bench.options import positive  # noqa: E402
+from bench.pipeline import READY_TIMEOUT_S, Worker, _cleanup, _free_port, _quantile  # noqa: E402
+from streams.runners.client import LoopwatchClient  # noqa: E402
+
+TIMEOUT_S = 10.0  # per request: far above any healthy round trip, so a slow one is measured, not cut
+
+
+class Gateway:
+    """``loopwatch gateway`` as a subprocess on the worker's topics."""
+
+    def __init__(self, bootstrap: str, worker: Worker, workdir: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / "gateway.log"
+        self.args = [sys.executable, "-c", "from streams.cli import main; main()", "gateway",
+                     "--bootstrap", bootstrap, "--port", str(self.port), "--timeout", str(TIMEOUT_S),
+                     "--events-topic", worker.input, "--verdicts-topic", worker.output]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while f"loopwatch gateway: {self.url}" not in self.log.read_text("utf-8", "replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gateway did not start (exit {self.proc.poll()}):\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _tool_call(i: int, tag: str) -> dict[str, Any]:
+    run = f"{tag}-r{i % 200}"  # 200 runs in flight, like a fleet of agents
+    return {"type": "tool_call", "run_id": run, "session_id": f"{tag}-s{i % 200}", "tool_call_id": f"{tag}-c{i}",
+            "tool_name": "read", "args": {"path": f"/src/file{i % 37}.py"}, "outcome_follows": True}
+
+
+def _pre_tool_use(i: int, tag: str) -> dict[str, Any]:
+    return {"session_id": f"{tag}-s{i % 200}", "transcript_path": "/tmp/t.jsonl", "cwd": "/src",
+            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Read",
+            "tool_input": {"file_path": f"/src/file{i % 37}.py"}, "tool_use_id": f"{tag}-toolu{i}"}
+
+
+async def _paced(rate: float, duration: float, one: Callable[[int], Awaitable[bool]]) -> dict[str, Any]:
+    """Start ``one(i)`` at ``rate`` per second for ``duration`` s; round trips in ms and failures."""
+    latencies: list[float] = []
+    failures = 0
+
+    async def timed(i: int) -> None:
+        nonlocal failures
+        started = time.perf_counter()
+        ok = await one(i)
+        if ok:
+            latencies.append((time.perf_counter() - started) * 1000)
+        else:
+            failures += 1
+
+    count = int(rate * duration)
+    t0 = time.perf_counter()
+    tasks = []
+    for i in range(count):
+        delay = t0 + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(timed(i)))
+    sent_in = time.perf_counter() - t0
+    await asyncio.gather(*tasks)
+    return {"offered": rate, "achieved": count / sent_in if sent_in else 0.0, "answered": len(latencies),
+            "failed": failures, "p50_ms": _quantile(latencies, 0.50), "p99_ms": _quantile(latencies, 0.99),
+            "max_ms": max(latencies)}
+
+
+async def _direct(bootstrap: str, worker: Worker, rate: float, duration: float) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    async with LoopwatchClient(bootstrap, events_topic=worker.input, verdicts_topic=worker.output,
+                               timeout=TIMEOUT_S) as client:
+        for i in range(20):  # warm-up: partitions assigned, connections open
+            await client.check(_tool_call(i, f"w{tag}"))
+
+        async def one(i: int) -> bool:
+            verdict = await client.check(_tool_call(i, tag))
+            return not verdict.timed_out and verdict.error is None
+        return await _paced(rate, duration, one)
+
+
+async def _through_gateway(gateway: Gateway, rate: float, duration: float) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S * 2)) as http:
+        url = f"{gateway.url}/v1/hooks/claude-code"
+        for i in range(20):
+            async with http.post(url, json=_pre_tool_use(i, f"w{tag}")) as response:
+                await response.read()
+
+        async def one(i: int) -> bool:
+            async with http.post(url, json=_pre_tool_use(i, tag)) as response:
+                body = await response.read()
+            return response.status == 200 and body.startswith(b"{")
+        return await _paced(rate, duration, one)
+
+
+def _startups(command: list[str], stdin: bytes, count: int) -> dict[str, Any]:
+    """Wall time of ``count`` runs of ``command`` (spawn to exit, its output read), after one warm-up."""
+    times = []
+    for n in range(count + 1):
+        started = time.perf_counter()
+        done = subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT)
+        elapsed = (time.perf_counter() - started) * 1000
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        if n:
+            times.append(elapsed)
+    return {"runs": count, "p50_ms": _quantile(times, 0.50), "p99_ms": _quantile(times, 0.99), "max_ms": max(times)}
+
+
+def _report(pairs: list[tuple[dict[str, Any], dict[str, Any]]], startup: dict[str, Any], floor: dict[str, Any],
+            answered: str) -> None:
+    print()
+    print("hook round trip, ms          direct client (floor)          through the gateway         gateway/direct")
+    print(f"{'offered req/s':>14} {'achieved':>9}  {'p50':>7} {'p99':>7} {'max':>7}   {'p50':>7} {'p99':>7} {'max':>7}"
+          f"   {'p50':>5} {'p99':>5}")
+    for direct, gateway in pairs:
+        print(f"{direct['offered']:>14,.0f} {gateway['achieved']:>9,.0f}  {direct['p50_ms']:>7.1f} {direct['p99_ms']:>7.1f}"
+              f" {direct['max_ms']:>7.1f}   {gateway['p50_ms']:>7.1f} {gateway['p99_ms']:>7.1f} {gateway['max_ms']:>7.1f}"
+              f"   {gateway['p50_ms'] / direct['p50_ms']:>4.1f}x {gateway['p99_ms'] / direct['p99_ms']:>4.1f}x")
+        for name, r in (("direct", direct), ("gateway", gateway)):
+            if r["failed"]:
+                print(f"  ! {name} at {r['offered']:,.0f}/s: {r['failed']} request(s) without a verdict")
+    print()
+    print(f"command hook start-up to answer, ms ({startup['runs']} runs each)   p50     p99     max")
+    print(f"  python -c pass (floor)                              {floor['p50_ms']:>6.1f} {floor['p99_ms']:>7.1f} "
+          f"{floor['max_ms']:>7.1f}")
+    print(f"  loopwatch hook claude-code ({answered:<8})             {startup['p50_ms']:>6.1f} {startup['p99_ms']:>7.1f} "
+          f"{startup['max_ms']:>7.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default=os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--rates", default="200,1000", help="offered requests/s, comma-separated (200,1000)")
+    parser.add_argument("--duration", type=positive(float), default=10.0, help="seconds per phase (10)")
+    parser.add_argument("--starts", type=positive(int), default=40, help="command-hook start-ups timed (40)")
+    parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4)")
+    parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
+    options = parser.parse_args()
+    try:
+        rates = [positive(float)(r) for r in options.rates.split(",")]
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--rates: {exc}")
+
+    tag = uuid.uuid4().hex[:8]
+    print(f"interpreter: {interpreter()} (worker and gateway run on it too); broker {options.bootstrap}; "
+          f"topics bench.{tag}.*", flush=True)
+    pairs = []
+    workdir = Path(tempfile.mkdtemp(prefix="loopwatch-bench-"))
+    worker = Worker(options.bootstrap, tag, options.partitions, workdir)
+    gateway = Gateway(options.bootstrap, worker, workdir)
+    try:
+        worker.start()
+        gateway.start()
+        for rate in rates:
+            print(f"{rate:,.0f} req/s: direct client, then gateway, {options.duration:g} s each ...", flush=True)
+            direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
+            through = asyncio.run(_through_gateway(gateway, rate, options.duration))
+            print(f"  direct {json.dumps(direct)}\n  gateway {json.dumps(through)}", flush=True)
+            pairs.append((direct, through))
+        payload = json.dumps(_pre_tool_use(0, f"st{tag}")).encode()
+        loopwatch = shutil.which("loopwatch", path=str(Path(sys.executable).parent)) or "loopwatch"
+        hook = [loopwatch, "hook", "claude-code", "--url", gateway.url]
+        print(f"command hook: {' '.join(hook)}, {options.starts} start-ups ...", flush=True)
+        floor = _startups([sys.executable, "-c", "pass"], b"", options.starts)
+        startup = _startups(hook, payload, options.starts)
+        answered = subprocess.run(hook, input=payload, capture_output=True).stdout.decode().strip() or "{}"
+    finally:
+        gateway.stop()
+        worker.stop()
+        deleted = asyncio.run(_cleanup(options.bootstrap, tag))
+        print(f"deleted {deleted} bench topic(s)", flush=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    _report(pairs, startup, floor, "allow" if answered == "{}" else "answered")
+    if options.json_out:
+        Path(options.json_out).write_text(json.dumps({"round_trip": pairs, "startup": startup, "floor": floor},
+                                                     indent=2))
+
+
+if __name__ == "__main__":
+    main()
