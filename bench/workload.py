@@ -18,6 +18,12 @@ from typing import Any, Iterator
 __all__ = ["generate", "LOOP_KINDS"]
 
 LOOP_KINDS = ("generic", "poll", "pingpong", "unknown", "compaction")
+# Fleet-wide failures: (tool, args, thrown error); each fleet run hits one of them.
+FLEET_FAILURES = (
+    ("web_fetch", {"url": "https://api.example.com/v1/quotes", "timeout": 30}, "HTTP 503 Service Unavailable"),
+    ("exec", {"command": "npm ci", "workdir": "/workspace"}, "Error: ENOTFOUND registry.npmjs.org"),
+    ("message", {"action": "send", "to": "#ops", "text": "daily digest"}, "RateLimitError: 429 Too Many Requests"),
+)
 _WORDS = ("agent loop tool call result file path config worker kafka partition offset stream table "
           "session run detect verdict block warn error retry timeout build test deploy cache index").split()
 
@@ -64,10 +70,12 @@ def _result(rng: random.Random, tool: str) -> dict[str, Any]:
 
 
 def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_share: float = 0.03,
-             seed: int = 7) -> list[dict[str, Any]]:
-    """Events of ``runs`` interleaved runs, in arrival order.
+             seed: int = 7, fleet_share: float = 0.0, agents: int = 1) -> list[dict[str, Any]]:
+    """Events of ``runs`` interleaved runs, in arrival order, ``ts`` 1 ms apart.
 
-    ``loop_share`` of the runs loop in each of :data:`LOOP_KINDS`' ways.
+    ``loop_share`` of the runs loop in each of :data:`LOOP_KINDS`' ways;
+    ``fleet_share`` of them hit one of :data:`FLEET_FAILURES` 1-3 times;
+    runs belong to ``agents`` agents (``main``, ``agent-1``, ...) in turn.
     """
     rng = random.Random(seed)
     scripts: list[Iterator[dict[str, Any]]] = []
@@ -78,8 +86,10 @@ def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_sh
             if draw < loop_share * (position + 1):
                 kind = name
                 break
-        scripts.append(_run_events(rng, f"run-{index:06d}", f"agent:main:s{index % 500:04d}", kind,
-                                   rng.randrange(*calls_per_run)))
+        fleet = rng.randrange(len(FLEET_FAILURES)) if fleet_share and rng.random() < fleet_share else None
+        agent = "main" if index % agents == 0 else f"agent-{index % agents}"
+        scripts.append(_run_events(rng, f"run-{index:06d}", f"agent:{agent}:s{index % 500:04d}", kind,
+                                   rng.randrange(*calls_per_run), fleet, agent))
     events: list[dict[str, Any]] = []
     live = list(range(len(scripts)))
     window = 200  # runs in flight at once
@@ -98,9 +108,9 @@ def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_sh
     return events
 
 
-def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None, length: int
-                ) -> Iterator[dict[str, Any]]:
-    base = {"run_id": run_id, "session_id": session, "agent_id": "main"}
+def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None, length: int,
+                fleet: int | None = None, agent: str = "main") -> Iterator[dict[str, Any]]:
+    base = {"run_id": run_id, "session_id": session, "agent_id": agent}
     call_no = 0
 
     def call(tool: str, args: Any, result: Any, error: Any = None) -> dict[str, Any]:
@@ -110,10 +120,15 @@ def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None,
                 "args": args, "result": result, "error": error}
 
     loop_at = rng.randrange(1, max(2, length // 2))
+    fleet_at = rng.randrange(length) if fleet is not None else -1
     for step in range(length):
         if kind is not None and step == loop_at:
             yield from _loop(rng, kind, call, base)
             kind = None
+        if step == fleet_at:
+            tool, args, error = FLEET_FAILURES[fleet]  # type: ignore[index]
+            for _ in range(rng.randrange(1, 4)):
+                yield call(tool, dict(args), None, error)
         tool, args = _call(rng)
         yield call(tool, args, _result(rng, tool))
 

@@ -6,7 +6,9 @@ blocks loop detection reads are looked at:
 * ``tools.loopDetection`` -- the global block G;
 * ``agents.list[].tools.loopDetection`` -- per-agent blocks A, overlaid on G;
 * ``options.channelSendTools`` -- loopwatch's own addition (not OpenClaw
-  config): tool names that behave like channel-plugin send tools (Spec §4.3 rule 7).
+  config): tool names that behave like channel-plugin send tools (Spec §4.3 rule 7);
+* ``options.fleet`` -- loopwatch's own too: fleet loops and the opt-in fleet
+  breaker (:mod:`streams.detection.fleet`); never part of OpenClaw's blocks.
 
 Three steps, as in OpenClaw:
 
@@ -26,6 +28,7 @@ from typing import Any, Mapping
 import json5
 
 from .fingerprint import js_trim
+from .fleet import FleetSettings, fleet_settings, validate_fleet
 
 __all__ = [
     "ConfigError",
@@ -249,10 +252,12 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
                 _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues)
     options = raw.get("options")
     if options is not None:
-        if _check_strict(options, ("channelSendTools",), "options", issues) and "channelSendTools" in options:
+        if _check_strict(options, ("channelSendTools", "fleet"), "options", issues) and "channelSendTools" in options:
             names = options["channelSendTools"]
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 issues.append(("options.channelSendTools", "Expected array of strings"))
+        if isinstance(options, dict) and "fleet" in options:
+            issues.extend(validate_fleet(options["fleet"]))
     from .policies.config import parse_policies  # here: the policies package imports this module
 
     parse_policies(raw, issues)  # loopwatch's own section beside OpenClaw's (docs/policies.md)
@@ -363,7 +368,7 @@ class OpenClawConfig:
     Settings per agent id are computed once and cached.
     """
 
-    __slots__ = ("raw", "channel_send_tools", "_global", "_agents", "_cache")
+    __slots__ = ("raw", "channel_send_tools", "fleet", "_global", "_agents", "_cache")
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
         raw = dict(raw or {})
@@ -378,6 +383,7 @@ class OpenClawConfig:
         self.channel_send_tools = frozenset(
             name.strip().lower() for name in names or () if isinstance(name, str)
         )
+        self.fleet: FleetSettings = fleet_settings(raw)  # options.fleet: loopwatch's, not OpenClaw's
         self._cache: dict[str | None, LoopDetectionSettings] = {}
 
     @property

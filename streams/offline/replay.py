@@ -4,6 +4,13 @@
 worker (``run`` or ``session``, see :mod:`streams.worker.keys`) and turns each
 verdict into the record the worker would publish; :class:`ReplaySummary`
 counts what happened for the human summary.
+
+Fleet loops (``options.fleet`` of the config, :mod:`streams.detection.fleet`)
+are computed with the same code as the worker's, in event time: each verdict
+is an observation for the :class:`~streams.detection.fleet.FleetCorrelator`,
+whose ``fleet_loop`` records are kept in :attr:`Replayer.fleet_loops` and fed
+to the fleet breaker at once (the worker learns of them a broker round trip
+later, so a backtest may block a few calls the worker lets through).
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from typing import Any, Mapping
 
 from streams.detection import Engine, SessionState, SessionStore
 from streams.detection.policies import policy_findings
+from streams.detection.fleet import FleetCorrelator, observation
+from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.worker.keys import partition_key
 
-__all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action"]
+__all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action", "fleet_lines"]
 
 
 def detection_action(verdict: Mapping[str, Any]) -> str | None:
@@ -60,6 +69,8 @@ class ReplaySummary:
     runs: set = field(default_factory=set)
     sessions: set = field(default_factory=set)
     bad: int = 0
+    fleet_loops: list = field(default_factory=list)  # fleet_loop records, in publication order
+    fleet_blocks: Counter = field(default_factory=Counter)  # "blocked" / "would_block" -> calls
 
     def add(self, event: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
         self.events[event.get("type")] += 1
@@ -99,7 +110,29 @@ class ReplaySummary:
             out.append("policies (rule / decided or would have, in shadow mode: verdicts):")
             for (name, how), n in sorted(self.policies.items()):
                 out.append(f"  {name:<36} {how:<10} {n}")
+        if self.fleet_loops or self.fleet_blocks:
+            out.extend(fleet_lines(self.fleet_loops, self.fleet_blocks))
         return out
+
+
+def fleet_lines(loops: list[Mapping[str, Any]], blocks: Mapping[str, int] | None = None, top: int = 10
+                ) -> list[str]:
+    """Fleet loops for a summary: how many, then the ``top`` with the most runs (one line each)."""
+    signatures = {loop["signature"] for loop in loops}
+    out = [f"fleet loops: {len(loops)} record(s), {len(signatures)} signature(s)"]
+    if blocks:
+        out[0] += "; fleet breaker: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in sorted(blocks.items()))
+    for loop in sorted(loops, key=lambda item: (-item["runs"], item["first_seen"]))[:top]:
+        agents = ",".join(loop["agents"][:3]) + ("..." if len(loop["agents"]) > 3 else "")
+        out.append(f"  {loop['signature']:<34} runs {loop['runs']:>3}  events {loop['events']:>4}  "
+                   f"agents {agents or '-'}  window {_iso(loop['window']['start'])}")
+    return out
+
+
+def _iso(ms: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 class Replayer:
@@ -116,6 +149,11 @@ class Replayer:
         self._sessions = SessionStore(engine)
         self._states: dict[str, SessionState] = {}
         self.summary = ReplaySummary()
+        fleet = engine.config.fleet
+        self.fleet = FleetCorrelator(fleet) if fleet.enabled else None
+        self.breaker = FleetBreaker(fleet) if fleet.breaker != "off" else None
+        self.fleet_loops = self.summary.fleet_loops
+        self._observed = 0
 
     def apply(self, event: Mapping[str, Any], ref: Any = None) -> dict[str, Any]:
         """Apply one event; returns its verdict record.
@@ -124,14 +162,31 @@ class Replayer:
         """
         key = partition_key(event, self.key_by)
         if self.key_by == "session":
-            verdict = self._sessions.process(event, ref)
+            verdict = decide(self.breaker, event, lambda: self._sessions.process(event, ref))
         else:
             state = self._states.get(key)
             if state is None:
                 state = self._states[key] = SessionState()
-            verdict = self.engine.process(event, state, ref)
+            verdict = decide(self.breaker, event, lambda: self.engine.process(event, state, ref))
         self.summary.add(event, verdict)
-        return verdict_record(verdict, event, key)
+        record = verdict_record(verdict, event, key)
+        if "fleet" in verdict:
+            self.summary.fleet_blocks["would_block" if "would_block" in verdict["fleet"] else "blocked"] += 1
+        if self.fleet is not None:
+            self._observe(record, event.get("agent_id"))
+        return record
+
+    def _observe(self, record: Mapping[str, Any], agent_id: Any) -> None:
+        obs = observation(record, self.fleet.settings, agent_id)
+        if obs is None:
+            return
+        for loop in self.fleet.observe(obs):
+            self.fleet_loops.append(loop)
+            if self.breaker is not None:
+                self.breaker.add(loop)
+        self._observed += 1
+        if self._observed % 4096 == 0:
+            self.fleet.expire()
 
     def skip(self) -> None:
         """Count a record that could not be applied (reported by the caller)."""

@@ -1,0 +1,153 @@
+"""Fleet loops (streams.detection.fleet) and the fleet breaker (streams.detection.fleet_breaker), offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.detection import ConfigError, Engine, OpenClawConfig, validate
+from streams.detection.fleet import FleetCorrelator, FleetSettings, fleet_settings, observation
+from streams.offline.replay import Replayer
+
+T0 = 1_764_460_800_000  # 2025-11-30T00:00:00Z, a window boundary for every step that divides a day
+
+
+def failing_call(run: int, ts: int, agent: str = "a", tool: str = "web_fetch", url: str = "https://api/x",
+                 error: object = "HTTP 503 Service Unavailable", event_id: str | None = None) -> dict:
+    return {"type": "tool_call", "run_id": f"run-{run}", "session_id": f"s-{run}", "agent_id": agent,
+            "tool_call_id": f"c-{run}-{ts}", "tool_name": tool, "args": {"url": url}, "result": None,
+            "error": error, "ts": ts, "event_id": event_id or f"e-{run}-{ts}"}
+
+
+def replayer(**fleet) -> Replayer:
+    return Replayer(Engine(OpenClawConfig({"options": {"fleet": fleet}} if fleet else {})), key_by="run")
+
+
+def test_min_runs_distinct_runs_in_a_window_make_one_record_with_those_runs():
+    r = replayer(minRuns=3)
+    r.apply(failing_call(1, T0))
+    r.apply(failing_call(1, T0 + 1000))  # the same run again: still one run
+    r.apply(failing_call(2, T0 + 2000, agent="b"))
+    assert r.fleet_loops == []
+    r.apply(failing_call(3, T0 + 3000, agent="c"))
+    for i in range(4, 9):  # more runs in the same window: no second record
+        r.apply(failing_call(i, T0 + 4000 + i))
+    [loop] = r.fleet_loops
+    assert loop["type"] == "fleet_loop" and loop["kind"] == "error" and loop["tool"] == "web_fetch"
+    assert [e["run"] for e in loop["examples"]] == ["run-1", "run-2", "run-3"]
+    assert loop["agents"] == ["a", "b", "c"] and loop["runs"] == 3 and loop["events"] == 4
+    assert (loop["first_seen"], loop["last_seen"]) == (T0, T0 + 3000)
+    assert loop["evidence"] == [f"e-1-{T0}", f"e-2-{T0 + 2000}", f"e-3-{T0 + 3000}"]
+    # the earliest window holding all three: it starts one step after T0 - size
+    assert loop["window"] == {"start": T0 - 540_000, "end": T0 + 60_000, "size_s": 600, "step_s": 60}
+
+
+def test_runs_further_apart_than_a_window_make_no_fleet_loop():
+    r = replayer(minRuns=3, windowSeconds=60, stepSeconds=10)
+    for i in range(6):
+        r.apply(failing_call(i, T0 + i * 61_000))
+    assert r.fleet_loops == []
+
+
+def test_a_sustained_loop_reports_once_per_window_length_not_per_step():
+    r = replayer(minRuns=2, windowSeconds=600, stepSeconds=60)
+    for minute in range(60):  # a new run fails every minute for an hour
+        r.apply(failing_call(minute, T0 + minute * 60_000))
+    starts = [loop["window"]["start"] for loop in r.fleet_loops]
+    # the first window holding minutes 0 and 1 starts 8 min before T0; then one every 10 min, never one per step
+    assert starts == [T0 - 480_000 + n * 600_000 for n in range(7)]
+
+
+def test_what_counts_as_a_signature():
+    s = FleetSettings()
+    base = {"type": "tool_call", "run_id": "r", "session_id": "s", "event_ts": T0, "tool_name": "exec",
+            "args_hash": "exec:1", "verdict": "allow", "detection": {"stuck": False}}
+    ok = {**base, "outcome": {"recorded": True, "result_hash": "abc", "unknown_tool_name": None}}
+    assert observation(ok, s) is None  # a plain result is not a failure
+    assert observation(ok, FleetSettings(count="all"))["kind"] == "result"
+    thrown = {**base, "outcome": {"recorded": True, "result_hash": "error:1", "unknown_tool_name": None}}
+    other_args = {**thrown, "args_hash": "exec:2"}
+    assert observation(thrown, s)["sig"] != observation(other_args, s)["sig"]
+    by_tool = FleetSettings(signature="tool")
+    assert observation(thrown, by_tool)["sig"] == observation(other_args, by_tool)["sig"]
+    assert observation(thrown, by_tool)["match"] == ["exec", None]
+    unknown = {**base, "tool_name": "tavily", "args_hash": "tavily:9",
+               "outcome": {"recorded": True, "result_hash": "error:7", "unknown_tool_name": "tavily"}}
+    assert observation(unknown, s)["kind"] == "unknown_tool" and observation(unknown, s)["match"] == ["tavily", None]
+    stuck = {**base, "verdict": "block", "detection": {"stuck": True, "detector": "generic_repeat"},
+             "outcome": {"recorded": False}}
+    assert observation(stuck, s)["kind"] == "detector"
+    assert observation({**thrown, "event_ts": None}, s) is None  # no event time, no window
+    assert observation({**thrown, "rule": "fleet_loop"}, s) is None  # the breaker's own blocks
+    assert observation(thrown, FleetSettings(enabled=False)) is None
+
+
+def test_windows_expire_and_memory_stays_bounded():
+    settings = FleetSettings(min_runs=3, window_s=60, step_s=10, expires_s=120)
+    correlator = FleetCorrelator(settings)
+    sizes = []
+    for i in range(3000):  # 3,000 s of a new failing signature every second
+        obs = observation({"type": "tool_call", "run_id": f"r{i}", "session_id": "s", "event_ts": T0 + i * 1000,
+                           "tool_name": "t", "args_hash": f"t:{i % 50}", "verdict": "allow",
+                           "outcome": {"recorded": True, "result_hash": "error:x"}}, settings)
+        correlator.observe(obs)
+        correlator.expire()
+        sizes.append(len(correlator.store))
+    # 50 signatures x at most (expires + size) / step windows each
+    assert max(sizes[1000:]) <= 50 * 19
+    assert max(sizes[1000:]) == max(sizes[2000:])
+
+
+def test_breaker_off_gives_the_engines_verdicts_exactly():
+    from bench.workload import generate
+
+    events = generate(runs=300, loop_share=0.03, fleet_share=0.1, seed=3)
+    plain, fleet = replayer(), replayer(minRuns=3)
+    assert fleet.breaker is None
+    for event in events:
+        assert fleet.apply(event) == plain.apply(event)
+    assert fleet.fleet_loops  # the fleet was seen, and nothing changed
+
+
+def test_shadow_flags_without_changing_the_decision_and_block_blocks():
+    shadow, block, plain = replayer(minRuns=3, breaker="shadow"), replayer(minRuns=3, breaker="block"), replayer()
+    for i in range(3):
+        for r in (shadow, block, plain):
+            r.apply(failing_call(i, T0 + i))
+    nxt = failing_call(9, T0 + 10_000, agent="z")
+    expected = plain.apply(nxt)
+    flagged = shadow.apply(nxt)
+    assert flagged["rule"] == "openclaw" and flagged["fleet"]["would_block"] is True
+    assert {k: v for k, v in flagged.items() if k not in ("rule", "fleet")} == expected
+    blocked = block.apply(nxt)
+    assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
+    assert blocked["detection"]["detector"] == "fleet_loop" and blocked["detection"]["level"] == "critical"
+    assert "Fleet-wide loop" in blocked["block_reason"] and "3 runs" in blocked["block_reason"]
+    assert blocked["evidence"] == [f"e-{i}-{T0 + i}" for i in range(3)]
+    other = block.apply(failing_call(10, T0 + 11_000, url="https://api/other"))
+    assert other["verdict"] == "allow" and other["rule"] == "openclaw"  # another call is not matched
+    assert shadow.summary.fleet_blocks == {"would_block": 1}
+
+
+def test_breaker_releases_after_hold():
+    r = replayer(minRuns=2, breaker="block", holdSeconds=30)
+    r.apply(failing_call(1, T0))
+    r.apply(failing_call(2, T0 + 1000))
+    assert r.apply(failing_call(3, T0 + 20_000))["verdict"] == "block"
+    # blocked calls are no observations: 30 s after the last one the call runs again
+    assert r.apply(failing_call(4, T0 + 31_001))["verdict"] == "allow"
+
+
+def test_config_options_fleet_is_validated_and_never_read_from_loop_detection():
+    good = {"options": {"fleet": {"minRuns": 4, "windowSeconds": 300, "stepSeconds": 30, "breaker": "shadow"}}}
+    validate(good)
+    settings = fleet_settings(good)
+    assert (settings.min_runs, settings.window_s, settings.step_s, settings.breaker) == (4, 300, 30, "shadow")
+    with pytest.raises(ConfigError) as bad:
+        validate({"options": {"fleet": {"minRuns": 1, "breaker": "yes", "windowSeconds": 10, "stepSeconds": 20,
+                                        "nope": 1}}})
+    text = str(bad.value)
+    for part in ("options.fleet.minRuns", "options.fleet.breaker", "options.fleet.stepSeconds", "'nope'"):
+        assert part in text
+    with pytest.raises(ConfigError):  # not an OpenClaw key
+        validate({"tools": {"loopDetection": {"fleet": {"breaker": "block"}}}})
+    assert fleet_settings({"tools": {"loopDetection": {"fleet": {"breaker": "block"}}}}).breaker == "off"
