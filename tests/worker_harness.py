@@ -54,6 +54,7 @@ def worker_settings(bootstrap: str, tmp_path: Path, **overrides: Any) -> WorkerS
         verdicts_topic=f"test.lw.{tag}.verdicts",
         loop_events_topic=f"test.lw.{tag}.loop-events",
         dead_letters_topic=f"test.lw.{tag}.dead-letters",
+        fleet_events_topic=f"test.lw.{tag}.fleet-events",
         partitions=2,
         standby_replicas=0,
         metrics_port=0,

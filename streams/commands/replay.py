@@ -133,11 +133,14 @@ Examples:
                    "session's runs); 'run' is what the Kafka worker does by default.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               show_default=True, help="Where to write verdict records as JSON Lines ('-' = stdout).")
+@click.option("--fleet-output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Also write the fleet_loop records (the same failing call in many runs within a window, "
+                   "options.fleet of the config) as JSON Lines to this file.")
 @click.option("-q", "--quiet", is_flag=True,
               help="No summary on stderr; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str, output: str, quiet: bool,
-           files: tuple[str, ...]) -> None:
+def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str, output: str,
+           fleet_output: str | None, quiet: bool, files: tuple[str, ...]) -> None:
     """Run events through the detection engine and write one verdict per event.
 
     FILES are JSON Lines (one event object per line) or a msgpack stream of
@@ -151,7 +154,9 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     detection, warning, outcome, guard, evidence. A bad record is counted and
     skipped; the first 10 are reported on stderr with their file, line and
     reason, the rest in one line. A summary (events, runs, detections by
-    detector and level, blocks, aborts) goes to stderr. Exit status 0, 1
+    detector and level, blocks, aborts, fleet loops) goes to stderr. The
+    verdicts of event files carry their event's file and line in `source`
+    (`loopwatch report` shows them). Exit status 0, 1
     when any record was skipped as bad (the verdicts then do not cover the
     whole input) or, with --format, when no event was found (as `loopwatch
     import`: is --format right?), or 2 for an invalid configuration.
@@ -165,6 +170,8 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
         for path, position, event, error in records:
             if event is not None:
                 read += 1
+                if fmt == "events" and "source" not in event:  # where the call is: the event file's line
+                    event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
                 ref = event.get("event_id") or f"{path}:{position}"
                 try:
                     record = replayer.apply(event, ref)
@@ -175,6 +182,10 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
                     continue
             replayer.skip()
             skipped(path, position, error or "unreadable")
+    if fleet_output:
+        with click.open_file(fleet_output, "wb") as sink:
+            for loop in replayer.fleet_loops:
+                sink.write(encode_json(loop) + b"\n")
     if not quiet:
         for line in replayer.summary.lines():
             click.echo(line, err=True)

@@ -64,6 +64,7 @@ from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from .checkpoint import Checkpoints
 from .consumer import Transport
+from .fleet import FleetView
 from streams.detection import Engine, SessionState, load_config
 from streams.wire.logs import limit_kafka_client_logs
 from .outputs import Outputs
@@ -158,6 +159,10 @@ class Loopwatch(Checkpoints):
         ))
         app.topics.add(self.input)  # subscribed; their records reach _on_batch, not a Faust stream
         app.topics.add(self.rekey)
+        fleet = engine.config.fleet  # options.fleet: the windowed table and breaker (streams.worker.fleet)
+        self.fleet = FleetView(app, fleet, s.app_id, s.partitions, s.replication_factor, s.fleet_events_topic,
+                               bootstrap_servers(s.broker), s.output_codec) if fleet.enabled else None
+        self.processor.fleet = self.fleet.breaker if self.fleet is not None else None
 
         self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
         self._init_checkpoints()
@@ -263,6 +268,8 @@ class Loopwatch(Checkpoints):
             add(self._verdicts_topic, key, outcome.verdict)
             for value in outcome.loop_events:
                 add(self._loop_events_topic, key, value)
+            if self.fleet is not None:
+                self.fleet.after_apply(outcome.record, event, key, add)  # type: ignore[arg-type]
             event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
             # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
             # spoil the histogram or overflow the float arithmetic (and stop the worker)
@@ -331,14 +338,15 @@ class Loopwatch(Checkpoints):
             if self._out is None and self.app.should_stop:
                 raise RuntimeError("the worker is stopping")
             if self._out is None:
-                for topic in (self.verdicts, self.loop_events, self.dead_letters):
+                fleet = self.fleet.declare() if self.fleet is not None else []
+                for topic in (self.verdicts, self.loop_events, self.dead_letters, *fleet):
                     await topic.maybe_declare()
                 # Two producers of the worker's own (own connections): aiokafka has one produce
                 # request in flight per broker connection, so verdicts would otherwise wait
                 # behind a checkpoint's state writes.
                 started: list[AIOKafkaProducer] = []
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
-                           self._rekey_topic]
+                           self._rekey_topic, *(self.fleet.output_topics if self.fleet is not None else [])]
                 try:
                     for name in ("outputs", "states"):
                         started.append(await self._new_producer(name))

@@ -26,6 +26,9 @@ __all__ = [
     "REDELIVERED",
     "CHECKPOINT_SECONDS",
     "STATES_NOT_WRITTEN",
+    "FLEET_LOOPS",
+    "FLEET_BREAKER",
+    "FLEET_WINDOWS",
     "METRIC_NAMES",
     "observe_many",
 ]
@@ -92,17 +95,33 @@ STATES_NOT_WRITTEN = Counter(
     registry=REGISTRY,
 )
 
+FLEET_LOOPS = Counter(
+    "loopwatch_fleet_loops",
+    "fleet_loop records published: a signature (the same failing call) seen in at least minRuns distinct runs "
+    "within one window, by kind (error, unknown_tool, detector, result).",
+    ["kind"], registry=REGISTRY,
+)
+FLEET_BREAKER = Counter(
+    "loopwatch_fleet_breaker",
+    "Calls matching an active fleet loop, by action: block (breaker on) or shadow (would have been blocked).",
+    ["action"], registry=REGISTRY,
+)
+FLEET_WINDOWS = Gauge(
+    "loopwatch_fleet_windows", "Signature windows held in the fleet windowed table on this worker.",
+    registry=REGISTRY,
+)
+
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
     for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED,
-                   STATES_NOT_WRITTEN)
+                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix
     for metric in (ENGINE_SECONDS, VERDICT_LATENCY_SECONDS, CHECKPOINT_SECONDS)
     for suffix in ("_bucket", "_sum", "_count")
-) | {ACTIVE_KEYS._name, CONSUMER_LAG._name}
+) | {ACTIVE_KEYS._name, CONSUMER_LAG._name, FLEET_WINDOWS._name}
 
 
 def observe_many(histogram: Histogram, values: Sequence[float]) -> None:

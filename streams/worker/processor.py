@@ -43,7 +43,9 @@ event, key, source) only -- no clock, no counter -- so applying the same event
 to the same state yields byte-identical records. The worker's crash recovery
 relies on it (:mod:`streams.worker.app`): events after the last checkpoint are
 re-applied to the checkpointed state and their verdicts, if they had been
-published before the crash, are published again identically.
+published before the crash, are published again identically. The exception is
+the opt-in fleet breaker (``options.fleet.breaker`` shadow or block): its part of
+a verdict also depends on the fleet loops active at that moment.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
 from streams.detection.policies import policy_findings
+from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.offline.replay import detection_action, verdict_record
 
 __all__ = [
@@ -274,17 +277,22 @@ class Processor:
         key_by: how to derive the state key of a record without a Kafka key
             (``run`` or ``session``, see :mod:`streams.worker.keys`).
         codec: ``msgpack`` or ``json``, the encoding of verdicts and loop events.
+        fleet: the fleet breaker (:mod:`streams.detection.fleet_breaker`), or None (off: every
+            verdict is the engine's). With it, a verdict also depends on the fleet loops active when
+            the event is applied, which are not part of the state: see :mod:`streams.worker.fleet`.
     """
 
-    __slots__ = ("engine", "key_by", "codec", "_encode", "_event_counts", "_verdict_counts",
+    __slots__ = ("engine", "key_by", "codec", "fleet", "_encode", "_event_counts", "_verdict_counts",
                  "_engine_times", "_redelivered")
 
-    def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack") -> None:
+    def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
+                 fleet: FleetBreaker | None = None) -> None:
         if codec not in ("msgpack", "json"):
             raise ValueError(f"codec must be msgpack or json, got {codec!r}")
         self.engine = engine
         self.key_by = key_by
         self.codec = codec
+        self.fleet = fleet
         self._encode = record_encoder(codec)
         # metric updates gathered per batch, published by flush_metrics()
         self._event_counts: dict[Any, int] = {}
@@ -336,7 +344,10 @@ class Processor:
         ref = [event.get("event_id"), source.partition, offset]
         started = _perf_counter()
         try:
-            verdict = self.engine.process(event, state, ref)
+            if self.fleet is None:
+                verdict = self.engine.process(event, state, ref)
+            else:
+                verdict = decide(self.fleet, event, lambda: self.engine.process(event, state, ref))
         except EventError as exc:
             return self.dead_letter(raw, key, source, "schema", str(exc))
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept

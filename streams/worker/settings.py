@@ -62,6 +62,12 @@ class WorkerSettings(BaseSettings):
         "loopwatch.dead-letters",
         description="Topic of the records that could not be decoded or failed event validation.",
     )
+    fleet_events_topic: str = Field(
+        "loopwatch.fleet-events",
+        description="Topic of the fleet view: fleet_loop records (the same failing call in many runs within a "
+                    "window) and fleet_block records (calls the fleet breaker blocked or, in shadow, would block). "
+                    "Fleet settings are in the config file's options.fleet.",
+    )
     partitions: int = Field(
         4, ge=1,
         description="Partitions of every topic the worker creates (changelog, rekey, missing input/output "

@@ -70,7 +70,9 @@ def test_replay_msgpack_gives_identical_verdicts(tmp_path):
     packed.write_bytes(b"".join(msgpack.packb(event, use_bin_type=True) for event in EVENTS))
     from_json, from_msgpack = run("replay", str(jsonl)), run("replay", str(packed))
     assert from_json.exit_code == from_msgpack.exit_code == 0
-    assert from_msgpack.stdout == from_json.stdout
+    # the same verdicts; each names its own file (the msgpack file's record number as its line)
+    assert from_msgpack.stdout == from_json.stdout.replace(f'{jsonl}"', f'{packed}"')
+    assert [json.loads(line)["source"]["line"] for line in from_msgpack.stdout.splitlines()] == [1, 2, 3, 4, 5]
     assert len(from_msgpack.stdout.splitlines()) == 5
     assert from_msgpack.stderr.splitlines() == SUMMARY
 

@@ -1,0 +1,152 @@
+"""The fleet view through the real broker: one fleet_loop record per window, the fleet breaker, and the
+same fleet loop offline (replay and report)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from click.testing import CliRunner
+
+from streams.cli import main as cli
+from streams.detection import Engine, OpenClawConfig
+from streams.offline.replay import Replayer
+from streams.wire.codecs import decode_event
+from tests.worker_harness import consume_all, encode, running_worker, worker_settings
+
+pytestmark = [pytest.mark.kafka]
+
+BOOTSTRAP = "127.0.0.1:9092"
+
+
+def fleet_config(breaker: str) -> dict:
+    return {"options": {"fleet": {"minRuns": 3, "windowSeconds": 600, "stepSeconds": 60, "breaker": breaker}}}
+
+
+def failing(run: int, ts: int, call: int = 0, url: str = "https://api.example.com/quotes") -> dict[str, Any]:
+    return {"type": "tool_call", "run_id": f"run-{run}", "session_id": f"session-{run % 4}",
+            "agent_id": f"agent-{run % 3}", "tool_call_id": f"c{run}.{call}", "tool_name": "web_fetch",
+            "args": {"url": url}, "result": None, "error": "HTTP 503 Service Unavailable", "ts": ts,
+            "event_id": f"e{run}.{call}"}
+
+
+def scenario(t0: int) -> list[dict[str, Any]]:
+    """Five runs (3 agents, 4 sessions) repeat the same failing call within a minute; one other call."""
+    events = [failing(run, t0 + 1000 * run + 100 * call, call) for run in range(5) for call in range(2)]
+    events.append(failing(7, t0 + 9000, url="https://api.example.com/other"))
+    return events
+
+
+async def produce_positions(topic: str, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Produce ``events`` in order (key = run id); their (partition, offset)."""
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", linger_ms=0)
+    await producer.start()
+    try:
+        out = []
+        for event in events:
+            meta = await (await producer.send(topic, key=event["run_id"].encode(), value=encode(event)))
+            out.append((meta.partition, meta.offset))
+        return out
+    finally:
+        await producer.stop()
+
+
+async def fleet_records(topic: str, kind: str, count: int, timeout: float) -> list[dict[str, Any]]:
+    records = [decode_event(r.value) for r in await consume_all(BOOTSTRAP, topic, count, timeout)]
+    return [r for r in records if r["type"] == kind]
+
+
+def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(tmp_path):
+    settings = worker_settings(BOOTSTRAP, tmp_path)
+    t0 = int(time.time() * 1000)
+
+    async def main() -> tuple[list[dict], dict, list[dict]]:
+        async with running_worker(settings, Engine(OpenClawConfig(fleet_config("block")))) as worker:
+            await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
+            topic = settings.input_topics[0]
+            await produce_positions(topic, scenario(t0))
+            loops = await fleet_records(settings.fleet_events_topic, "fleet_loop", 1, 60)
+            # the breaker has learnt of it once the worker's reader saw the record
+            deadline = time.monotonic() + 30
+            while not len(worker.fleet.breaker) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            blocked_event = failing(9, t0 + 20_000, call=0)  # another run, agent and session
+            [(partition, offset)] = await produce_positions(topic, [blocked_event])
+            verdicts = [decode_event(r.value) for r in
+                        await consume_all(BOOTSTRAP, settings.verdicts_topic, 12, 60)]
+            await asyncio.sleep(2)  # time for a second, wrong, fleet_loop record to show up
+            events = [decode_event(r.value) for r in
+                      await consume_all(BOOTSTRAP, settings.fleet_events_topic, 3, 10)]
+            return loops, {v["event_id"]: v for v in verdicts}, events
+
+    loops, verdicts, events = asyncio.run(main())
+    [loop] = loops
+    assert [e["type"] for e in events].count("fleet_loop") == 1  # one record for the window, not one per run
+    assert loop["runs"] == 3 and [e["run"] for e in loop["examples"]] == ["run-0", "run-1", "run-2"]
+    assert loop["agents"] == ["agent-0", "agent-1", "agent-2"] and loop["tool"] == "web_fetch"
+    assert loop["first_seen"] == t0 and loop["last_seen"] == t0 + 2000
+    assert all(isinstance(where, list) and where[0] == settings.input_topics[0] for where in loop["evidence"])
+    blocked = verdicts["e9.0"]
+    assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
+    assert blocked["detection"]["detector"] == "fleet_loop"
+    assert "Fleet-wide loop" in blocked["block_reason"]
+    assert verdicts["e7.0"]["verdict"] == "allow" and verdicts["e7.0"]["rule"] == "openclaw"
+    [block_record] = [e for e in events if e["type"] == "fleet_block"]
+    assert block_record["event_id"] == "e9.0" and block_record["shadow"] is False
+    assert block_record["signature"] == loop["signature"]
+
+
+def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_same_fleet_loop(tmp_path):
+    settings = worker_settings(BOOTSTRAP, tmp_path)
+    t0 = int(time.time() * 1000)
+    events = scenario(t0)
+    config = fleet_config("off")
+
+    async def main() -> tuple[list[tuple[int, int]], list[dict], list[dict]]:
+        async with running_worker(settings, Engine(OpenClawConfig(config))) as worker:
+            assert worker.fleet.breaker is None
+            positions = await produce_positions(settings.input_topics[0], events)
+            loops = await fleet_records(settings.fleet_events_topic, "fleet_loop", 1, 60)
+            verdicts = [decode_event(r.value) for r in
+                        await consume_all(BOOTSTRAP, settings.verdicts_topic, len(events), 60)]
+            return positions, loops, verdicts
+
+    positions, loops, verdicts = asyncio.run(main())
+    topic = settings.input_topics[0]
+    offline = Replayer(Engine(OpenClawConfig(config)), key_by="run")
+    plain = Replayer(Engine(), key_by="run")  # no options at all: OpenClaw's verdicts
+    by_event = {v["event_id"]: v for v in verdicts}
+    assert len(by_event) == len(events)
+    for event, (partition, offset) in zip(events, positions):
+        expected = plain.apply(event, [event["event_id"], partition, offset])
+        expected["source"] = {"topic": topic, "partition": partition, "offset": offset}
+        assert by_event[event["event_id"]] == expected
+        offline.apply({**event, "source": {"topic": topic, "partition": partition, "offset": offset}},
+                      [event["event_id"], partition, offset])
+    [loop] = loops
+    [replayed] = offline.fleet_loops
+    assert replayed == loop  # the same record, evidence offsets included
+
+    # replay and report on the same events, from a file: the same fleet loop (file:line evidence)
+    path = Path(tmp_path) / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    config_path = Path(tmp_path) / "openclaw.json"
+    config_path.write_text(json.dumps(config))
+    fleet_out = Path(tmp_path) / "fleet.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["replay", "--key-by", "run", "--config", str(config_path), "--fleet-output",
+                                 str(fleet_out), "-o", str(Path(tmp_path) / "verdicts.jsonl"), str(path)])
+    assert result.exit_code == 0, result.output
+    [from_file] = [json.loads(line) for line in fleet_out.read_text().splitlines()]
+    same = ("signature", "window", "runs", "agents", "first_seen", "last_seen", "events")
+    assert {k: from_file[k] for k in same} == {k: loop[k] for k in same}
+    assert from_file["evidence"][0] == f"{path}:1"
+    report = runner.invoke(cli, ["report", "--format", "events", "--key-by", "run", "--config", str(config_path),
+                                 str(path)])
+    assert report.exit_code == 0, report.output
+    assert loop["signature"] in report.output and "fleet loops: 1" in report.output
