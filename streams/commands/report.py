@@ -14,6 +14,7 @@ from ..importers import FORMATS
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
+from ..report.text import TOP
 from .bad_input import SkipReport, exit_without_events
 from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, reject_folders,
                      session_files)
@@ -68,8 +69,9 @@ def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[
 
 
 def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict: bool, key_by: str,
-            skipped: SkipReport | None = None) -> list[dict[str, Any]]:
-    """Replay ``events`` under ``config_path``; an invalid event is reported to ``skipped`` (when given)."""
+            skipped: SkipReport | None = None, fleet_loops: list | None = None) -> list[dict[str, Any]]:
+    """Replay ``events`` under ``config_path``; an invalid event is reported to ``skipped`` (when given).
+    The fleet loops found are appended to ``fleet_loops`` (when given)."""
     replayer = Replayer(Engine(load_config_or_exit(config_path, strict=strict)), key_by=key_by)
     records = []
     for path, position, event in events:
@@ -81,6 +83,8 @@ def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict
                 skipped(path, position, f"invalid event: {exc}")
             record = {"event_id": event.get("event_id"), "type": "invalid", "verdict": "ignore"}
         records.append(record)
+    if fleet_loops is not None:
+        fleet_loops.extend(replayer.fleet_loops)
     return records
 
 
@@ -110,10 +114,13 @@ Examples:
               help="State scoping when replaying (see `loopwatch replay`).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True),
               help="Also write the report as one self-contained HTML page (summary and per-run timelines).")
+@click.option("--top", type=click.IntRange(min=0), default=TOP, show_default=True,
+              help="Sessions (worst first: by aborts, blocks, emitted warnings) and fleet loops (most runs first) "
+                   "shown in detail; 0 = all.")
 @click.option("-q", "--quiet", is_flag=True, help="No text report on stdout (with --html).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 def report(config_path: str | None, config_validate: bool, fmt: str, compare_path: str | None, key_by: str,
-           html_path: str | None, quiet: bool, files: tuple[str, ...]) -> None:
+           html_path: str | None, top: int, quiet: bool, files: tuple[str, ...]) -> None:
     """Report the loops loop detection finds, per session and for the fleet.
 
     Per session: its runs and calls, and its detections by detector and
@@ -124,9 +131,13 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
     the event file's line (the record number in a msgpack file), or the
     recorded session's line for events that carry one (`loopwatch import`
     output); in verdict files, the file and line the records carry (replay
-    and worker verdicts of recorded sessions), else '-'. Then a fleet
-    summary: sessions, runs, calls, warnings emitted and suppressed, blocks
-    and aborts, and detections per detector.
+    and worker verdicts of recorded sessions), else '-'. A fleet summary:
+    sessions, runs, calls, warnings emitted and suppressed, blocks and
+    aborts, and detections per detector. The summary comes first
+    (totals, fleet loops -- the same failing call in many runs within a
+    window, options.fleet of the config, computed in event time as the
+    worker does --, detections by detector, sessions worst first), then the
+    --top worst sessions in detail.
 
     FILES are verdict JSON Lines from `loopwatch replay` or `loopwatch tail
     verdicts --json` (default), or, with --format, event files or recorded
@@ -159,17 +170,19 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
             result = build_report(records)
         else:
             events = _load_events(fmt, files, skipped)
-            records = _replay(events, config_path, config_validate, key_by, skipped)
+            fleet_loops: list = []
+            records = _replay(events, config_path, config_validate, key_by, skipped, fleet_loops)
             label_a = config_path or "OpenClaw defaults"
             if compare_path:
                 records_b = _replay(events, compare_path, config_validate, key_by)
                 comparison = compare(records, records_b, label_a, compare_path)
                 result = comparison.a
+                result.fleet_loops = fleet_loops
             else:
-                result = build_report(records, label_a)
+                result = build_report(records, label_a, fleet_loops=fleet_loops)
         result.bad_records = skipped.count
         if not quiet:
-            out = render_text(result)
+            out = render_text(result, top=top or None)
             if comparison is not None:
                 out += "\n" + render_comparison_text(comparison)
             sys.stdout.write(out)
@@ -177,7 +190,7 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
         if html_path:
             try:
                 with open(html_path, "w", encoding="utf-8", errors="backslashreplace") as fh:
-                    fh.write(render_html(result, comparison))
+                    fh.write(render_html(result, comparison, top=top or None))
             except OSError as exc:
                 raise click.ClickException(f"cannot write {html_path}: {exc.strerror or exc}") from None
             click.echo(f"loopwatch report: wrote {html_path}", err=True)

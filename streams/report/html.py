@@ -8,6 +8,12 @@ detector, count, message and source line (also in its ``title``). Sessions with 
 show their runs with detections and fold the others away. Each session ends with its
 detection table. A backtest comparison, when given, comes after the summary.
 
+Sized for fleets: the summary comes first (cards, fleet loops, detections by detector,
+sessions worst first); timelines are drawn for the ``top`` worst sessions only, at most
+:data:`RUNS_DRAWN` runs each (runs with detections first; the others are counted, not
+drawn), and a stretch of more than :data:`ALLOWED_RUN` allowed calls in a row is one
+grey ``gap`` marker saying how many.
+
 Elements carry ``data-*`` attributes (``data-status``, ``data-tool``, ``data-where``,
 ``data-metric``) so that tests can read the rendered page.
 """
@@ -25,6 +31,10 @@ __all__ = ["render_html"]
 
 # A session with more runs than this shows its runs with detections and folds the others.
 FOLD_RUNS_ABOVE = 12
+# At most this many runs of a session get a timeline (runs with detections first); the rest are counted.
+RUNS_DRAWN = 40
+# Consecutive allowed calls beyond this many are drawn as one gap marker.
+ALLOWED_RUN = 24
 # A session's detection table starts folded when it has more rows than this.
 FOLD_DETECTIONS_ABOVE = 25
 
@@ -81,6 +91,9 @@ td.zero { color: #cbd5e1; }
 .c.st-suppressed { background: var(--suppressed); box-shadow: inset 0 0 0 2px var(--suppressed-edge); }
 .c.st-warn { background: var(--warn); } .c.st-block { background: var(--block); } .c.st-abort { background: var(--abort); }
 .c:hover { outline: 2px solid var(--ink); outline-offset: 1px; }
+.gap { font-size: 11px; color: var(--muted); background: #f1f5f9; border-radius: 3px; padding: 0 5px; height: 14px;
+       line-height: 14px; }
+#fleet-loops td.msg { max-width: 420px; }
 .cmp { width: 4px; height: 18px; border-radius: 2px; background: var(--compaction); margin: 0 2px; }
 details.fold > summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 details.dets { margin-top: 10px; }
@@ -164,7 +177,19 @@ def _timeline(run: RunReport, relative_to: str | None) -> str:
     from .model import where
 
     parts = []
-    for item in run.items:
+    items = run.items
+    index = 0
+    while index < len(items):
+        # a long stretch of allowed calls is one marker: a fleet's long runs stay a few lines
+        end = index
+        while end < len(items) and isinstance(items[end], Call) and items[end].status == "allow":
+            end += 1
+        if end - index > ALLOWED_RUN:
+            parts.append(f'<span class="gap" data-allowed="{end - index}">{end - index} allowed</span>')
+            index = end
+            continue
+        item = items[index]
+        index += 1
         if isinstance(item, Compaction):
             tip = f"compaction (post-compaction guard armed)\n{where(item.source, relative_to, basename=True)}"
             parts.append(f'<span class="cmp" data-tip="{_e(tip)}" title="{_e(tip)}"></span>')
@@ -173,7 +198,7 @@ def _timeline(run: RunReport, relative_to: str | None) -> str:
             parts.append(
                 f'<span class="c st-{item.status}" data-status="{item.status}" data-tool="{_e(item.tool)}" '
                 f'data-count="{_e(item.count if item.count is not None else "")}" '
-                f'data-where="{_e(where(item.source, relative_to, basename=True))}" data-tip="{_e(tip)}" title="{_e(tip)}"></span>')
+                f'data-where="{_e(where(item.source, relative_to, basename=True))}" data-tip="{_e(tip)}"></span>')
     if not parts:
         parts.append('<span class="empty">no tool calls</span>')
     return "".join(parts)
@@ -211,12 +236,16 @@ def _session_section(index: int, session: SessionReport, relative_to: str | None
     if len(runs) <= FOLD_RUNS_ABOVE:
         body.extend(_run_row(run, relative_to) for run in runs)
     else:
-        flagged = [run for run in runs if run.detections]
-        clean = [run for run in runs if not run.detections]
+        flagged = [run for run in runs if run.detections][:RUNS_DRAWN]
+        clean = [run for run in runs if not run.detections][:max(0, RUNS_DRAWN - len(flagged))]
         body.extend(_run_row(run, relative_to) for run in flagged)
         if clean:
             body.append(f'<details class="fold"><summary>{len(clean)} run(s) without detections</summary>'
                         + "".join(_run_row(run, relative_to) for run in clean) + "</details>")
+        left = len(runs) - len(flagged) - len(clean)
+        if left:
+            body.append(f'<p class="empty" data-undrawn-runs="{left}">{left} more run(s) not drawn '
+                        "(the detection table below lists all of this session's detections)</p>")
     rows = session.detections
     single = len(session.files) == 1  # the header names the file: the table shows line numbers
     if rows:
@@ -238,7 +267,28 @@ def _num(n: int) -> str:
     return '<td class="zero">0</td>' if n == 0 else f"<td>{n}</td>"
 
 
-def _summary(report: Report) -> str:
+def _fleet_loops(report: Report, top: int | None) -> str:
+    from datetime import datetime, timezone
+
+    loops = report.top_fleet_loops(top)
+    if not loops:
+        return '<h2>Fleet loops</h2><p class="empty">No fleet loop: no failing call seen in enough runs within a window.</p>'
+    rows = []
+    for loop in loops:
+        start = datetime.fromtimestamp(loop["window"]["start"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+        runs = ", ".join(e["run"] for e in loop["examples"][:5]) + (" …" if loop["runs"] > 5 else "")
+        rows.append(f'<tr data-signature="{_e(loop["signature"])}" data-runs="{loop["runs"]}"><td class="mono">'
+                    f'{_e(loop["signature"])}</td><td>{loop["runs"]}</td><td>{loop["events"]}</td>'
+                    f'<td class="l">{_e(", ".join(loop["agents"][:5]) or "-")}</td><td class="l mono">{_e(runs)}</td>'
+                    f'<td class="l">{_e(start)}</td><td class="msg">{_e(loop["message"])}</td></tr>')
+    more = len(report.fleet_loops) - len(loops)
+    return (f'<h2>Fleet loops ({len(report.fleet_loops)})</h2>'
+            '<table id="fleet-loops"><tr><th>signature</th><th>runs</th><th>events</th><th class="l">agents</th>'
+            '<th class="l">runs (examples)</th><th class="l">window start (UTC)</th><th class="l">what</th></tr>'
+            + "".join(rows) + "</table>" + (f'<p class="empty">{more} more (report --top)</p>' if more else ""))
+
+
+def _summary(report: Report, top: int | None = None) -> str:
     t = report.totals
     cards = "".join(
         f'<div class="card {cls}" data-metric="{key}"><div class="v">{value}</div><div class="k">{label}</div></div>'
@@ -248,7 +298,7 @@ def _summary(report: Report) -> str:
             ("warnings_suppressed", "warn", t.warnings_suppressed, "warnings suppressed"),
             ("blocks", "block", t.blocks, "blocks"), ("aborts", "abort", t.aborts, "aborts"),
         ))
-    out = [f'<section class="cards">{cards}</section>', "<h2>Detections by detector</h2>"]
+    out = [f'<section class="cards">{cards}</section>', _fleet_loops(report, top), "<h2>Detections by detector</h2>"]
     if t.detections:
         rows = []
         for detector, level, actions in t.by_detector():
@@ -263,7 +313,9 @@ def _summary(report: Report) -> str:
     out.append("<h2>Sessions</h2>")
     rows = []
     names = report.session_names()
-    for i, session in enumerate(report.sessions.values()):
+    index = {sid: i for i, sid in enumerate(report.sessions)}
+    for session in report.worst_sessions():
+        i = index[session.session_id]
         s = session.totals
         name = names[session.session_id]
         rows.append(f'<tr><td class="mono"><a href="#session-{i}" title="{_e(session.session_id)}">{_e(name)}</a></td>'
@@ -309,8 +361,8 @@ def _legend() -> str:
 
 
 def render_html(report: Report, comparison: Comparison | None = None, relative_to: str | None = None,
-                title: str = "loopwatch report") -> str:
-    """The report as one self-contained HTML document."""
+                title: str = "loopwatch report", top: int | None = None) -> str:
+    """The report as one self-contained HTML document; timelines of the ``top`` worst sessions (None: all)."""
     if relative_to is None:
         relative_to = report.base_dir()
     # Verdict files do not say which config produced them: no config is named then.
@@ -319,17 +371,23 @@ def render_html(report: Report, comparison: Comparison | None = None, relative_t
         sub += f" · paths relative to {_e(relative_to)}"
     for note in report.input_notes():
         sub += f" · {_e(note)}"
-    sessions: Iterable[str] = (_session_section(i, s, relative_to) for i, s in enumerate(report.sessions.values()))
+    index = {sid: i for i, sid in enumerate(report.sessions)}
+    worst = report.worst_sessions()
+    drawn = worst if top is None else worst[:top]
+    sessions: Iterable[str] = (_session_section(index[s.session_id], s, relative_to) for s in drawn)
+    undrawn = len(worst) - len(drawn)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1><p class=\"sub\">{sub}</p>",
-        _summary(report),
+        _summary(report, top),
         _comparison(comparison, relative_to) if comparison is not None else "",
         "<h2>Timelines</h2>",
         _legend(),
         '<div class="controls"><label><input type="checkbox" id="only-flagged"> only runs with detections</label></div>',
+        f'<p class="sub">Timelines of the {len(drawn)} worst sessions of {len(worst)} (report --top N; 0 = all).</p>'
+        if undrawn else "",
         '<div id="timelines">', *sessions, "</div>",
         '</main><div id="tip"></div>',
         f"<script>{_JS}</script></body></html>\n",

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from streams.detection.policies import policy_findings
+from streams.detection.fleet import FleetCorrelator, FleetSettings, observation
 from streams.offline.replay import detection_action
 
 __all__ = [
@@ -314,6 +315,20 @@ class Report:
     config: str | None = None  # what the verdicts were computed under, for the header
     repeated: int = 0  # verdicts published again (same Kafka source, same content), counted once
     conflicting: int = 0  # records with the Kafka source of an earlier, different record (both counted)
+    fleet_loops: list = field(default_factory=list)  # fleet_loop records (streams.detection.fleet)
+
+    def worst_sessions(self) -> list[SessionReport]:
+        """Sessions worst first: by aborts, then blocks, then emitted warnings, then suppressed ones
+        (ties in order of first appearance)."""
+        order = {sid: n for n, sid in enumerate(self.sessions)}
+        return sorted(self.sessions.values(), key=lambda s: (-s.totals.aborts, -s.totals.blocks,
+                                                             -s.totals.warnings_emitted, -s.totals.warnings_suppressed,
+                                                             order[s.session_id]))
+
+    def top_fleet_loops(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Fleet loops with the most runs first (then the earliest), at most ``top``."""
+        loops = sorted(self.fleet_loops, key=lambda loop: (-loop["runs"], -loop["events"], loop["first_seen"]))
+        return loops if top is None else loops[:top]
 
     @property
     def detections(self) -> list[DetectionRow]:
@@ -432,14 +447,31 @@ def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
     return rows
 
 
-def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None) -> Report:
+def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None,
+                 fleet_loops: list[dict[str, Any]] | None = None, fleet: FleetSettings | None = None) -> Report:
     """Aggregate verdict records (in stream order) into a :class:`Report`; a worker's verdict published
-    again counts once (:class:`Repeats`)."""
+    again counts once (:class:`Repeats`).
+
+    ``fleet_loops``: the fleet loops found while replaying (the replayer's, with agents); when None,
+    they are computed here from the records with ``fleet`` settings (default: the defaults), by the
+    same code (:class:`~streams.detection.fleet.FleetCorrelator`; verdict records name no agent).
+    """
     report = Report(config=config)
     repeats = Repeats()
+    correlator = FleetCorrelator(fleet or FleetSettings()) if fleet_loops is None else None
+    found: list[dict[str, Any]] = []
+    observed = 0
     for record in records:
         if repeats.is_repeat(record) or record.get("verdict") == "ignore":
             continue
         report.add(record)
+        if correlator is not None:
+            obs = observation(record, correlator.settings)
+            if obs is not None:
+                found.extend(correlator.observe(obs))
+                observed += 1
+                if observed % 4096 == 0:
+                    correlator.expire()
     report.repeated, report.conflicting = repeats.repeated, repeats.conflicting
+    report.fleet_loops = found if fleet_loops is None else list(fleet_loops)
     return report

@@ -1,8 +1,12 @@
 """Plain-text rendering of a :class:`~streams.report.model.Report` (and of a comparison).
 
-Layout: a header line, then one block per session (runs, calls, detections by detector
-and level, then each detection with its run, source line, tool, count and message), then
-the fleet summary tables.
+Layout, summary first so that the top fits one screen whatever the fleet's size:
+a header line; the fleet summary table; the fleet loops (the ``top`` with the most
+runs); detections by detector; the sessions worst first (by aborts, blocks, emitted
+warnings; the ``top`` of them); then one block per session for those ``top`` sessions
+(runs, calls, detections by detector and level, then each detection with its source
+line, tool, count and message: at most :data:`ROWS_PER_RUN` per run and
+:data:`RUNS_PER_SESSION` runs, the rest counted).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from .model import Report, SessionReport, Totals, plural
 __all__ = ["render_text", "render_comparison_text", "table"]
 
 _ACTIONS = ("warn", "suppressed", "block", "abort")
+TOP = 10  # sessions and fleet loops shown by default (report --top)
+ROWS_PER_RUN = 10  # detection lines per run in a session block
+RUNS_PER_SESSION = 5  # runs with detections listed per session block
 _NUMBER = re.compile(r"[+-]?\d*")
 
 
@@ -56,16 +63,19 @@ def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]
                f"{t.warnings_suppressed} suppressed by OpenClaw's warning dedupe)")
     for detector, level, actions in t.by_detector():
         out.append(f"    {detector:<26} {level:<9} {_action_summary(actions)}")
-    for run in session.runs.values():
-        if not run.detections:
-            continue
+    flagged = [run for run in session.runs.values() if run.detections]
+    for run in flagged[:RUNS_PER_SESSION]:
         out.append(f"  run {run.run_id} ({plural(len(run.calls), 'call')})")
-        for row in run.detections:
+        for row in run.detections[:ROWS_PER_RUN]:
             count = "" if row.count is None else f"count {row.count}"
             out.append(f"    {row.where(relative_to)}  {row.tool}  {row.detector} {row.level} "
                        f"{row.action}  {count}".rstrip())
             if row.message:
                 out.append(f"      {row.message}")
+        if len(run.detections) > ROWS_PER_RUN:
+            out.append(f"    ... {plural(len(run.detections) - ROWS_PER_RUN, 'more detection')} in this run")
+    if len(flagged) > RUNS_PER_SESSION:
+        out.append(f"  ... {plural(len(flagged) - RUNS_PER_SESSION, 'more run')} with detections")
     return out
 
 
@@ -94,18 +104,38 @@ def _detector_lines(totals: Totals) -> list[str]:
     return table(["detector", "level", "warned", "suppressed", "blocked", "aborted", "total"], rows)
 
 
-def _session_table(report: Report) -> list[str]:
+def _session_table(report: Report, sessions: list[SessionReport]) -> list[str]:
     rows = []
     names = report.session_names()
-    for session in report.sessions.values():
+    for session in sessions:
         t = session.totals
         rows.append([names[session.session_id], t.runs, t.calls, t.warnings_emitted, t.warnings_suppressed,
                      t.blocks, t.aborts])
     return table(["session", "runs", "calls", "warned", "suppressed", "blocks", "aborts"], rows)
 
 
-def render_text(report: Report, relative_to: str | None = None) -> str:
-    """The whole text report."""
+def _fleet_lines(report: Report, top: int | None) -> list[str]:
+    from datetime import datetime, timezone
+
+    loops = report.fleet_loops
+    if not loops:
+        return ["fleet loops: none (no failing call seen in enough runs within a window)"]
+    shown = report.top_fleet_loops(top)
+    out = [f"fleet loops: {len(loops)} (the same failing call in many runs within a window)"
+           + (f"; the {len(shown)} with the most runs" if len(shown) < len(loops) else "")]
+    rows = []
+    for loop in shown:
+        start = datetime.fromtimestamp(loop["window"]["start"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+        agents = ",".join(loop["agents"][:3]) + (",..." if len(loop["agents"]) > 3 else "")
+        rows.append([loop["signature"], loop["runs"], loop["events"], agents or "-", start])
+    out += table(["signature", "runs", "events", "agents", "window start (UTC)"], rows)
+    first = shown[0]
+    out.append(f"  {first['message']}")
+    return out
+
+
+def render_text(report: Report, relative_to: str | None = None, top: int | None = TOP) -> str:
+    """The whole text report: the summary (one screen), then the ``top`` worst sessions (None: all)."""
     t = report.totals
     if relative_to is None:
         relative_to = report.base_dir()
@@ -116,15 +146,19 @@ def render_text(report: Report, relative_to: str | None = None) -> str:
     if relative_to:
         out.append(f"paths relative to {relative_to}")
     out += report.input_notes()
-    for session in report.sessions.values():
-        out.append("")
-        out.extend(_session_lines(session, relative_to))
     out += ["", "fleet summary"]
     out += _totals_lines(t)
+    out += [""] + _fleet_lines(report, top)
     out += ["", "detections by detector"]
     out += _detector_lines(t)
-    out += ["", "per session"]
-    out += _session_table(report)
+    worst = report.worst_sessions()
+    shown = worst if top is None else worst[:top]
+    out += ["", "per session" + (f" (the {len(shown)} worst of {len(worst)}: by aborts, blocks, warnings emitted; "
+                                 "--top N for more)" if len(shown) < len(worst) else "")]
+    out += _session_table(report, shown)
+    for session in shown:
+        out.append("")
+        out.extend(_session_lines(session, relative_to))
     return "\n".join(out) + "\n"
 
 

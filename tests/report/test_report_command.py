@@ -10,6 +10,13 @@ from streams.commands.replay import replay
 from streams.commands.report import report
 
 
+def session_block(lines: list[str], session_id: str) -> list[str]:
+    """The lines of one session's block: from its header to the next session's (or the end)."""
+    start = lines.index(f"session {session_id}")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("session ")), len(lines))
+    return lines[start:end]
+
+
 def _run(*args):
     return CliRunner().invoke(report, [str(a) for a in args])
 
@@ -212,7 +219,7 @@ def test_event_file_lines_are_shown(events_file, sensitive_config, tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[1] == f"paths relative to {tmp_path}"
-    s1 = lines[lines.index("session s1"):lines.index("session s2")]
+    s1 = session_block(lines, "s1")
     assert s1[:3] == ["session s1", "  file: fleet.jsonl", "  1 run, 6 calls"]
     assert [line for line in s1 if line.startswith("    fleet.jsonl:")] == [
         "    fleet.jsonl:4  exec  generic_repeat warning suppressed  count 3",
@@ -222,7 +229,7 @@ def test_event_file_lines_are_shown(events_file, sensitive_config, tmp_path):
     assert "    fleet.jsonl:16  read  compaction_loop_persisted critical abort  count 3" in lines
     # the sessions share the file: the per-session table names them by id
     k = lines.index("per session")
-    assert [line.split()[0] for line in lines[k + 3:k + 7]] == ["s1", "s2", "s3", "s4"]
+    assert [line.split()[0] for line in lines[k + 3:k + 7]] == ["s3", "s1", "s4", "s2"]  # worst first
     # standard input
     res = CliRunner().invoke(report, ["--format", "events", "--config", str(sensitive_config), "-"],
                              input=plain.read_text())

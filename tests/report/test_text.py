@@ -4,6 +4,13 @@ from streams.report import build_report, compare, render_comparison_text, render
 from streams.report.text import table
 
 
+def session_block(lines: list[str], session_id: str) -> list[str]:
+    """The lines of one session's block: from its header to the next session's (or the end)."""
+    start = lines.index(f"session {session_id}")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("session ")), len(lines))
+    return lines[start:end]
+
+
 def test_table_aligns_numbers_right_and_text_left():
     assert table(["name", "n"], [["a", 1], ["bbb", 22]]) == [
         "  name   n", "  ----  --", "  a      1", "  bbb   22"]
@@ -14,7 +21,7 @@ def test_session_blocks(sensitive_records):
     lines = text.splitlines()
     assert lines[0] == "loopwatch report: 4 sessions, 5 runs, 26 calls (config: sensitive.json)"
     assert lines[1] == "paths relative to rec"
-    s1 = lines[lines.index("session s1"):lines.index("session s2")]
+    s1 = session_block(lines, "s1")
     assert s1[:4] == ["session s1", "  file: s1.jsonl", "  1 run, 6 calls", "  detections: 3 (1 flagged: warned, blocked or aborted; 2 suppressed by OpenClaw's warning dedupe)"]
     assert "    generic_repeat             critical  1 block" in s1
     assert "    generic_repeat             warning   2 suppressed" in s1
@@ -50,13 +57,18 @@ def test_fleet_summary_tables(sensitive_records):
         ["ping_pong", "warning", "0", "1", "0", "0", "1"],
         ["total", "1", "10", "1", "1", "13"],
     ]
-    k = lines.index("per session")
+    k = lines.index("per session")  # worst first: aborts, blocks, warnings emitted
     assert [line.split() for line in lines[k + 3:k + 7]] == [
-        ["s1.jsonl", "1", "6", "0", "2", "1", "0"],
-        ["s2.jsonl", "2", "6", "0", "1", "0", "0"],
         ["s3.jsonl", "1", "3", "0", "0", "0", "1"],
+        ["s1.jsonl", "1", "6", "0", "2", "1", "0"],
         ["s4.jsonl", "1", "11", "1", "7", "0", "0"],
+        ["s2.jsonl", "2", "6", "0", "1", "0", "0"],
     ]
+    assert "fleet loops: none (no failing call seen in enough runs within a window)" in lines
+    # the session blocks follow the summary, in the same order
+    assert [line for line in lines if line.startswith("session ")] == ["session s3", "session s1", "session s4",
+                                                                        "session s2"]
+    assert lines.index("session s3") > k
 
 
 def test_comparison_text(sensitive_records):
