@@ -63,18 +63,18 @@ def test_timeline_in_headless_chromium(sensitive_records, tmp_path):
     assert len(calls) == 26
     blocked = [a for a in calls if a["data-status"] == "block"]
     assert [(a["data-tool"], a["data-count"], a["data-where"]) for a in blocked] == [("exec", "5", "s1.jsonl:20")]
-    assert "CRITICAL: Called exec with identical arguments and identical outcomes 5 times" in blocked[0]["title"]
+    assert "CRITICAL: Called exec with identical arguments and identical outcomes 5 times" in blocked[0]["data-tip"]
     aborted = [a for a in calls if a["data-status"] == "abort"]
     assert [(a["data-tool"], a["data-where"]) for a in aborted] == [("read", "s3.jsonl:5")]
     assert [a["data-count"] for a in calls if a["data-status"] == "warn"] == ["10"]
     assert len([a for t, a in elements if t == "span" and a.get("class") == "cmp"]) == 1
 
     runs = [a for t, a in elements if t == "div" and a.get("class") == "run"]
-    assert [(a["data-run"], a["data-calls"], a["data-flagged"]) for a in runs] == [
-        ("r1", "6", "1"), ("r2", "3", "0"), ("r3", "3", "1"), ("r4", "3", "1"), ("r5", "11", "1")]
+    assert [(a["data-run"], a["data-calls"], a["data-flagged"]) for a in runs] == [  # worst sessions first
+        ("r4", "3", "1"), ("r1", "6", "1"), ("r5", "11", "1"), ("r2", "3", "0"), ("r3", "3", "1")]
     metrics = [a["data-metric"] for t, a in elements if a.get("data-metric")]
     assert metrics == ["sessions", "runs", "calls", "warnings_emitted", "warnings_suppressed", "blocks", "aborts"]
     assert '<div class="v">26</div><div class="k">tool calls</div>' in dom
     assert '<div class="v">10</div><div class="k">warnings suppressed</div>' in dom
     sessions = [(a["data-session"], a["data-detections"]) for t, a in elements if t == "section" and a.get("data-session")]
-    assert sessions == [("s1", "3"), ("s2", "1"), ("s3", "1"), ("s4", "8")]
+    assert sessions == [("s3", "1"), ("s1", "3"), ("s4", "8"), ("s2", "1")]

@@ -41,7 +41,7 @@ def test_a_producer_started_is_stopped_when_the_next_one_fails_to_start(tmp_path
         pass
 
     monkeypatch.setattr(worker, "_new_producer", new_producer)
-    for topic in (worker.verdicts, worker.loop_events, worker.dead_letters):
+    for topic in (worker.verdicts, worker.loop_events, worker.dead_letters, *worker.fleet.declare()):
         monkeypatch.setattr(topic, "maybe_declare", declared)
 
     async def run() -> None:
