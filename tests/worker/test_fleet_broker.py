@@ -17,7 +17,7 @@ from streams.cli import main as cli
 from streams.detection import Engine, OpenClawConfig
 from streams.offline.replay import Replayer
 from streams.wire.codecs import decode_event
-from tests.worker_harness import consume_all, encode, running_worker, worker_settings
+from tests.worker_harness import consume_all, create_topics, encode, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -61,11 +61,19 @@ async def fleet_records(topic: str, kind: str, count: int, timeout: float) -> li
     return [r for r in records if r["type"] == kind]
 
 
+async def fleet_topics(settings) -> None:
+    """Create the fleet topics first: a topic the worker creates after the group's first assignment brings a
+    rebalance a few seconds later, after which Faust may deliver a signal again (at least once)."""
+    await create_topics(BOOTSTRAP, [f"{settings.app_id}-fleet-signals", settings.fleet_events_topic],
+                        settings.partitions)
+
+
 def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(tmp_path):
     settings = worker_settings(BOOTSTRAP, tmp_path)
     t0 = int(time.time() * 1000)
 
     async def main() -> tuple[list[dict], dict, list[dict]]:
+        await fleet_topics(settings)
         async with running_worker(settings, Engine(OpenClawConfig(fleet_config("block")))) as worker:
             await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
             topic = settings.input_topics[0]
@@ -85,6 +93,7 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
             return loops, {v["event_id"]: v for v in verdicts}, events
 
     loops, verdicts, events = asyncio.run(main())
+    assert len(loops) == 1, loops
     [loop] = loops
     assert [e["type"] for e in events].count("fleet_loop") == 1  # one record for the window, not one per run
     assert loop["runs"] == 3 and [e["run"] for e in loop["examples"]] == ["run-0", "run-1", "run-2"]
@@ -108,6 +117,7 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     config = fleet_config("off")
 
     async def main() -> tuple[list[tuple[int, int]], list[dict], list[dict]]:
+        await fleet_topics(settings)
         async with running_worker(settings, Engine(OpenClawConfig(config))) as worker:
             assert worker.fleet.breaker is None
             positions = await produce_positions(settings.input_topics[0], events)
@@ -128,6 +138,7 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
         assert by_event[event["event_id"]] == expected
         offline.apply({**event, "source": {"topic": topic, "partition": partition, "offset": offset}},
                       [event["event_id"], partition, offset])
+    assert len(loops) == 1, loops
     [loop] = loops
     [replayed] = offline.fleet_loops
     assert replayed == loop  # the same record, evidence offsets included
