@@ -13,7 +13,7 @@
  * (`OpenClawPluginDefinition`, src/plugins/types.ts).
  */
 
-import { resolveConfig } from "./src/config.js";
+import { MAX_TIMEOUT_MS, resolveConfig } from "./src/config.js";
 import { GatewayClient } from "./src/gateway-client.js";
 import { createHooks } from "./src/hooks.js";
 
@@ -42,7 +42,7 @@ export function register(api, overrides = {}) {
   const toolOptions = { priority: PRIORITY };
   if (config.timeoutMs >= OPENCLAW_DEFAULT_HOOK_BUDGET_MS) {
     // leave room for our own timeout to fire first, so failMode decides rather than OpenClaw
-    toolOptions.timeoutMs = config.timeoutMs + 1000;
+    toolOptions.timeoutMs = Math.min(config.timeoutMs + 1000, MAX_TIMEOUT_MS);
   }
   api.on("before_tool_call", hooks.beforeToolCall, toolOptions);
   api.on("after_tool_call", hooks.afterToolCall, toolOptions);

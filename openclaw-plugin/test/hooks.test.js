@@ -207,6 +207,8 @@ test("reportCompactions: false registers no compaction hook", async () => {
 test("a long timeout raises OpenClaw's per-hook budget above it, so failMode decides first", async () => {
   const { registered } = await loaded(() => answer("allow"), { timeoutMs: 20000 });
   assert.equal(registered[0].opts.timeoutMs, 21000);
+  const longest = await loaded(() => answer("allow"), { timeoutMs: 600000 });
+  assert.equal(longest.registered[0].opts.timeoutMs, 600000, "OpenClaw takes at most 600000 ms");
 });
 
 test("a bad setting fails registration with the setting named", () => {
