@@ -94,13 +94,20 @@ export function toolCallEvent(event, ctx) {
  *
  * What OpenClaw's embedded runner passes (src/agents/pi-embedded-subscribe.handlers.tools.ts,
  * `handleToolExecutionEnd`): `result` is always the (sanitized) tool result, and `error` is set
- * whenever the call counts as an error, either because the tool threw (the runner then builds
- * a result holding the message) or because it *returned* a result whose `details.status` is
- * `"error"` or `"timeout"` (`isToolResultError` in src/agents/pi-embedded-subscribe.tools.ts).
- * So:
- *   - `error` set and the result is not such an error-status result: the tool threw ->
- *     `error` = the message, `result` = null;
- *   - otherwise the tool returned -> `result` = the returned value, `error` = null.
+ * whenever the call counts as an error (`isToolError`): pi-agent flagged it (`isError`, for
+ * errors pi-agent raised itself, e.g. "Tool X not found"), or the result's `details.status` is
+ * `"error"` or `"timeout"` (`isToolResultError`, src/agents/pi-embedded-subscribe.tools.ts).
+ * `error` is then only the message's first line (400 characters at most). The rules below are
+ * those of the OpenClaw session importer (streams/importers/openclaw.py, `_outcome`), so a
+ * backtest of a recorded session predicts what the plugin reports live:
+ *
+ *   1. `details` exactly `{status: "error", tool, error: <string>}`: OpenClaw's tool adapter
+ *      caught what the tool threw (its loop-detection wrapper recorded a thrown error) ->
+ *      `error` = `details.error` (the whole message), `result` = null;
+ *   2. `error` set and the result is not an error-status result: pi-agent's own error -> `error`
+ *      = the result's text blocks joined by "\n" (the Error's message; `event.error` when empty);
+ *   3. otherwise the tool returned -> `result` = the returned value, `error` = null (an error-status
+ *      result of the tool's own, e.g. an `exec` run with `exitCode`, is a returned result).
  * Neither present means the tool returned nothing (`result: null`: nothing is recorded, as in
  * OpenClaw).
  *
@@ -109,13 +116,69 @@ export function toolCallEvent(event, ctx) {
  * @returns {Record<string, unknown>}
  */
 export function toolResultEvent(event, ctx) {
-  const thrown = typeof event.error === "string" && !isErrorStatusResult(event.result);
-  const result = thrown ? undefined : toWire(event.result);
   return withArgs(
     { type: "tool_result", ...ids(event, ctx), tool_call_id: toolCallId(event, ctx), tool_name: toolName(event) },
     event.params,
-    { result: result === undefined ? null : result, error: thrown ? event.error : null },
+    outcomeOf(event),
   );
+}
+
+/**
+ * The `{result, error}` of an `after_tool_call` (see {@link toolResultEvent}).
+ * @param {ToolHookEvent} event
+ * @returns {{result: unknown, error: string | null}}
+ */
+export function outcomeOf(event) {
+  const thrownByTool = adapterError(event.result);
+  if (thrownByTool !== null) {
+    return { result: null, error: thrownByTool };
+  }
+  if (typeof event.error === "string" && !isErrorStatusResult(event.result)) {
+    const content = event.result && typeof event.result === "object" ? /** @type {{content?: unknown}} */ (event.result).content : undefined;
+    return { result: null, error: joinedText(content) || event.error };
+  }
+  const result = toWire(event.result);
+  return { result: result === undefined ? null : result, error: null };
+}
+
+/**
+ * The message OpenClaw's tool adapter kept when the tool threw: `details` with exactly the keys
+ * status ("error"), tool and error (a string); else null.
+ * @param {unknown} result
+ * @returns {string | null}
+ */
+function adapterError(result) {
+  if (!result || typeof result !== "object") {
+    return null;
+  }
+  const details = /** @type {{details?: unknown}} */ (result).details;
+  if (!details || typeof details !== "object" || Array.isArray(details)) {
+    return null;
+  }
+  const keys = Object.keys(details).sort();
+  const record = /** @type {Record<string, unknown>} */ (details);
+  if (keys.length === 3 && keys[0] === "error" && keys[1] === "status" && keys[2] === "tool"
+      && record.status === "error" && typeof record.error === "string") {
+    return record.error;
+  }
+  return null;
+}
+
+/**
+ * The text of a result's `content`: a string as is, or its blocks' `text` joined by "\n".
+ * @param {unknown} content
+ */
+function joinedText(content) {
+  if (typeof content === "string") {
+    return content;
+  }
+  if (!Array.isArray(content)) {
+    return "";
+  }
+  return content
+    .filter((block) => block && typeof block === "object" && typeof block.text === "string")
+    .map((block) => block.text)
+    .join("\n");
 }
 
 /**

@@ -56,29 +56,43 @@ export function afterToolCallResult(toolName, params, result, { run = "run-1", c
 }
 
 /**
- * `after_tool_call` event for a tool that threw. The embedded runner passes the result it built
- * for the thrown error (its text is the message) and `error`, the message
- * (src/agents/pi-embedded-subscribe.handlers.tools.ts, `handleToolExecutionEnd`).
+ * `after_tool_call` event for a tool that threw. OpenClaw's tool adapter catches the throw and
+ * returns `{details: {status: "error", tool, error: <message>}}` (the shape the OpenClaw session
+ * importer, streams/importers/openclaw.py, reads as a thrown error); the runner then sets
+ * `error` from it: `extractToolErrorMessage`, the message's first line
+ * (src/agents/pi-embedded-subscribe.tools.ts).
  * @param {string} toolName
  * @param {Record<string, unknown>} params
  * @param {string} message
  * @param {{run?: string, call: string}} ids
  */
 export function afterToolCallError(toolName, params, message, { run = "run-1", call }) {
-  const result = { content: [{ type: "text", text: message }], details: {} };
-  return { toolName, params, runId: run, toolCallId: call, result, error: message, durationMs: 3 };
+  const result = { content: [{ type: "text", text: message }], details: { status: "error", tool: toolName, error: message } };
+  return { toolName, params, runId: run, toolCallId: call, result, error: message.split("\n")[0], durationMs: 3 };
 }
 
 /**
- * `after_tool_call` event for a tool that *returned* an error-status result: OpenClaw sets
- * `error` for it too (`isToolResultError`: `details.status` "error" or "timeout").
+ * `after_tool_call` event for an error pi-agent raised itself (an unknown tool, failed argument
+ * validation): `isError`, the message as the result's text, no details.
+ * @param {string} toolName
+ * @param {Record<string, unknown>} params
+ * @param {string} message
+ * @param {{run?: string, call: string}} ids
+ */
+export function afterToolCallAgentError(toolName, params, message, { run = "run-1", call }) {
+  return { toolName, params, runId: run, toolCallId: call, result: { content: [{ type: "text", text: message }] }, error: message.split("\n")[0], durationMs: 1 };
+}
+
+/**
+ * `after_tool_call` event for a tool that *returned* an error-status result of its own (an
+ * `exec` run that failed): OpenClaw sets `error` for it too (`isToolResultError`).
  * @param {string} toolName
  * @param {Record<string, unknown>} params
  * @param {string} message
  * @param {{run?: string, call: string}} ids
  */
 export function afterToolCallErrorStatus(toolName, params, message, { run = "run-1", call }) {
-  const result = { content: [{ type: "text", text: message }], details: { status: "error", error: message } };
+  const result = { content: [{ type: "text", text: message }], details: { status: "error", exitCode: 1, durationMs: 40, error: message } };
   return { toolName, params, runId: run, toolCallId: call, result, error: message, durationMs: 3 };
 }
 
