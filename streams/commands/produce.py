@@ -25,6 +25,7 @@ import click
 from streams.wire.brokers import bootstrap_option, bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from streams.worker.keys import KEY_BY, record_key
+from streams.runners.completion import EventCompleter
 from .bad_input import SkipReport
 from .replay import event_records
 
@@ -113,6 +114,7 @@ async def publish_events(
     on_sent: Callable[[dict[str, Any], float], None] | None = None,
     linger_ms: int = 5,
     max_request_size: int = MAX_REQUEST_SIZE,
+    complete: bool = False,
 ) -> ProduceSummary:
     """Publish events, one record each, and wait until the broker acknowledged all of them.
 
@@ -139,6 +141,9 @@ async def publish_events(
         linger_ms: producer batching delay (0 with ``rate``: send at once).
         max_request_size: the largest record the producer sends, bytes (Kafka's
             ``max.request.size``); the topic's ``max.message.bytes`` must allow it too.
+        complete: add each session's ``session_key`` to its events without one,
+            and a call's ``tool_name``/``args`` to its ``tool_result``, as the
+            client does (:class:`~streams.runners.completion.EventCompleter`).
     Returns:
         The summary; ``sent`` counts the records sent and not refused as too
         large, ``failed`` those of them the broker did not acknowledge.
@@ -162,6 +167,7 @@ async def publish_events(
         await producer.stop()  # releases what start() opened (else: "Unclosed AIOKafkaProducer")
         raise
     pending: set[asyncio.Future] = set()
+    completer = EventCompleter() if complete else None
 
     def where(index: int) -> tuple[str, int]:
         if isinstance(events, FileEvents):
@@ -191,6 +197,8 @@ async def publish_events(
                 delay = started + index / rate - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
+            if completer is not None and isinstance(event, dict):
+                event = dict(completer.complete(event))
             key = record_key(event, key_by) if isinstance(event, dict) else None
             now = time.time()
             if stamp:
@@ -256,11 +264,15 @@ Examples:
               help="Largest record the producer sends (Kafka's max.request.size); a larger event is reported "
                    "and skipped. The topic's max.message.bytes (by default the broker's message.max.bytes, "
                    "1048588) must allow it too.")
+@click.option("--as-is", "as_is", is_flag=True,
+              help="Send each event exactly as read. By default an event without session_key gets the one "
+                   "its session_id was last sent with, and a tool_result without tool_name/args gets those "
+                   "of its outcome_follows call, as OpenClaw's hooks have them (the client does the same).")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress and no summary; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, keep_ts: bool,
-            max_request_size: int, quiet: bool, files: tuple[str, ...]) -> None:
+            max_request_size: int, as_is: bool, quiet: bool, files: tuple[str, ...]) -> None:
     """Publish the events of FILES to Kafka, one record per event.
 
     FILES are JSON Lines (one event object per line) or msgpack streams of
@@ -297,7 +309,8 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     try:
         asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad), codec=codec, key_by=key_by,
                                    rate=rate, stamp=not keep_ts, fill_ids=True, summary=summary,
-                                   on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size))
+                                   on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size,
+                                   complete=not as_is))
     except KafkaConnectionError as exc:
         raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
     finally:

@@ -36,6 +36,18 @@ session-level behaviour (history cap and warning dedupe shared by the
 session's runs). Every producer of one session's events should use the same
 ``key_by``. The verdict comes back with the same key.
 
+What is added to events
+-----------------------
+OpenClaw's hooks know a session's key on every event and a call's tool name
+and params on its result (Spec §9, §10). The client adds them when the event
+lacks the field (:class:`~streams.runners.completion.EventCompleter`): the
+``session_key`` last sent for the event's ``session_id`` (so a
+``compaction_retry`` or a result sent with ids only arms and finds the guard
+and state its calls use, and is keyed as they are), and on a ``tool_result``
+the ``tool_name`` and ``args`` of the call checked with that
+``tool_call_id`` and ``outcome_follows``. An explicit ``session_key: null``
+is kept; no field the event has is changed.
+
 Validation
 ----------
 Events are checked before anything is sent, with the engine's own schema
@@ -99,6 +111,7 @@ from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
 from streams.detection.engine import EventError, validate_event
 from streams.worker.keys import KEY_BY, record_key
+from .completion import EventCompleter
 
 __all__ = [
     "LoopwatchClient",
@@ -300,6 +313,7 @@ class LoopwatchClient:
         self.codec = codec
         self.timeout = timeout
         self.key_by = key_by
+        self._completer = EventCompleter()
         self.start_timeout = start_timeout
         self._encode = record_encoder(codec)
         self._producer_options = dict(producer_options or {})
@@ -416,12 +430,16 @@ class LoopwatchClient:
             event: ``type="tool_result"`` with ``run_id``, ``session_id``,
                 ``tool_call_id`` (of the call checked with ``outcome_follows``),
                 ``result``, ``error``; or ``type="compaction_retry"`` with
-                ``run_id``, ``session_id``, optional ``agent_id``.
+                ``run_id``, ``session_id``, optional ``agent_id``. Sent with
+                the session's ``session_key`` and, on a result, the call's
+                ``tool_name`` and ``args`` when it lacks them (see the module
+                docstring, "What is added to events").
             timeout: seconds for send + verdict (default: the client's ``timeout``).
         Returns:
             The :class:`Verdict`: ``abort`` when the post-compaction guard stops
             the run, ``allow`` otherwise, ``ignore`` for a result of a blocked
-            or unknown call. On a timeout or a failed send (e.g. a result
+            call (a result whose call the worker never saw is recorded, as
+            OpenClaw records it). On a timeout or a failed send (e.g. a result
             larger than Kafka takes), the ``on_timeout`` choice: ``allow``
             (fail-open) or ``abort`` (fail-closed), as :meth:`check`.
         Raises:
@@ -462,6 +480,8 @@ class LoopwatchClient:
             kind = validate_event(event)
         except EventError as exc:
             raise EventError(f"invalid event (the worker would dead-letter it): {exc}") from None
+        # After validation: what it adds comes from events that passed it too.
+        event = self._completer.complete(event)
         # A valid event has a session id or key (a non-empty string): there is always a key.
         key = record_key(event, self.key_by)
         assert key is not None

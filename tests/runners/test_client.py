@@ -309,3 +309,22 @@ def test_a_timed_out_verdict_says_what_happened_and_how_it_failed(verdict, endin
     assert v.message == ("loopwatch: no verdict within 0.5 s (the loopwatch worker is down or lagging, "
                          f"or Kafka is unreachable); {ending}")
     assert v.error is None and v.detection is None
+
+
+def test_report_result_sends_the_session_key_and_the_calls_tool_name_and_args():
+    client, producer = _sending_client(key_by="session")
+
+    async def run() -> None:
+        await client.check({"type": "tool_call", "run_id": "r1", "session_id": "S", "session_key": "agent:main:S",
+                            "tool_call_id": "c1", "tool_name": "read", "args": {"path": "/a"},
+                            "outcome_follows": True}, timeout=0.01)
+        await client.report_result({"type": "tool_result", "run_id": "r1", "session_id": "S", "tool_call_id": "c1",
+                                    "result": "x", "error": None}, timeout=0.01)
+        await client.report_result({"type": "compaction_retry", "run_id": "r1", "session_id": "S"}, timeout=0.01)
+
+    asyncio.run(run())
+    (_, _), (result_key, result), (retry_key, retry) = producer.records
+    result, retry = decode_event(result), decode_event(retry)
+    assert (result["session_key"], result["tool_name"], result["args"]) == ("agent:main:S", "read", {"path": "/a"})
+    assert retry["session_key"] == "agent:main:S"
+    assert result_key == retry_key == b"agent:main:S"  # keyed as the calls are
