@@ -1,19 +1,50 @@
-"""Partition keys: which state an event belongs to.
+"""Partition keys: which state an event belongs to, and when that gives exactly the offline verdicts.
 
-Runners key event records by run id. Two modes:
+The worker keeps one :class:`~streams.detection.SessionState` per record key,
+with the post-compaction guards of the events under that key inside it. The
+offline store (:class:`~streams.detection.SessionStore`: replay, report,
+conformance) holds every session state and every guard in one place and
+follows OpenClaw's lookup: session state by session key, else session id,
+joined across keys by remembered session ids (Spec §8.1); one guard per raw
+run id across sessions, and per ``session_key``-else-``session_id`` for a
+blank run id (Spec §7). The worker gives exactly the offline verdicts when
+everything the store lets events share lands under one record key and
+nothing under one record key is kept apart by the store. Two modes:
 
-* ``run`` (default): run id, falling back to the session key, then the session
-  id. Each run's state is its own: bounded per run, spread over partitions.
-  Differs from OpenClaw only where a session's runs share something: the
-  ``historySize`` cap (other runs' calls evict this run's records, Spec §8.2)
-  and the warning dedupe map (Spec §6).
-* ``session``: session key, falling back to the session id -- OpenClaw's own
-  scoping (Spec §8.1), exact in every case.
+* ``session``: session key, falling back to the session id. Exact when
+  (1) every event of a session -- ``tool_call``, ``tool_result`` and
+  ``compaction_retry`` alike -- carries its session key, or none does (the
+  client and ``loopwatch produce`` add the key a session was last sent with,
+  :mod:`streams.runners.completion`; a ``compaction_retry`` sent before any
+  keyed event of its session cannot get it); (2) a session id is sent under
+  one session key only; (3) a run id that is not blank stays in one session;
+  (4) no blank run id comes with ``session_key: ""`` (that guard identity
+  spans sessions offline).
+* ``run`` (default): run id, falling back to the session key, then the
+  session id; a blank (whitespace-only) run id falls back too, as its guard
+  does. Guards are always exact (a non-blank run's guard is under its run id,
+  whatever session keys its events carry). The session state is exact when
+  each session's events belong to one run id, spelled one way (``" r1"`` and
+  ``"r1"`` share history but not a record key), that run is in no other
+  session, and each ``tool_result`` carries its call's run id; a session id
+  may then come with and without its session key. A session with several
+  runs stays exact while its history never holds more than ``historySize``
+  records in all and its dedupe map never passes 256 keys (both are per
+  session offline, Spec §8.2, §6).
+
+Outside that line the worker differs by construction: a run spread over
+sessions on several record keys (its guard is split), a session id under two
+keys (its state is split: a keyless result does not find the pending call of
+its keyed call), several runs of a session interleaved past ``historySize``
+under run keys. ``docs/keying.md`` says the same for users;
+``tests/worker/test_keying_exactness.py`` runs both sides through a broker.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from streams.detection.fingerprint import js_trim
 
 __all__ = ["KEY_BY", "partition_key", "record_key"]
 
@@ -24,6 +55,11 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _run_text(value: Any) -> str | None:
+    """The run id as sent when it is not blank (a whitespace-only run id is none, Spec §7, §8.2)."""
+    return value if isinstance(value, str) and js_trim(value) else None
+
+
 def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
     """The partition key of ``event`` for ``key_by`` (``run`` or ``session``); "" if it has no ids."""
     session = _text(event.get("session_key")) or _text(event.get("session_id"))
@@ -31,7 +67,7 @@ def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
         return session or ""
     if key_by != "run":
         raise ValueError(f"key_by must be one of {KEY_BY}, got {key_by!r}")
-    return _text(event.get("run_id")) or session or ""
+    return _run_text(event.get("run_id")) or session or ""
 
 
 def record_key(event: Mapping[str, Any], key_by: str = "run") -> bytes | None:

@@ -328,3 +328,29 @@ def test_report_result_sends_the_session_key_and_the_calls_tool_name_and_args():
     assert (result["session_key"], result["tool_name"], result["args"]) == ("agent:main:S", "read", {"path": "/a"})
     assert retry["session_key"] == "agent:main:S"
     assert result_key == retry_key == b"agent:main:S"  # keyed as the calls are
+
+
+@pytest.mark.parametrize("complete", [True, False], ids=["completed", "as-is"])
+def test_produce_sends_the_session_key_and_the_calls_tool_name_and_args_as_the_client_does(monkeypatch, complete):
+    import aiokafka
+
+    from streams.commands.produce import publish_events
+
+    monkeypatch.setattr(aiokafka, "AIOKafkaProducer", _ProduceProducer)
+    events = [
+        {"type": "tool_call", "run_id": "r1", "session_id": "S", "session_key": "K", "tool_call_id": "c1",
+         "tool_name": "read", "args": {"path": "/a"}, "outcome_follows": True},
+        {"type": "tool_result", "run_id": "r1", "session_id": "S", "tool_call_id": "c1", "result": 1, "error": None},
+        {"type": "compaction_retry", "run_id": "r1", "session_id": "S"},
+    ]
+    asyncio.run(publish_events("127.0.0.1:1", "loopwatch.events", [dict(e) for e in events], key_by="session",
+                               complete=complete))
+    records = _ProduceProducer.last.records
+    sent = [decode_event(value) for _, value in records]
+    if complete:
+        assert [key for key, _ in records] == [b"K"] * 3
+        assert (sent[1]["session_key"], sent[1]["tool_name"], sent[1]["args"]) == ("K", "read", {"path": "/a"})
+        assert sent[2]["session_key"] == "K"
+    else:
+        assert [key for key, _ in records] == [b"K", b"S", b"S"]
+        assert sent == events
