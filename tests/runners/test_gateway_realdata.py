@@ -4,8 +4,8 @@ gives the same sessions with the same config.
 
 The recordings are read from ``../shared/realdata`` beside the repository or ``$LOOPWATCH_REALDATA``;
 the test is skipped without them. tests/runners/recorded_hooks.py turns a recording into hook calls.
-Two configurations: every detector at a low threshold (so calls are warned and blocked), and
-OpenClaw's defaults with detection on.
+The configuration puts every detector at a low threshold, so that calls of the recordings get
+detections and blocks (with OpenClaw's defaults every call of these recordings is allowed).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ CONFIGS = {
     "low-thresholds": OpenClawConfig({"tools": {"loopDetection": {
         "enabled": True, "warningThreshold": 2, "criticalThreshold": 3, "globalCircuitBreakerThreshold": 4,
         "unknownToolThreshold": 2, "postCompactionGuard": {"windowSize": 2}}}}),
-    "defaults": OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}}),
 }
 # Codex runs no hooks for these tools (its plan tool and web search): they are not part of the live sequence.
 NO_HOOK_TOOLS = {"update_plan", "web_search"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Callable, Mapping
 
@@ -34,7 +35,7 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
         OSError: the port is taken.
     """
     if config.bootstrap is None:
-        config = GatewayConfig(**{**config.__dict__, "bootstrap": bootstrap})
+        config = dataclasses.replace(config, bootstrap=bootstrap)
     client = LoopwatchClient(bootstrap, on_timeout=config.on_timeout, timeout=config.timeout,
                              **dict(client_options or {}))
     await client.start()
