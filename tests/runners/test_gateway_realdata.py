@@ -46,17 +46,18 @@ def _detection(record: dict) -> tuple:
     return (detection.get("detector"), detection.get("level"), detection.get("count"), record.get("blocked"))
 
 
-def _expected(fmt: str, files: list[Path], config: OpenClawConfig) -> dict[tuple, tuple]:
-    """(file, tool call id) -> (decision, detection) by replay, keyed by session as replay's default."""
+def _expected(fmt: str, folder: Path, config: OpenClawConfig) -> dict[tuple, tuple]:
+    """(file name, tool call id) -> (decision, detection) by replay of ``folder`` (``loopwatch replay --format``),
+    keyed by session as replay's default."""
     replayer = Replayer(Engine(config), key_by="session")
     expected = {}
-    for path in files:
-        for event in import_paths(fmt, [path]):
-            if fmt == "codex" and event.get("tool_name") in NO_HOOK_TOOLS:
-                continue
-            record = replayer.apply(event, event["event_id"])
-            if event["type"] == "tool_call":
-                expected[(path.name, event["tool_call_id"])] = (replay_decision(record["verdict"]), _detection(record))
+    for event in import_paths(fmt, [folder]):
+        if fmt == "codex" and event.get("tool_name") in NO_HOOK_TOOLS:
+            continue
+        record = replayer.apply(event, event["event_id"])
+        if event["type"] == "tool_call":
+            key = (Path(event["source"]["path"]).name, event["tool_call_id"])
+            expected[key] = (replay_decision(record["verdict"]), _detection(record))
     return expected
 
 
@@ -64,11 +65,13 @@ def _expected(fmt: str, files: list[Path], config: OpenClawConfig) -> dict[tuple
 @pytest.mark.parametrize("config_name", list(CONFIGS))
 def test_recorded_sessions_through_the_gateway_hooks_match_replay(kafka_bootstrap, tmp_path, config_name):
     config = CONFIGS[config_name]
-    formats = {"claude-code": (sorted(iter_files("claude-code", [REALDATA / "claude-code"])), claude_code_hooks),
-               "codex": (sorted(iter_files("codex", [REALDATA / "codex-cli"])), codex_hooks)}
+    folders = {"claude-code": REALDATA / "claude-code", "codex": REALDATA / "codex-cli"}
+    # the files in the order replay reads them (a Claude Code main log before its sub-agents' logs)
+    formats = {"claude-code": (list(iter_files("claude-code", [folders["claude-code"]])), claude_code_hooks),
+               "codex": (list(iter_files("codex", [folders["codex"]])), codex_hooks)}
 
     async def main():
-        got, calls = {}, 0
+        got, calls, sent = {}, 0, 0
         async with gateway_on_worker(kafka_bootstrap, tmp_path, config, key_by="session") as (http, settings):
             for fmt, (files, hooks) in formats.items():
                 for path in files:
@@ -80,13 +83,15 @@ def test_recorded_sessions_through_the_gateway_hooks_match_replay(kafka_bootstra
                         if fmt == "codex" and call_id:
                             call_id = call_id.split("_", 2)[2]  # call_<turn>_<item id> -> the item id
                         name = payload["hook_event_name"]
+                        sent += name != "UserPromptSubmit"  # every other call here sends one event
                         if name == "PreToolUse":
                             calls += 1
                             got[(path.name, call_id)] = decision_of(output)
                         elif name.startswith("PostToolUse") and decision_of(output) == "abort":
                             got[(path.name, call_id)] = "abort"
             records = [decode_event(m.value) for m in
-                       await consume_all(kafka_bootstrap, settings.verdicts_topic, count=2 * calls, timeout=30)]
+                       await consume_all(kafka_bootstrap, settings.verdicts_topic, count=sent, timeout=60)]
+            assert len(records) == sent and calls > 300
         return got, records
 
     got, records = asyncio.run(main())
@@ -95,7 +100,7 @@ def test_recorded_sessions_through_the_gateway_hooks_match_replay(kafka_bootstra
         if record.get("type") == "tool_call":
             detections[record["tool_call_id"]] = _detection(record)
     for fmt, (files, _) in formats.items():
-        expected = _expected(fmt, files, config)
+        expected = _expected(fmt, folders[fmt], config)
         assert expected, f"no {fmt} tool calls in {REALDATA}"
         mine = {key: got[key] for key in expected}
         assert mine == {key: decision for key, (decision, _) in expected.items()}, fmt
