@@ -45,7 +45,7 @@ import aiohttp  # noqa: E402
 
 from bench.host import interpreter  # noqa: E402
 from bench.options import positive  # noqa: E402
-from bench.pipeline import READY_TIMEOUT_S, Worker, _cleanup, _free_port, _quantile  # noqa: E402
+from bench.pipeline import READY_TIMEOUT_S, Worker, _cleanup, _cpu_seconds, _free_port, _quantile  # noqa: E402
 from streams.runners.client import LoopwatchClient  # noqa: E402
 
 TIMEOUT_S = 10.0  # per request: far above any healthy round trip, so a slow one is measured, not cut
@@ -157,6 +157,11 @@ async def _through_gateway(gateway: Gateway, rate: float, duration: float) -> di
         return await _paced(rate, duration, one)
 
 
+def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
+    """CPU µs per request between two readings of a process's CPU time (None off Linux)."""
+    return None if before is None or after is None or not requests else (after - before) / requests * 1e6
+
+
 def _startups(command: list[str], stdin: bytes, count: int) -> dict[str, Any]:
     """Wall time of ``count`` runs of ``command`` (spawn to exit, its output read), after one warm-up."""
     times = []
@@ -184,6 +189,9 @@ def _report(pairs: list[tuple[dict[str, Any], dict[str, Any]]], startup: dict[st
         print(f"{direct['offered']:>14,.0f} {gateway['achieved']:>9,.0f}  {direct['p50_ms']:>7.1f} {direct['p99_ms']:>7.1f}"
               f" {direct['max_ms']:>7.1f}   {gateway['p50_ms']:>7.1f} {gateway['p99_ms']:>7.1f} {gateway['max_ms']:>7.1f}"
               f"   {gateway['p50_ms'] / direct['p50_ms']:>4.1f}x {gateway['p99_ms'] / direct['p99_ms']:>4.1f}x")
+        if direct.get("cpu_us") is not None and gateway.get("cpu_us") is not None:
+            print(f"{'':>14} CPU per request: direct client {direct['cpu_us']:,.0f} µs (this process: client and "
+                  f"load generator), gateway process {gateway['cpu_us']:,.0f} µs (HTTP server and its client)")
         for name, r in (("direct", direct), ("gateway", gateway)):
             if r["failed"]:
                 print(f"  ! {name} at {r['offered']:,.0f}/s: {r['failed']} request(s) without a verdict")
@@ -221,8 +229,13 @@ def main() -> None:
         gateway.start()
         for rate in rates:
             print(f"{rate:,.0f} req/s: direct client, then gateway, {options.duration:g} s each ...", flush=True)
+            mine = _cpu_seconds(os.getpid())
             direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
+            direct["cpu_us"] = _per_request(mine, _cpu_seconds(os.getpid()), direct["answered"] + 20)
+            served = _cpu_seconds(gateway.proc.pid if gateway.proc else None)
             through = asyncio.run(_through_gateway(gateway, rate, options.duration))
+            through["cpu_us"] = _per_request(served, _cpu_seconds(gateway.proc.pid if gateway.proc else None),
+                                             through["answered"] + 20)
             print(f"  direct {json.dumps(direct)}\n  gateway {json.dumps(through)}", flush=True)
             pairs.append((direct, through))
         payload = json.dumps(_pre_tool_use(0, f"st{tag}")).encode()
