@@ -16,6 +16,7 @@ from ..importers import FORMATS, iter_files
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
 from .bad_input import SkipReport, exit_without_events
+from .config_line import announce_config
 
 __all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit", "session_files"]
 
@@ -154,7 +155,9 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     detection, warning, outcome, guard, evidence. A bad record is counted and
     skipped; the first 10 are reported on stderr with their file, line and
     reason, the rest in one line. A summary (events, runs, detections by
-    detector and level, blocks, aborts, fleet loops) goes to stderr. The
+    detector and level, blocks, aborts, fleet loops) goes to stderr, after
+    the line of loop-detection settings in effect (as the worker prints it;
+    a warning when the config holds nothing loop detection reads). The
     verdicts of event files carry their event's file and line in `source`
     (`loopwatch report` shows them). Exit status 0, 1
     when any record was skipped as bad (the verdicts then do not cover the
@@ -162,6 +165,7 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     import`: is --format right?), or 2 for an invalid configuration.
     """
     engine = Engine(load_config_or_exit(config_path, strict=config_validate))
+    announce_config("replay", config_path, engine, quiet)
     replayer = Replayer(engine, key_by=key_by)
     inputs = session_files(fmt, files) if fmt != "events" else files
     records = event_records(fmt, inputs)

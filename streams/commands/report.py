@@ -16,6 +16,7 @@ from streams.offline.replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
 from ..report.text import TOP
 from .bad_input import SkipReport, exit_without_events
+from .config_line import announce_config
 from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, reject_folders,
                      session_files)
 
@@ -72,7 +73,9 @@ def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict
             skipped: SkipReport | None = None, fleet_loops: list | None = None) -> list[dict[str, Any]]:
     """Replay ``events`` under ``config_path``; an invalid event is reported to ``skipped`` (when given).
     The fleet loops found are appended to ``fleet_loops`` (when given)."""
-    replayer = Replayer(Engine(load_config_or_exit(config_path, strict=strict)), key_by=key_by)
+    engine = Engine(load_config_or_exit(config_path, strict=strict))
+    announce_config("report", config_path, engine)
+    replayer = Replayer(engine, key_by=key_by)
     records = []
     for path, position, event in events:
         ref = event.get("event_id") or f"{path}:{position}"

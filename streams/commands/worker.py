@@ -84,6 +84,7 @@ def worker(**options: Any) -> None:
     from streams.worker.app import create_app, partition_mismatch
     from streams.detection import Engine
 
+    from .config_line import announce_config
     from .replay import load_config_or_exit
 
     engine = Engine(load_config_or_exit(settings.config, strict=settings.config_validate)) if settings.config else None
@@ -91,7 +92,7 @@ def worker(**options: Any) -> None:
     click.echo(f"loopwatch worker: broker {bootstrap}, app id {settings.app_id}, input "
                f"{','.join(settings.input_topics)} ({settings.partitions} partitions), key by {settings.key_by}, "
                f"store {settings.store}", err=True)
-    click.echo(f"loopwatch worker: {_describe_config(settings.config, engine)}", err=True)
+    announce_config("worker", settings.config, engine)
     if settings.metrics_port:
         _check_port_free(settings.metrics_addr, settings.metrics_port)
     try:
@@ -105,34 +106,6 @@ def worker(**options: Any) -> None:
     from faust.worker import Worker
 
     Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
-
-
-def _describe_config(path: Any, engine: Any) -> str:
-    """One line: which config is in effect, its global loop-detection settings (Spec §2.2) and the agents
-    whose own blocks overlay them (Spec §2.4)."""
-    from streams.detection.config import DEFAULTS
-
-    if engine is None:
-        where, effective, block = "no --config", DEFAULTS, None
-    else:
-        tools = engine.config.raw.get("tools")
-        block = tools.get("loopDetection") if isinstance(tools, dict) else None
-        where, effective = f"config {path}", engine.config.for_agent(None)
-    enabled = {True: "true", False: "false", None: "unset (rolling detectors off, guard on)"}[effective.enabled]
-    text = (f"{where}: loopDetection enabled={enabled}, historySize={effective.history_size}, "
-            f"warningThreshold={effective.warning_threshold}, criticalThreshold={effective.critical_threshold}, "
-            f"unknownToolThreshold={effective.unknown_tool_threshold}, "
-            f"globalCircuitBreakerThreshold={effective.global_circuit_breaker_threshold}, "
-            f"postCompactionGuard.windowSize={effective.window_size}")
-    if engine is not None and block is None:
-        text += " -- the file has no tools.loopDetection block: OpenClaw's defaults apply"
-    agents = engine.config.agents_with_blocks if engine is not None else []
-    if agents:  # their events resolve other settings (Spec §2.4)
-        text += f"; agents with their own block, overlaid on it: {', '.join(agents)}"
-    policies = engine.policies if engine is not None else None
-    if policies is not None:  # loopwatch's own rules beyond OpenClaw's (streams.detection.policies)
-        text += f"; policies: {'; '.join(policies.config.summary)}"
-    return text
 
 
 def _check_port_free(addr: str, port: int) -> None:

@@ -61,7 +61,10 @@ def test_replay_jsonl_verdicts_and_summary(tmp_path):
     assert abort["evidence"] == ["e2", "e3", "e4"]
     assert abort["args_hash"] == "read:d358b22b4ff6f0515ebb0f5219842ac08c57d468c8f1d6d6bec0927dafb706a2"
     assert abort["outcome"]["result_hash"] == "9bb796be58d3edcd4a7e2b8332f7ee9b41ca2ab28706a49cef2b08327a69722e"
-    assert result.stderr.splitlines() == SUMMARY
+    assert result.stderr.splitlines() == [
+        "loopwatch replay: no --config: loopDetection enabled=unset (rolling detectors off, guard on), "
+        "historySize=30, warningThreshold=10, criticalThreshold=20, unknownToolThreshold=10, "
+        "globalCircuitBreakerThreshold=30, postCompactionGuard.windowSize=3", *SUMMARY]
 
 
 def test_replay_msgpack_gives_identical_verdicts(tmp_path):
@@ -74,7 +77,7 @@ def test_replay_msgpack_gives_identical_verdicts(tmp_path):
     assert from_msgpack.stdout == from_json.stdout.replace(f'{jsonl}"', f'{packed}"')
     assert [json.loads(line)["source"]["line"] for line in from_msgpack.stdout.splitlines()] == [1, 2, 3, 4, 5]
     assert len(from_msgpack.stdout.splitlines()) == 5
-    assert from_msgpack.stderr.splitlines() == SUMMARY
+    assert from_msgpack.stderr.splitlines()[1:] == SUMMARY
 
 
 def test_replay_reports_bad_lines_and_continues(tmp_path):
@@ -92,7 +95,7 @@ def test_replay_reports_bad_lines_and_continues(tmp_path):
     assert result.exit_code == 1  # as import: a skipped record means the verdicts are not the whole input
     assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2", "e3", "e4"]
     assert json.loads(result.stdout.splitlines()[-1])["verdict"] == "abort"  # the run went on
-    errors = result.stderr.splitlines()
+    errors = result.stderr.splitlines()[1:]  # after the settings line
     assert errors[0].startswith(f"loopwatch replay: {path}:2: skipped: invalid JSON: ")
     assert errors[1] == (f"loopwatch replay: {path}:4: skipped: invalid event: type must be one of tool_call, "
                          "tool_result, compaction_retry, got 'bogus'")
@@ -115,7 +118,7 @@ def test_replay_of_a_binary_file_lists_the_first_ten_bad_records_then_counts_the
     result = run("replay", str(binary))
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr.splitlines() == [
+    assert result.stderr.splitlines()[1:] == [
         *(f"loopwatch replay: {binary}:{n}: skipped: an event must be a map, got int" for n in range(1, 11)),
         "loopwatch replay: 4990 more skipped record(s) not listed",
         "events:     0 (none); 5000 bad record(s) skipped",
@@ -152,7 +155,7 @@ def test_replay_of_a_session_with_a_line_not_utf8_skips_that_line_only(tmp_path)
     assert result.exit_code == 1
     assert [json.loads(line)["tool_call_id"] for line in result.stdout.splitlines()] == [
         "call_1", "call_2", "call_1", "call_2", None, "ghost_1", "ghost_2", "call_4", "call_5"]
-    assert result.stderr.splitlines()[:2] == [
+    assert result.stderr.splitlines()[1:3] == [
         f"loopwatch replay: {copy}:4: skipped: not UTF-8 text: invalid start byte at byte 0",
         "events:     9 (1 compaction_retry, 6 tool_call, 2 tool_result); 1 bad record(s) skipped",
     ]
@@ -185,7 +188,7 @@ def test_replay_of_a_folder_without_session_files_of_the_format_says_so_as_impor
             "(the others: claude-code, codex, openclaw)")
     assert replayed.stderr.splitlines()[-1] == f"loopwatch replay: {hint}"
     assert imported.stderr.splitlines()[-1] == f"loopwatch import: {hint}"
-    assert replayed.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
+    assert replayed.stderr.splitlines()[1] == "events:     0 (none); 0 bad record(s) skipped"
 
 
 def test_report_of_a_folder_without_session_files_of_the_format_says_so_as_replay_does(tmp_path):
@@ -216,7 +219,7 @@ def test_replay_of_sessions_of_another_format_says_so_even_when_quiet(tmp_path):
 def test_replay_of_event_files_without_events_still_exits_0(tmp_path):
     result = run("replay", str(write_jsonl(tmp_path / "events.jsonl", [])))
     assert result.exit_code == 0
-    assert result.stderr.splitlines()[0] == "events:     0 (none); 0 bad record(s) skipped"
+    assert result.stderr.splitlines()[1] == "events:     0 (none); 0 bad record(s) skipped"
 
 
 @pytest.mark.parametrize("command", ["replay", "report"])

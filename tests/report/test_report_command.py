@@ -300,7 +300,8 @@ def test_a_bad_event_line_exits_1_with_the_report(events_file, sensitive_config,
     f.write_text(events_file.read_text() + "not json\n")
     res = _run("--format", "events", "--config", sensitive_config, f)
     assert res.exit_code == 1, res.output
-    [line] = res.stderr.splitlines()
+    line, settings = res.stderr.splitlines()  # the events are read, then replayed
+    assert settings.startswith(f"loopwatch report: config {sensitive_config}: loopDetection enabled=true, ")
     assert line.startswith(f"loopwatch report: {f}:{len(events_file.read_text().splitlines()) + 1}: "
                            "skipped: invalid JSON")
     assert "1 bad record skipped" in res.stdout

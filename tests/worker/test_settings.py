@@ -156,6 +156,9 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
         "historySize=30, warningThreshold=10, criticalThreshold=20, unknownToolThreshold=10, "
         "globalCircuitBreakerThreshold=30, postCompactionGuard.windowSize=3 -- the file has no "
         "tools.loopDetection block: OpenClaw's defaults apply")
+    assert result.output.splitlines()[2] == (
+        f"loopwatch worker: warning: {config} holds nothing loop detection reads (no tools.loopDetection block, "
+        "no agent with its own; its top-level keys not read: tolls): OpenClaw's defaults apply, rolling detectors off")
     config.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")
     result = CliRunner().invoke(main, ["worker", "--config", str(config), "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.output.splitlines()[1] == (
