@@ -3,7 +3,7 @@
 ``loopwatch hook RUNNER [options]`` runs before every tool call of an agent, so it is answered
 without importing click (:func:`streams.runners.hooks.command.fast_main`); everything else, and a
 ``hook`` call the fast path does not take (``--help``, a bad option), goes to the click command line
-(:mod:`streams.cli`).
+(:mod:`streams.cli`); a usage error of ``hook`` exits 1 there, not 2, which the runners read as "block".
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ __all__ = ["main"]
 
 def main() -> None:
     """Entry point of the ``loopwatch`` console script."""
-    if sys.argv[1:2] == ["hook"]:
+    from_hook = sys.argv[1:2] == ["hook"]
+    if from_hook:
         from streams.runners.hooks.command import fast_main
 
         status = fast_main(sys.argv[2:])
@@ -23,4 +24,11 @@ def main() -> None:
             sys.exit(status)
     from streams.cli import main as cli
 
-    cli()
+    try:
+        cli()
+    except SystemExit as exc:
+        # For a runner, exit status 2 blocks the tool call: a mistyped hook command would block every
+        # call of every agent. A usage error of `loopwatch hook` exits 1 (a non-blocking hook failure).
+        if from_hook and exc.code == 2:
+            sys.exit(1)
+        raise

@@ -191,3 +191,16 @@ def test_command_hook_fast_path_asks_the_gateway_over_http_and_takes_only_plain_
     for args in (["--help"], ["codex", "--help"], ["codex", "--timeout", "0"], ["codex", "--on-failure", "maybe"],
                  ["other"], ["codex", "--url"]):
         assert _options(args) is None, args
+
+
+def test_a_mistyped_hook_command_does_not_block_the_runner():
+    import subprocess
+    import sys
+
+    def run(*args: str) -> int:
+        return subprocess.run([sys.executable, "-c", "from streams.entry import main; main()", *args],
+                              input=b"{}", capture_output=True).returncode
+
+    assert run("hook", "codex", "--bogus") == 1  # 2 would block every tool call
+    assert run("hook", "--help") == 0
+    assert run("replay", "--bogus") == 2  # other commands keep the usage status
