@@ -290,10 +290,11 @@ def fleet_loop_record(sig: str, window: tuple[float, float], aggregate: Mapping[
             "error": f"{desc['tool']} threw" + ("" if desc["result_hash"] is None else " the same error"),
             "detector": f"{desc['detector']} fired on {desc['tool']}",
             "result": f"{desc['tool']} returned the same result"}[desc["kind"]]
-    minutes = settings.window_s / 60
+    size = settings.window_s
+    span = f"{size / 3600:g} h" if size % 3600 == 0 else f"{size / 60:g} min" if size % 60 == 0 else f"{size} s"
     message = (f"Fleet-wide loop: {what} in {len(runs)} runs"
-               + (f" of {len(agents)} agents" if agents else "")
-               + f" within {minutes:g} min (at least {settings.min_runs} runs make a fleet loop).")
+               + (f" of {len(agents)} agent{'s' if len(agents) != 1 else ''}" if agents else "")
+               + f" within {span} (at least {settings.min_runs} runs make a fleet loop).")
     return {
         "type": "fleet_loop", "signature": sig, **{k: desc[k] for k in ("kind", "tool", "args_hash", "result_hash",
                                                                          "detector", "unknown_tool", "match")},
