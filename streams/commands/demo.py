@@ -354,7 +354,8 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     broker only if the demo started it.
     """
     app_id = app_id or f"loopwatch-demo-{uuid.uuid4().hex[:8]}"
-    topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters")}
+    topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters",
+                                                    "fleet-events")}
     work = ROOT / ".work" / "demo" / app_id
     if metrics_port:
         wanted = metrics_port
@@ -376,6 +377,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
             "LOOPWATCH_INPUT_TOPICS": topics["events"], "LOOPWATCH_VERDICTS_TOPIC": topics["verdicts"],
             "LOOPWATCH_LOOP_EVENTS_TOPIC": topics["loop-events"],
             "LOOPWATCH_DEAD_LETTERS_TOPIC": topics["dead-letters"], "LOOPWATCH_PARTITIONS": str(partitions),
+            "LOOPWATCH_FLEET_EVENTS_TOPIC": topics["fleet-events"],
             "LOOPWATCH_STANDBY_REPLICAS": "0", "LOOPWATCH_CONFIG": config_path,
             "LOOPWATCH_METRICS_PORT": str(metrics_port), "LOOPWATCH_DATA_DIR": str(work / "data"),
             "LOOPWATCH_LOG_LEVEL": "info",

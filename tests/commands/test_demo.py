@@ -70,7 +70,8 @@ def test_demo_once_gives_the_offline_verdict_for_every_example_event(kafka_boots
     assert any("run-compaction" in l and "ABORT" in l and "compaction_loop_persisted" in l for l in lines)
     assert "104 verdict(s) received" in proc.stderr
     assert f"http://127.0.0.1:{port}/metrics (Prometheus text; loopwatch_verdicts_total = 104)" in proc.stderr
-    assert "deleted 6 demo topic(s)" in proc.stderr
+    # events, verdicts, loop-events, dead-letters, fleet-events, rekey, fleet-signals and two changelogs
+    assert "deleted 9 demo topic(s)" in proc.stderr
 
 
 def _workers_of(app_id: str) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.detection import ConfigError, Engine, OpenClawConfig, validate
-from streams.detection.fleet import FleetCorrelator, FleetSettings, fleet_settings, observation
+from streams.detection.fleet import FleetCorrelator, FleetSettings, fleet_settings, observation, validate_fleet
 from streams.offline.replay import Replayer
 
 T0 = 1_764_460_800_000  # 2025-11-30T00:00:00Z, a window boundary for every step that divides a day
@@ -151,3 +151,24 @@ def test_config_options_fleet_is_validated_and_never_read_from_loop_detection():
     with pytest.raises(ConfigError):  # not an OpenClaw key
         validate({"tools": {"loopDetection": {"fleet": {"breaker": "block"}}}})
     assert fleet_settings({"tools": {"loopDetection": {"fleet": {"breaker": "block"}}}}).breaker == "off"
+
+
+def test_conformance_vectors_with_the_fleet_view_on_and_the_breaker_off_keep_every_verdict():
+    from pathlib import Path
+
+    from streams.offline.conformance import load_scenarios, run_scenario
+
+    vectors = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+    fleet = {"minRuns": 2, "windowSeconds": 60, "stepSeconds": 10, "count": "all", "breaker": "off"}
+    assert validate_fleet(fleet) == []
+    loops = 0
+    for scenario in load_scenarios(vectors):
+        config = dict(scenario.get("config") or {})
+        with_fleet = {**config, "options": {**(config.get("options") or {}), "fleet": fleet}}
+        assert run_scenario({**scenario, "config": with_fleet}) is None, scenario["name"]
+        plain, watched = (Replayer(Engine(OpenClawConfig(c))) for c in (config, with_fleet))
+        for index, event in enumerate(scenario["events"]):
+            event = {**event, "ts": T0 + 1000 * index}  # event time, so that the windows are counted
+            assert watched.apply(event, index) == plain.apply(event, index), (scenario["name"], index)
+        loops += len(watched.fleet_loops)
+    assert loops > 0  # fleet loops were found along the way, and changed nothing

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from streams.cli import main as cli
 from streams.detection import Engine, OpenClawConfig
+from streams.detection.fleet import window_ranges
 from streams.offline.replay import Replayer
 from streams.wire.codecs import decode_event
 from tests.worker_harness import consume_all, create_topics, encode, running_worker, worker_settings
@@ -116,6 +117,13 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     events = scenario(t0)
     config = fleet_config("off")
 
+    # the windows every observation falls in: 10 per observation time, shared where they coincide
+    size, step = 600, 60
+    expected_windows = {(sig, w) for sig, ts in (("web_fetch-quotes" if e["args"]["url"].endswith("quotes")
+                                                  else "web_fetch-other", e["ts"]) for e in events)
+                        for w in window_ranges(ts / 1000, size, step)}
+    table: dict = {}
+
     async def main() -> tuple[list[tuple[int, int]], list[dict], list[dict]]:
         await fleet_topics(settings)
         async with running_worker(settings, Engine(OpenClawConfig(config))) as worker:
@@ -124,6 +132,10 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
             loops = await fleet_records(settings.fleet_events_topic, "fleet_loop", 1, 60)
             verdicts = [decode_event(r.value) for r in
                         await consume_all(BOOTSTRAP, settings.verdicts_topic, len(events), 60)]
+            deadline = time.monotonic() + 30  # the agent may still be counting the last signal
+            while len(worker.fleet.table.data) < len(expected_windows) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            table.update(worker.fleet.table.data.items())
             return positions, loops, verdicts
 
     positions, loops, verdicts = asyncio.run(main())
@@ -142,6 +154,9 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     [loop] = loops
     [replayed] = offline.fleet_loops
     assert replayed == loop  # the same record, evidence offsets included
+    # the Faust windowed table holds exactly the windows and aggregates of the offline store
+    assert len(table) == len(expected_windows) == len(offline.fleet.store)
+    assert table == offline.fleet.store
 
     # replay and report on the same events, from a file: the same fleet loop (file:line evidence)
     path = Path(tmp_path) / "events.jsonl"
