@@ -448,7 +448,14 @@ def test_state_survives_a_worker_restart(kafka_bootstrap, tmp_path):
         asyncio.run(produce(kafka_bootstrap, topic, [(b"run-a", encode(e)) for e in events[:15]]))
         first = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 15, timeout=30))
         assert len(first) == 15
-        scrape = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        # the batch's counters are updated once its records are handed to the producer, which may
+        # deliver the first of them to us before that: scrape until they show (a loaded machine)
+        deadline = time.monotonic() + 10
+        while True:
+            scrape = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            if "loopwatch_engine_seconds_count 15.0" in scrape or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert 'loopwatch_events_total{type="tool_call"} 15.0' in scrape
         assert 'loopwatch_detections_total{action="warn",detector="generic_repeat",level="warning"} 1.0' in scrape
         assert "loopwatch_engine_seconds_count 15.0" in scrape and "loopwatch_verdict_latency_seconds_count" in scrape
