@@ -16,7 +16,9 @@
 # env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092),
 #      KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1: 9093 by default; KAFKA_PORT=9192 alone gives 9193),
 #      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
-#      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python)
+#      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python),
+#      KAFKA_KEEP_DATA (1: start on the port's data of the last run, if any, instead of a fresh
+#      cluster: a broker restart with its topics and committed offsets, as in production)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -136,7 +138,11 @@ start() {
       > "$LOGS/format.out" 2>&1 || { tail -n 20 "$LOGS/format.out" >&2; die "StorageTool format failed"; }
     echo "$sum" > "$tmpl.sha256"
   fi
-  rm -rf "$DATA"; cp -a "$tmpl" "$DATA"
+  if [[ "${KAFKA_KEEP_DATA:-0}" == 1 && -f "$DATA/meta.properties" ]]; then
+    say "keeping the data of the last run ($DATA)"
+  else
+    rm -rf "$DATA"; cp -a "$tmpl" "$DATA"
+  fi
   say "starting broker on 127.0.0.1:$PORT (controller :$CPORT, heap ${HEAP[*]}, log $LOGS/kafka.out)"
   # Must be a simple command so that $! is the JVM itself (cd x && nohup ... & would give a subshell).
   nohup "${JVM[@]}" kafka.Kafka "$CONF" > "$LOGS/kafka.out" 2>&1 < /dev/null &

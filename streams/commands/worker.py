@@ -105,7 +105,32 @@ def worker(**options: Any) -> None:
     loopwatch = create_app(settings, engine)
     from faust.worker import Worker
 
-    Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+    try:
+        Worker(loopwatch.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+    except SystemExit as exc:
+        _leave_stragglers(exc.code)
+        raise
+
+
+def _leave_stragglers(status: Any) -> None:
+    """Exit with ``status`` now if threads other than the main one are left once Faust has stopped.
+
+    A Kafka client thread of Faust's can still be waiting for a broker that is
+    down; Python would wait for it at exit (until the worker's shutdown bound
+    ends the process), and a Ctrl-C meanwhile would end in a traceback.
+    """
+    import logging
+    import os
+    import threading
+
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if not left:
+        return
+    logging.getLogger(__name__).info("loopwatch: not waiting for %s", ", ".join(left))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status if isinstance(status, int) else 0 if status is None else 1)
 
 
 def _check_port_free(addr: str, port: int) -> None:
@@ -136,6 +161,9 @@ def _validation_message(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
         field = ".".join(str(p) for p in error["loc"])
+        if not field:  # a rule between fields: its message names them
+            parts.append(error["msg"].removeprefix("Value error, "))
+            continue
         parts.append(f"--{field.replace('_', '-')} ({WorkerSettings.env_name(field)}): {error['msg']}"
                      f" (got {json.dumps(error.get('input'), default=str)})")
     return "; ".join(parts)

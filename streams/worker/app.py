@@ -52,7 +52,12 @@ crash or a rebalance loses, repeats or changes nothing: :mod:`streams.worker.che
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
+import sys
+import threading
 import time
 from typing import Any
 
@@ -60,6 +65,7 @@ import faust
 from aiokafka import AIOKafkaProducer
 
 from . import metrics
+from streams.wire.outages import Backoff, stop_producer
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from .checkpoint import Checkpoints
@@ -82,20 +88,45 @@ log = logging.getLogger(__name__)
 
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
+# A stop leaves Faust this long (of shutdown_timeout_s) after the last checkpoint: its consumer
+# leaves the group (~1-2 s when the broker is down), then its worker spends ~2 s gathering tasks and
+# closing the event loop.
+_FAUST_STOP_S = 5.0
+_READY_POLL_S, _READY_NOTE_S = 0.02, 10.0  # start-up: looking whether the input is read; saying what it waits for
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
 
 
 class _App(faust.App):
-    """Faust's app; ``before_stop`` is awaited before Faust stops its consumer and tables.
+    """Faust's app; ``before_stop`` is awaited before Faust stops its consumer and tables,
+    ``input_ready`` before Faust's worker logs "Ready".
 
     Faust sends ``on_before_shutdown`` only after its tables are stopped (a
     RocksDB store has closed its databases by then): the worker must stop
     reading and take its last checkpoint while they are still open.
+
+    Faust's worker says "Ready" once the tables are recovered; the input is
+    read by the worker's own reader, which starts a moment later: "Ready" waits
+    for it, so that it means an event sent now gets its verdict.
     """
 
     before_stop: Any = None
+    input_ready: Any = None
+    on_stopping: Any = None  # called as the stop begins
+
+    async def on_started(self) -> None:
+        announce, self.on_startup_finished = self.on_startup_finished, None
+        try:
+            await super().on_started()
+            if announce is not None and self.input_ready is not None and not self.should_stop:
+                await self.input_ready()
+        finally:
+            self.on_startup_finished = announce
+        if announce is not None and not self.should_stop:
+            await announce()
 
     async def on_stop(self) -> None:
+        if self.on_stopping is not None:
+            self.on_stopping()
         if self.before_stop is not None:
             await self.before_stop()
         await super().on_stop()
@@ -181,10 +212,11 @@ class Loopwatch(Checkpoints):
 
         # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.worker.reader).
         external = [*s.input_topics, self._rekey_topic]
-        app.transport = Transport(app.conf.broker_consumer, app, external)
+        self._backoff = Backoff(s.kafka_retry_backoff_ms, s.kafka_reconnect_backoff_max_ms)
+        app.transport = Transport(app.conf.broker_consumer, app, external, self._backoff)
         self._bootstrap = bootstrap_servers(s.broker)
         self._reader = InputReader(
-            self._bootstrap, self._on_batch, self._ready, self.app.crash,
+            self._bootstrap, self._on_batch, self._ready, self.app.crash, backoff=self._backoff,
             client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
             max_poll_records=s.max_poll_records)
         app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
@@ -194,6 +226,10 @@ class Loopwatch(Checkpoints):
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
         app.before_stop = self._on_shutdown
+        app.on_stopping = self._bound_exit
+        self._exit_timer: threading.Timer | None = None
+        self._last_checkpoint_written = False
+        app.input_ready = self._reading_input
 
     # ------------------------------------------------------------------ events
 
@@ -373,7 +409,9 @@ class Loopwatch(Checkpoints):
             bootstrap_servers=self._bootstrap, client_id=f"{s.app_id}-{name}",
             acks="all" if s.producer_acks == -1 else s.producer_acks, linger_ms=s.producer_linger_ms,
             max_batch_size=s.producer_max_batch_size,
-            max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
+            max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536),
+            retry_backoff_ms=self._backoff.retry_ms)
+        self._backoff.apply(producer.client)
         try:
             await producer.start()
         except BaseException:
@@ -453,23 +491,104 @@ class Loopwatch(Checkpoints):
             await self._reader.start()
             self._reader.assign(committed)
 
+    async def _reading_input(self) -> None:
+        """Return once the worker reads the input of every state partition it owns, its outputs open.
+
+        Faust's assignor gives a worker input partition ``p`` of every input
+        topic (and of the rekey topic) with partition ``p`` of the state
+        table: each active table partition must have all of them fetched by the
+        reader. A worker that owns none (more workers than partitions) is ready
+        as it is. Logs what it waits for every ``_READY_NOTE_S`` s.
+        """
+        noted = time.monotonic()
+        while not self.app.should_stop:
+            waiting = self._unread_inputs()
+            if not waiting:
+                reading = sorted(self._reader.reading())
+                log.info("loopwatch: reading %d input partition(s)%s", len(reading),
+                         ": " + ", ".join(f"{topic}[{partition}]" for topic, partition in reading) if reading else "")
+                return
+            if time.monotonic() - noted >= _READY_NOTE_S:
+                noted = time.monotonic()
+                log.warning("loopwatch: not ready yet, waiting for %s", waiting)
+            await asyncio.sleep(_READY_POLL_S)
+
+    def _unread_inputs(self) -> str:
+        """What keeps the worker from being ready ("" when nothing): see :meth:`_reading_input`."""
+        if self.app.rebalancing:
+            return "the group's rebalance"
+        if self._out is None:
+            return "the output topics and producers"
+        changelog = self.table.changelog_topic.get_topic_name()
+        owned = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == changelog}
+        reading = self._reader.reading()
+        unread = [f"{topic}[{partition}]" for partition in sorted(owned)
+                  for topic in (*self.settings.input_topics, self._rekey_topic) if (topic, partition) not in reading]
+        return f"input partitions {', '.join(unread)}" if unread else ""
+
     def _ready(self, tp: Any) -> bool:
         """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
         consumer = self.app.consumer
         return consumer.flow_active and tp in consumer._get_active_partitions()
 
     async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
-        """Graceful stop: a last checkpoint, committed (a restart re-sends nothing)."""
+        """Graceful stop: a last checkpoint, committed (a restart re-sends nothing), if Kafka acknowledges it
+        within ``shutdown_timeout_s`` less :data:`_FAUST_STOP_S`; else one warning, and the stop goes on."""
+        loop = asyncio.get_running_loop()
+        budget = max(1.0, self.settings.shutdown_timeout_s - _FAUST_STOP_S)
+        until = loop.time() + budget
+        try:
+            await asyncio.wait_for(self._last_checkpoint(), budget)
+        except asyncio.TimeoutError:
+            log.warning("loopwatch: no last checkpoint: Kafka did not acknowledge it within %g s (is the broker "
+                        "down?); the events since the previous checkpoint are applied again at the next start, "
+                        "their verdicts published again", budget)
+        async with self._out_lock:  # producers being opened are kept and stopped too
+            producers, self._producers, self._out, self._states_out = self._producers, (), None, None
+            for producer in producers:  # records still unacknowledged are given up: no checkpoint covers them
+                await stop_producer(producer, max(0.1, until - loop.time()))
+
+    async def _last_checkpoint(self) -> None:
         async with self._lock:
             await self._reader.stop()  # no batch is being handled: we hold the lock
+            pending = self._handled or self._outputs or self._dirty
             try:
                 await self._final_checkpoint(commit=True)
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
+            else:
+                self._last_checkpoint_written = self._failed is None and not self._tainted
+                if self._last_checkpoint_written and pending:
+                    log.info("loopwatch: last checkpoint written")
             self._drop()
-            async with self._out_lock:  # producers being opened are kept and stopped too
-                producers, self._producers, self._out, self._states_out = self._producers, (), None, None
-                await _stop(*producers)
+
+    def _bound_exit(self) -> None:
+        """In a worker process, as its stop begins: end the process ``shutdown_timeout_s`` later whatever Kafka
+        does (Faust's consumer thread waits for a broker that is down), and at once on a second signal."""
+        if not self.app.in_worker or self._exit_timer is not None:
+            return
+        bound = self.settings.shutdown_timeout_s
+        log.info("loopwatch: stopping: last checkpoint, then exit (within %g s)", bound)
+        self._exit_timer = threading.Timer(bound, self._exit_now, (f"still stopping {bound:g} s after the stop began "
+                                                                   "(Kafka clients waiting for the broker)",))
+        self._exit_timer.daemon = True
+        self._exit_timer.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._exit_now, "a second signal")
+
+    def _exit_now(self, reason: str) -> None:
+        """End the process now (any thread): one line, flushed logs, status 0 (1 if the worker had crashed)."""
+        what = ("the last checkpoint is written" if self._last_checkpoint_written else
+                "without a last checkpoint: the events since the previous one are applied again at the next start")
+        log.warning("loopwatch: %s: exiting now, %s", reason, what)
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(1 if self._failed is not None or self.app.crash_reason is not None else 0)
 
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""

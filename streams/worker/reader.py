@@ -25,6 +25,8 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.wire.outages import Backoff, stop_consumer
+
 __all__ = ["Batch", "BatchHandler", "InputReader"]
 
 log = logging.getLogger(__name__)
@@ -49,12 +51,15 @@ class InputReader:
         on_error: ``async on_error(exc)``, awaited when fetching or the
             handler raises; the reader stops (so on_error must not await
             :meth:`stop`: it runs in the reader's own task).
+        backoff: the consumer's retry and reconnect backoff (:mod:`streams.wire.outages`).
         consumer_options: more :class:`aiokafka.AIOKafkaConsumer` options
             (``fetch_max_wait_ms``, ``max_poll_records``, ``client_id``...).
     """
 
     def __init__(self, bootstrap_servers: str, handler: BatchHandler, ready: Callable[[TopicPartition], bool],
-                 on_error: Callable[[BaseException], Awaitable[Any]], **consumer_options: Any) -> None:
+                 on_error: Callable[[BaseException], Awaitable[Any]], backoff: Backoff = Backoff(),
+                 **consumer_options: Any) -> None:
+        self._backoff = backoff
         self._bootstrap = bootstrap_servers
         self._handler = handler
         self._ready = ready
@@ -75,7 +80,9 @@ class InputReader:
             if self._consumer is not None:
                 return
             consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False,
-                                        auto_offset_reset="earliest", **self._options)
+                                        auto_offset_reset="earliest", retry_backoff_ms=self._backoff.retry_ms,
+                                        **self._options)
+            self._backoff.apply(consumer._client)
             await consumer.start()
             self._consumer = consumer
             self._task = asyncio.ensure_future(self._run())
@@ -88,7 +95,7 @@ class InputReader:
             await asyncio.gather(task, return_exceptions=True)
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)  # consumer.stop() raises CancelledError while the broker is down
 
     def assign(self, offsets: Mapping[Any, int]) -> None:
         """Read exactly the partitions of ``{(topic, partition): next offset}``, each from its offset.
@@ -116,6 +123,10 @@ class InputReader:
                 self._consumer.pause(*assigned)
         self._fetching = set()
         self._revoked = True
+
+    def reading(self) -> set[tuple[str, int]]:
+        """``{(topic, partition)}`` of the partitions being fetched now (assigned and ready)."""
+        return {(tp.topic, tp.partition) for tp in self._fetching} if self._consumer is not None else set()
 
     def highwater(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark as of the last fetch (None if unknown or not assigned)."""

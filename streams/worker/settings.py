@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from streams.wire.outages import DEFAULT_RECONNECT_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
 from streams.wire.brokers import bootstrap_servers
 from streams.detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 
@@ -173,6 +174,26 @@ class WorkerSettings(BaseSettings):
     heartbeat_interval_s: float = Field(1.0, gt=0, description="Consumer group heartbeat interval, seconds.")
     rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
 
+    # ------------------------------------------------------- broker outages
+    kafka_retry_backoff_ms: int = Field(
+        DEFAULT_RETRY_BACKOFF_MS, ge=0,
+        description="Milliseconds every Kafka client of the worker (Faust's consumer and producer included) waits "
+                    "before retrying a failed request (aiokafka's retry_backoff_ms), and after a first failed "
+                    "metadata refresh.",
+    )
+    kafka_reconnect_backoff_max_ms: int = Field(
+        DEFAULT_RECONNECT_BACKOFF_MAX_MS, ge=0,
+        description="Longest wait, ms, between metadata refreshes that keep failing (the broker is down): the wait "
+                    "doubles from kafka_retry_backoff_ms up to this, so an outage costs little CPU, and the worker "
+                    "finds the broker again at most this long after it is back.",
+    )
+    shutdown_timeout_s: float = Field(
+        10.0, ge=6,
+        description="Longest time, seconds, from SIGINT or SIGTERM to the end of the worker process, whatever "
+                    "Kafka is doing: a last checkpoint if the broker acknowledges it within this time less 5 s "
+                    "(else one warning says there was none), then the exit. A second signal exits at once.",
+    )
+
     gc_full_interval_s: float = Field(
         600.0, ge=0,
         description="Python's cyclic garbage collector skips the objects alive at each checkpoint (gc.freeze): "
@@ -233,6 +254,13 @@ class WorkerSettings(BaseSettings):
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             return int(value)
         return value
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> "WorkerSettings":
+        if self.kafka_reconnect_backoff_max_ms < self.kafka_retry_backoff_ms:
+            raise ValueError(f"kafka_reconnect_backoff_max_ms ({self.kafka_reconnect_backoff_max_ms}) must be at "
+                             f"least kafka_retry_backoff_ms ({self.kafka_retry_backoff_ms})")
+        return self
 
     @field_validator("input_topics")
     @classmethod
