@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
+from streams.detection import Engine, EventError, SessionState
 from streams.runners.client import ClientClosedError, Verdict
 from streams.runners.hooks import HookInputError, RunTracker, mapper
 from streams.wire.codecs import encode_json
@@ -118,7 +119,16 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             raise BadRequest(413, f"body is over the gateway's limit of {config.max_body_bytes:,} bytes") from None
         return parse_object(raw)
 
+    # The client checks an event's fields; whether its args and outcome can be hashed (nesting about
+    # 1,000 deep is too deep for Python) only the engine finds out: one pass over an empty state here
+    # refuses with 400 what the worker would dead-letter, instead of a wait for the on_timeout answer.
+    probe_engine = Engine()
+
     async def verdict_of(event: dict[str, Any], endpoint: str) -> dict[str, Any]:
+        try:
+            probe_engine.process(event, SessionState())
+        except EventError as exc:
+            raise BadRequest(400, f"invalid event (the worker would dead-letter it): {exc}") from None
         started = time.monotonic()
         try:
             future = await client.publish(event, timeout=config.timeout)
