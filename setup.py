@@ -1,4 +1,4 @@
-"""Build hook for the optional C accelerator of canonical serialisation.
+"""Build hooks: the optional C accelerator of canonical serialisation, and the shipped files.
 
 Everything else is declared in pyproject.toml. The extension is optional: if
 it cannot be compiled, loopwatch falls back to the pure-Python serialiser,
@@ -7,12 +7,43 @@ installed (Debian: libssl-dev) it also hashes in C.
 """
 
 import os
+import shutil
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+# The files `loopwatch demo` and the docs need beside the code (streams/assets.py: BUNDLED), copied
+# into the package as streams/bundled/<path> so that an installed wheel has them. Listed here too:
+# setup.py runs before the package can be imported.
+BUNDLED = (
+    "examples/events.jsonl",
+    "examples/openclaw.json",
+    "deploy/kafka/kafka.sh",
+    "deploy/kafka/pom.xml",
+    "deploy/kafka/server.properties",
+    "deploy/kafka/log4j.properties",
+    "deploy/kafka/wait_ready.py",
+)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildWithAssets(build_py):
+    """build_py, then the shipped files into <build>/streams/bundled/ (modes kept: kafka.sh stays executable)."""
+
+    def run(self):
+        super().run()
+        for relative in BUNDLED:
+            target = os.path.join(self.build_lib, "streams", "bundled", relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(_HERE, relative), target)
+
 
 _OPENSSL = os.path.exists("/usr/include/openssl/evp.h") and os.environ.get("LOOPWATCH_NO_OPENSSL") != "1"
 
 setup(
+    cmdclass={"build_py": BuildWithAssets},
     ext_modules=[
         Extension(
             "streams.detection._canonical",

@@ -6,7 +6,8 @@ Steps, each announced on stderr:
    default local address) started with ``deploy/kafka/kafka.sh start``;
 2. a ``loopwatch worker`` subprocess with a fresh app id and fresh topics
    (``<app_id>.events``, ``.verdicts``, ``.loop-events``, ``.dead-letters``),
-   so every demo starts clean; its log and data go under ``.work/demo/<app_id>``;
+   so every demo starts clean; its log and data go under ``.work/demo/<app_id>``
+   (:func:`streams.assets.work_dir`), removed again on exit unless the demo failed;
 3. the example events (``examples/events.jsonl``) produced keyed by run id and
    stamped as ``loopwatch produce`` stamps them: ``ts`` set to the send time (the
    worker's verdict latency runs from it), a missing ``event_id`` filled in;
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -35,6 +37,7 @@ from typing import Any
 
 import click
 
+from streams.assets import asset, checkout, work_dir
 from streams.wire.brokers import DEFAULT_BOOTSTRAP, bootstrap_option
 from streams.wire.codecs import DecodeError, decode_event
 from streams.offline.replay import ReplaySummary
@@ -43,10 +46,26 @@ from .tail import format_verdict, json_safe
 
 __all__ = ["demo"]
 
-ROOT = Path(__file__).resolve().parents[2]
-KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
-DEFAULT_EVENTS = ROOT / "examples" / "events.jsonl"
-DEFAULT_CONFIG = ROOT / "examples" / "openclaw.json"
+
+
+def _shipped(relative: str) -> Path:
+    """A file shipped with loopwatch (checkout or wheel); its plain path when this install lacks it."""
+    try:
+        return asset(relative)
+    except FileNotFoundError:
+        return Path(relative)
+
+
+ROOT = checkout() or Path(__file__).resolve().parents[2]
+KAFKA_SH = _shipped("deploy/kafka/kafka.sh")
+DEFAULT_EVENTS = _shipped("examples/events.jsonl")
+DEFAULT_CONFIG = _shipped("examples/openclaw.json")
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it here: relative below the current folder, else absolute."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
 READY_LINE = "[^Worker]: Ready"  # Faust logs it once the worker has its partitions
 
 
@@ -98,7 +117,7 @@ def _kafka_sh_start(port: int) -> str:
     """The shell command that starts kafka.sh's broker on 127.0.0.1:``port`` (controller on the next port)."""
     # kafka.sh puts the controller on KAFKA_PORT + 1 by itself; only 65535 has no next port.
     controller = "" if port < 65535 else f" KAFKA_CONTROLLER_PORT={port - 1}"
-    return f"KAFKA_PORT={port}{controller} deploy/kafka/kafka.sh start"
+    return f"KAFKA_PORT={port}{controller} {_shown(KAFKA_SH)} start"
 
 
 def _no_broker_hint(bootstrap: str) -> str:
@@ -110,9 +129,13 @@ def _no_broker_hint(bootstrap: str) -> str:
 
 
 def _kafka_sh(action: str, port: int) -> subprocess.CompletedProcess:
-    """``kafka.sh ACTION`` for ``port`` (an exported KAFKA_PORT must not move it elsewhere)."""
-    return subprocess.run([str(KAFKA_SH), action], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr,
-                          env={**os.environ, "KAFKA_PORT": str(port)})
+    """``kafka.sh ACTION`` for ``port`` (an exported KAFKA_PORT must not move it elsewhere).
+
+    Its state goes under :func:`work_dir` and it waits with this Python, unless KAFKA_WORK or
+    KAFKA_PYTHON say otherwise: from a wheel, the script's own folder is no place for either."""
+    env = {"KAFKA_WORK": str(work_dir() / "kafka"), "KAFKA_PYTHON": sys.executable, **os.environ,
+           "KAFKA_PORT": str(port)}
+    return subprocess.run(["bash", str(KAFKA_SH), action], stdout=sys.stderr, stderr=sys.stderr, env=env)
 
 
 def _ensure_broker(bootstrap: str) -> bool:
@@ -123,8 +146,8 @@ def _ensure_broker(bootstrap: str) -> bool:
         return False
     if bootstrap != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
         raise click.ClickException(_no_broker_hint(bootstrap))
-    state = Path(os.environ.get("KAFKA_WORK") or ROOT / ".work" / "kafka") / f"port-{port}"
-    _say(f"no broker at {host}:{port}: starting one with {KAFKA_SH.relative_to(ROOT)} start "
+    state = Path(os.environ.get("KAFKA_WORK") or work_dir() / "kafka") / f"port-{port}"
+    _say(f"no broker at {host}:{port}: starting one with {_shown(KAFKA_SH)} start "
          f"(Kafka 3.9.2, data and log under {state})")
     if _kafka_sh("start", port).returncode != 0:
         raise click.ClickException("deploy/kafka/kafka.sh start failed (see above)")
@@ -157,7 +180,7 @@ class _Worker:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from streams.cli import main; main()", "worker"],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=log_path.parent, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
@@ -221,7 +244,8 @@ def _metrics_line(port: int) -> str:
 
 
 async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rate: float | None,
-                   timeout: float, once: bool, verdicts_out: str | None, metrics_port: int) -> int:
+                   timeout: float, once: bool, verdicts_out: str | None, metrics_port: int,
+                   config_path: str = str(DEFAULT_CONFIG)) -> int:
     from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(topics["verdicts"], bootstrap_servers=bootstrap, group_id=None,
@@ -300,10 +324,12 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
         if missing > 0:
             _say(f"ERROR: {missing} verdict(s) did not arrive within {timeout:g} s")
             return 1
+        command = _loopwatch_command()
+        _say(f"the same verdicts offline, without Kafka: {command} replay --key-by run "
+             f"--config {_shown(Path(config_path))} {_shown(Path(events_path))}")
         if once:
             return 0
         _say("the worker keeps running; Ctrl-C stops it. Meanwhile, in another shell:")
-        command = _loopwatch_command()
         _say(f"  {command} produce --bootstrap {bootstrap} --topic {topics['events']} FILE      # more events")
         _say(f"  {command} tail loop-events --bootstrap {bootstrap} --topic {topics['loop-events']} --from-beginning")
         while True:
@@ -356,7 +382,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
     app_id = app_id or f"loopwatch-demo-{uuid.uuid4().hex[:8]}"
     topics = {name: f"{app_id}.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters",
                                                     "fleet-events")}
-    work = ROOT / ".work" / "demo" / app_id
+    work = work_dir() / "demo" / app_id
     if metrics_port:
         wanted = metrics_port
         while not _port_free(metrics_port) and metrics_port < wanted + 20:
@@ -378,7 +404,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
             "LOOPWATCH_LOOP_EVENTS_TOPIC": topics["loop-events"],
             "LOOPWATCH_DEAD_LETTERS_TOPIC": topics["dead-letters"], "LOOPWATCH_PARTITIONS": str(partitions),
             "LOOPWATCH_FLEET_EVENTS_TOPIC": topics["fleet-events"],
-            "LOOPWATCH_STANDBY_REPLICAS": "0", "LOOPWATCH_CONFIG": config_path,
+            "LOOPWATCH_STANDBY_REPLICAS": "0", "LOOPWATCH_CONFIG": str(Path(config_path).resolve()),
             "LOOPWATCH_METRICS_PORT": str(metrics_port), "LOOPWATCH_DATA_DIR": str(work / "data"),
             "LOOPWATCH_LOG_LEVEL": "info",
         }
@@ -392,7 +418,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
              f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else
              f"worker ready in {time.monotonic() - t0:.1f} s (pid {worker.proc.pid}); metrics off")
         status = asyncio.run(_session(bootstrap, topics, events_path, rate or None, timeout, once, verdicts_out,
-                                      metrics_port))
+                                      metrics_port, config_path))
     except KeyboardInterrupt:
         click.echo("", err=True)
         _say("interrupted: stopping")
@@ -401,6 +427,11 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
         if worker is not None:
             _say("stopping the worker")
             worker.stop()
+        if work.exists():
+            if status == 0:  # its log and data: nothing is left behind by a demo that went well
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                _say(f"the worker's log is kept: {work / 'worker.log'}")
         if not keep_topics:
             try:
                 deleted = asyncio.run(_delete_topics(bootstrap, (f"{app_id}.", f"{app_id}-")))
