@@ -6,6 +6,7 @@ worker's keying (`loopwatch replay --key-by run`), and every detector must fire.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -19,6 +20,17 @@ from streams.detection import Engine, load_config
 from streams.offline.replay import Replayer
 
 pytestmark = [pytest.mark.kafka]
+
+
+async def _topics(bootstrap: str) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return list(await admin.list_topics())
+    finally:
+        await admin.close()
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "examples" / "events.jsonl"
@@ -72,6 +84,12 @@ def test_demo_once_gives_the_offline_verdict_for_every_example_event(kafka_boots
     assert f"http://127.0.0.1:{port}/metrics (Prometheus text; loopwatch_verdicts_total = 104)" in proc.stderr
     # events, verdicts, loop-events, dead-letters, fleet-events, rekey, fleet-signals and two changelogs
     assert "deleted 9 demo topic(s)" in proc.stderr
+    app_id = proc.stderr.split("starting worker ", 1)[1].split()[0]
+    left = [t for t in asyncio.run(_topics(kafka_bootstrap)) if t.startswith((f"{app_id}.", f"{app_id}-"))]
+    assert left == []
+    assert not (ROOT / ".work" / "demo" / app_id).exists()  # its log and data: removed after a good run
+    assert ("replay --key-by run --config examples/openclaw.json examples/events.jsonl"
+            in proc.stderr.split("the same verdicts offline, without Kafka: ", 1)[1].splitlines()[0])
 
 
 def _workers_of(app_id: str) -> list[int]:
