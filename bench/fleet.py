@@ -4,8 +4,9 @@
                                      [--html /tmp/fleet.html] [--browser chromium]
 
 Replays a synthetic fleet (bench/workload.py with fleet-wide failures; events
-``--spacing-ms`` apart in event time) with the default ``options.fleet`` and
-prints, beside their floors:
+``--spacing-ms`` apart in event time) with OpenClaw's detectors on
+(``tools.loopDetection.enabled``) and the default ``options.fleet``, and prints,
+beside their floors:
 
 * the fleet windowed table: windows (keys) and bytes (JSON key + value, what its
   changelog and store hold) at the end and at the peak, with expiry as the worker's
@@ -54,7 +55,7 @@ def main() -> None:
     events = generate(runs=args.runs, fleet_share=args.fleet_share, agents=args.agents, seed=11)
     for number, event in enumerate(events):
         event["ts"] = 1_764_460_800_000 + number * args.spacing_ms
-    replayer = Replayer(Engine(OpenClawConfig({})), key_by="run")
+    replayer = Replayer(Engine(OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})), key_by="run")
     store = replayer.fleet.store
     peak_keys = peak_bytes = 0
     started = time.perf_counter()
@@ -72,14 +73,16 @@ def main() -> None:
     settings = replayer.fleet.settings
     bound = len({k[0] for k in store}) * (settings.expires + settings.window_s) // settings.step_s
     print(f"fleet loops: {len(replayer.fleet_loops)} records, "
-          f"{len({l['signature'] for l in replayer.fleet_loops})} signatures")
+          f"{len({loop['signature'] for loop in replayer.fleet_loops})} signatures")
     print(f"windowed table: {len(store):,} windows, {table_bytes(store):,} bytes at the end; "
           f"peak {peak_keys:,} windows, {peak_bytes:,} bytes (bound: signatures x (expires + size) / step "
           f"= {bound:,} windows; runs kept per window <= {settings.run_cap})")
 
     started = time.perf_counter()
-    report = build_report(records, "defaults", fleet_loops=replayer.fleet_loops)
+    report = build_report(records, "detectors on, fleet defaults", fleet_loops=replayer.fleet_loops)
     text = render_text(report)
+    with open(os.path.splitext(args.html)[0] + ".txt", "w", encoding="utf-8") as handle:
+        handle.write(text)
     html = render_html(report, top=10)
     build_s = time.perf_counter() - started
     lines = text.splitlines()

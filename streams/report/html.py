@@ -270,22 +270,28 @@ def _num(n: int) -> str:
 def _fleet_loops(report: Report, top: int | None) -> str:
     from datetime import datetime, timezone
 
-    loops = report.top_fleet_loops(top)
-    if not loops:
+    def minute(ms: float) -> str:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    groups = report.fleet_signatures()
+    if not groups:
         return '<h2>Fleet loops</h2><p class="empty">No fleet loop: no failing call seen in enough runs within a window.</p>'
+    shown = groups if top is None else groups[:top]
     rows = []
-    for loop in loops:
-        start = datetime.fromtimestamp(loop["window"]["start"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
-        runs = ", ".join(e["run"] for e in loop["examples"][:5]) + (" …" if loop["runs"] > 5 else "")
-        rows.append(f'<tr data-signature="{_e(loop["signature"])}" data-runs="{loop["runs"]}"><td class="mono">'
-                    f'{_e(loop["signature"])}</td><td>{loop["runs"]}</td><td>{loop["events"]}</td>'
-                    f'<td class="l">{_e(", ".join(loop["agents"][:5]) or "-")}</td><td class="l mono">{_e(runs)}</td>'
-                    f'<td class="l">{_e(start)}</td><td class="msg">{_e(loop["message"])}</td></tr>')
-    more = len(report.fleet_loops) - len(loops)
-    return (f'<h2>Fleet loops ({len(report.fleet_loops)})</h2>'
-            '<table id="fleet-loops"><tr><th>signature</th><th>runs</th><th>events</th><th class="l">agents</th>'
-            '<th class="l">runs (examples)</th><th class="l">window start (UTC)</th><th class="l">what</th></tr>'
-            + "".join(rows) + "</table>" + (f'<p class="empty">{more} more (report --top)</p>' if more else ""))
+    for group in shown:
+        runs = ", ".join(group["examples"]) + (" …" if group["runs"] > len(group["examples"]) else "")
+        rows.append(f'<tr data-signature="{_e(group["signature"])}" data-runs="{group["runs"]}" '
+                    f'data-windows="{group["windows"]}"><td class="mono">{_e(group["signature"])}</td>'
+                    f'<td>{group["runs"]}</td><td>{group["windows"]}</td><td>{group["events"]}</td>'
+                    f'<td class="l">{_e(", ".join(group["agents"][:5]) or "-")}</td><td class="l mono">{_e(runs)}</td>'
+                    f'<td class="l">{_e(minute(group["first_seen"]))} – {_e(minute(group["last_seen"]))}</td>'
+                    f'<td class="msg">{_e(group["message"])}</td></tr>')
+    more = len(groups) - len(shown)
+    return (f'<h2>Fleet loops ({len(groups)} signature(s), {len(report.fleet_loops)} window(s))</h2>'
+            '<table id="fleet-loops"><tr><th>signature</th><th>runs</th><th>windows</th><th>events</th>'
+            '<th class="l">agents</th><th class="l">runs (examples)</th><th class="l">seen (UTC)</th>'
+            '<th class="l">what</th></tr>' + "".join(rows) + "</table>"
+            + (f'<p class="empty">{more} more (report --top)</p>' if more else ""))
 
 
 def _summary(report: Report, top: int | None = None) -> str:

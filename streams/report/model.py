@@ -325,10 +325,33 @@ class Report:
                                                              -s.totals.warnings_emitted, -s.totals.warnings_suppressed,
                                                              order[s.session_id]))
 
-    def top_fleet_loops(self, top: int | None = None) -> list[dict[str, Any]]:
-        """Fleet loops with the most runs first (then the earliest), at most ``top``."""
-        loops = sorted(self.fleet_loops, key=lambda loop: (-loop["runs"], -loop["events"], loop["first_seen"]))
-        return loops if top is None else loops[:top]
+    def fleet_signatures(self, top: int | None = None) -> list[dict[str, Any]]:
+        """The fleet loops grouped by signature, the most runs first, at most ``top``.
+
+        Each: ``{signature, kind, tool, message (its first record's), windows (records: one per window
+        length while the loop lasted), runs (distinct runs named by its records' examples), agents,
+        events (observations counted when each record was published), first_seen, last_seen}``.
+        """
+        groups: dict[str, dict[str, Any]] = {}
+        for loop in self.fleet_loops:
+            group = groups.get(loop["signature"])
+            if group is None:
+                group = groups[loop["signature"]] = {
+                    "signature": loop["signature"], "kind": loop["kind"], "tool": loop["tool"],
+                    "message": loop["message"], "windows": 0, "run_ids": set(), "agent_ids": set(), "events": 0,
+                    "first_seen": loop["first_seen"], "last_seen": loop["last_seen"]}
+            group["windows"] += 1
+            group["run_ids"].update(example["run"] for example in loop["examples"])
+            group["agent_ids"].update(loop["agents"])
+            group["events"] += loop["events"]
+            group["first_seen"] = min(group["first_seen"], loop["first_seen"])
+            group["last_seen"] = max(group["last_seen"], loop["last_seen"])
+        out = []
+        for group in groups.values():
+            runs, agents = group.pop("run_ids"), group.pop("agent_ids")
+            out.append({**group, "runs": len(runs), "agents": sorted(agents), "examples": sorted(runs)[:5]})
+        out.sort(key=lambda g: (-g["runs"], -g["windows"], g["first_seen"], g["signature"]))
+        return out if top is None else out[:top]
 
     @property
     def detections(self) -> list[DetectionRow]:

@@ -117,20 +117,23 @@ def _session_table(report: Report, sessions: list[SessionReport]) -> list[str]:
 def _fleet_lines(report: Report, top: int | None) -> list[str]:
     from datetime import datetime, timezone
 
+    def minute(ms: float) -> str:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
     loops = report.fleet_loops
     if not loops:
         return ["fleet loops: none (no failing call seen in enough runs within a window)"]
-    shown = report.top_fleet_loops(top)
-    out = [f"fleet loops: {len(loops)} (the same failing call in many runs within a window)"
-           + (f"; the {len(shown)} with the most runs" if len(shown) < len(loops) else "")]
+    groups = report.fleet_signatures()
+    shown = groups if top is None else groups[:top]
+    out = [f"fleet loops: {len(groups)} signature(s) in {plural(len(loops), 'window')} (the same failing call in "
+           "many runs within a window)" + (f"; the {len(shown)} with the most runs" if len(shown) < len(groups) else "")]
     rows = []
-    for loop in shown:
-        start = datetime.fromtimestamp(loop["window"]["start"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
-        agents = ",".join(loop["agents"][:3]) + (",..." if len(loop["agents"]) > 3 else "")
-        rows.append([loop["signature"], loop["runs"], loop["events"], agents or "-", start])
-    out += table(["signature", "runs", "events", "agents", "window start (UTC)"], rows)
-    first = shown[0]
-    out.append(f"  {first['message']}")
+    for group in shown:
+        agents = ",".join(group["agents"][:3]) + (",..." if len(group["agents"]) > 3 else "")
+        rows.append([group["signature"], group["runs"], group["windows"], group["events"], agents or "-",
+                     minute(group["first_seen"]), minute(group["last_seen"])])
+    out += table(["signature", "runs", "windows", "events", "agents", "first seen (UTC)", "last seen"], rows)
+    out.append(f"  {shown[0]['message']}")
     return out
 
 

@@ -175,4 +175,4 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     report = runner.invoke(cli, ["report", "--format", "events", "--key-by", "run", "--config", str(config_path),
                                  str(path)])
     assert report.exit_code == 0, report.output
-    assert loop["signature"] in report.output and "fleet loops: 1" in report.output
+    assert loop["signature"] in report.output and "fleet loops: 1 signature(s) in 1 window " in report.output
