@@ -1,6 +1,8 @@
 """Recorded sessions as the hook calls their runner would have made, and hook output read back as decisions.
 
-Claude Code (a session log): ``UserPromptSubmit`` for each human prompt (the importer's
+Claude Code (a session log, written out line by line to ``transcript_dir`` as Claude Code writes its
+transcript, each hook call naming it as ``transcript_path`` and seeing the lines before its own
+record): ``UserPromptSubmit`` for each human prompt (the importer's
 ``is_prompt``), ``PreToolUse`` at each ``tool_use`` block, ``PostToolUse`` (``tool_response`` = the
 record's ``toolUseResult``, the parsed result Claude Code hands its hooks) or ``PostToolUseFailure``
 (``error`` = the result text) at the tool's result, ``SessionStart`` with ``source: "compact"`` at a
@@ -23,19 +25,27 @@ from streams.importers.codex import TOOL_ITEMS
 from streams.importers.events import joined_text, read_jsonl
 
 
-def claude_code_hooks(path: Path) -> Iterator[dict[str, Any]]:
+def claude_code_hooks(path: Path, transcript_dir: Path) -> Iterator[dict[str, Any]]:
     """The hook payloads of one Claude Code log, in the order Claude Code would have sent them."""
-    records = [rec for _, rec in read_jsonl(Path(path), None) if isinstance(rec.get("type"), str)]
+    lines = {ln: raw for ln, raw in enumerate(Path(path).read_bytes().splitlines(keepends=True), 1)}
+    numbered = [(ln, rec) for ln, rec in read_jsonl(Path(path), None) if isinstance(rec.get("type"), str)]
+    records = [rec for _, rec in numbered]
     session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), Path(path).stem)
     sub_agent = next((r["agentId"] for r in records if r.get("isSidechain") and isinstance(r.get("agentId"), str)),
                      None)
-    common: dict[str, Any] = {"session_id": session, "transcript_path": str(path), "cwd": "/work",
+    transcript = Path(transcript_dir) / Path(path).name
+    transcript.write_bytes(b"")
+    common: dict[str, Any] = {"session_id": session, "transcript_path": str(transcript), "cwd": "/work",
                               "permission_mode": "default"}
     if sub_agent:
         common["agent_id"] = sub_agent
     called: dict[str, dict[str, Any]] = {}
     answered: set[str] = set()
-    for rec in records:
+    written = 0
+    for line, rec in numbered:
+        with transcript.open("ab") as handle:  # the lines before this record: Claude Code writes it after the hook
+            handle.write(b"".join(lines[n] for n in range(written + 1, line)))
+        written = line - 1
         content = (rec.get("message") or {}).get("content")
         if rec["type"] == "user" and not sub_agent and is_prompt(rec):
             yield {**common, "hook_event_name": "UserPromptSubmit", "prompt": joined_text(content)}

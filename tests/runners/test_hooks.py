@@ -204,3 +204,36 @@ def test_a_mistyped_hook_command_does_not_block_the_runner():
     assert run("hook", "codex", "--bogus") == 1  # 2 would block every tool call
     assert run("hook", "--help") == 0
     assert run("replay", "--bogus") == 2  # other commands keep the usage status
+
+
+def test_claude_code_runs_come_from_the_transcript_as_the_importer_names_them(tmp_path):
+    import json as _json
+
+    transcript = tmp_path / "cc-1.jsonl"
+
+    def write(*records: dict) -> None:
+        with transcript.open("a") as handle:
+            handle.writelines(_json.dumps(r) + "\n" for r in records)
+
+    payload = {**cc_pre(1), "transcript_path": str(transcript)}
+    write({"type": "file-history-snapshot"})
+    assert mapper("claude-code").event(payload)["run_id"] == "cc-1:start"
+    write({"type": "user", "uuid": "u-1", "sessionId": "cc-1", "message": {"role": "user", "content": "fix it"}},
+          {"type": "user", "uuid": "u-2", "sessionId": "cc-1", "isMeta": True, "message": {"content": "meta"}},
+          {"type": "user", "uuid": "u-3", "sessionId": "cc-1",
+           "message": {"content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}})
+    hooks = mapper("claude-code")
+    assert hooks.event(payload)["run_id"] == "cc-1:u-1"
+    with transcript.open("a") as handle:  # a line still being written counts once it is complete
+        handle.write('{"type": "user", "uuid": "u-4", "message": {"content": "and the te')
+    assert hooks.event(payload)["run_id"] == "cc-1:u-1"
+    with transcript.open("a") as handle:
+        handle.write('sts"}}\n')
+    assert hooks.event(payload)["run_id"] == "cc-1:u-4"
+    # a restarted gateway (a new mapper) carries on in the same run; the prompt hook changes nothing then
+    restarted = mapper("claude-code")
+    assert restarted.event({**CC_COMMON, "hook_event_name": "UserPromptSubmit", "transcript_path": str(transcript)}) is None
+    assert restarted.event(payload)["run_id"] == "cc-1:u-4"
+    # without a readable transcript: the prompt hook's own run
+    gone = {**payload, "transcript_path": str(tmp_path / "elsewhere.jsonl")}
+    assert restarted.event(gone)["run_id"] != "cc-1:u-4"

@@ -9,10 +9,13 @@ https://code.claude.com/docs/en/hooks). Calls made inside a sub-agent also carry
 
 Mapping (the Claude Code importer's, :mod:`streams.importers.claude_code`):
 
-* ``UserPromptSubmit`` starts a new run of the session: ``<session_id>:<id>`` with a fresh id (the
-  importer uses the prompt record's uuid, which the hook does not carry: the same cut into runs,
-  another spelling). Calls before any prompt (or after the gateway forgot the session) are in
-  ``<session_id>:start``; a sub-agent's calls are in ``<session_id>:<agent_id>``. No event is sent.
+* Runs: the importer's, ``<session_id>:<uuid of the last human prompt>``, read from the session's
+  transcript (``transcript_path``; :class:`~streams.runners.hooks.transcripts.TranscriptPrompts`), so
+  the run ids are the ones ``loopwatch replay --format claude-code`` gives and survive a gateway
+  restart; ``<session_id>:start`` before any prompt. When the transcript cannot be read (a gateway on
+  another machine), ``UserPromptSubmit`` starts a new run with a fresh id instead (the same cut,
+  another spelling; a restarted gateway then puts a session's calls in ``:start`` until the next
+  prompt). A sub-agent's calls are in ``<session_id>:<agent_id>``. ``UserPromptSubmit`` sends no event.
 * ``PreToolUse`` -> ``tool_call`` (``tool_call_id`` = ``tool_use_id``, ``tool_name`` as Claude Code
   spells it, ``args`` = ``tool_input``, ``agent_id`` = ``main`` or the sub-agent's id) with
   ``outcome_follows: true``.
@@ -43,6 +46,7 @@ from typing import Any, Mapping
 
 from streams.importers.claude_code import MAIN_AGENT, run_id
 from .base import RunTracker, optional_str, require_str, tool_outcome
+from .transcripts import TranscriptPrompts
 
 __all__ = ["ClaudeCodeHooks", "RUNNER"]
 
@@ -54,14 +58,26 @@ class ClaudeCodeHooks:
     """Maps Claude Code hook calls to events (see the module docstring); keeps each session's run.
 
     Arguments:
-        runs: the sessions' runs in progress (a fresh :class:`RunTracker` by default); one
-            per gateway, shared by all requests.
+        runs: the sessions' runs in progress when their transcripts cannot be read (a fresh
+            :class:`RunTracker` by default); one per gateway, shared by all requests.
+        transcripts: where the runs are read from (a fresh :class:`TranscriptPrompts` by default).
     """
 
     runner = RUNNER
 
-    def __init__(self, runs: RunTracker | None = None) -> None:
+    def __init__(self, runs: RunTracker | None = None, transcripts: TranscriptPrompts | None = None) -> None:
         self.runs = runs if runs is not None else RunTracker()
+        self.transcripts = transcripts if transcripts is not None else TranscriptPrompts()
+
+    def _main_run(self, payload: Mapping[str, Any], session: str, tracked: str | None) -> str | None:
+        """The run of a main-agent call: from the transcript, else ``tracked`` (the RunTracker's)."""
+        path = optional_str(payload, "transcript_path")
+        if path is not None and tracked is not None:
+            try:
+                return run_id(session, prompt=self.transcripts.last_prompt(path))
+            except OSError:
+                pass
+        return tracked
 
     def event(self, payload: Mapping[str, Any]) -> dict[str, Any] | None:
         """The loopwatch event a hook call stands for, or None.
@@ -80,7 +96,8 @@ class ClaudeCodeHooks:
             return None
         if name in _TOOL_EVENTS:
             call_id = require_str(payload, "tool_use_id")
-            run = default if sub_agent else self.runs.tool_event(session, default)
+            run = default if sub_agent else self._main_run(payload, session,
+                                                           self.runs.tool_event(session, default))
             base = {"run_id": run, "session_id": session, "tool_call_id": call_id}
             if name == "PreToolUse":
                 event = {"type": "tool_call", **base, "agent_id": sub_agent or MAIN_AGENT,
@@ -96,7 +113,8 @@ class ClaudeCodeHooks:
             return {"type": "tool_result", **base, "result": None,
                     "error": error if isinstance(error, str) and error else "tool failed"}
         if name == "PostCompact" or (name == "SessionStart" and payload.get("source") == "compact"):
-            run = default if sub_agent else self.runs.compaction(session, default)
+            run = default if sub_agent else self._main_run(payload, session,
+                                                           self.runs.compaction(session, default))
             if run is None:
                 return None
             return {"type": "compaction_retry", "run_id": run, "session_id": session,
