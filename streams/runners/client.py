@@ -79,6 +79,16 @@ event type                             ``on_timeout="allow"``       ``on_timeout
 ``tool_result``, ``compaction_retry``  ``allow``                   ``abort``
 =====================================  ==========================  ==========================
 
+Kafka unreachable: a client started while the broker is down starts all the
+same (one warning in the log) and connects in the background
+(:mod:`streams.runners.connection`); until it is connected every event gets the
+``on_timeout`` verdict at once, with ``error`` saying Kafka is not reachable.
+An outage after that is met by the timeout (``timed_out``), and the client
+reconnects by itself when the broker is back. :meth:`LoopwatchClient.stop`
+returns within ``stop_timeout`` (5 s) in any broker state. aiokafka's repeated
+warnings are rate-limited (:mod:`streams.wire.logs`: one line per message
+kind per 10 s, counting the rest).
+
 Fail-open keeps agents working when loopwatch is unavailable (a loop may then
 go undetected); fail-closed stops them instead. A verdict that arrives after
 its timeout is dropped. Invalid events (see *Validation*) and stopping the
@@ -103,7 +113,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -112,6 +121,8 @@ from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, rec
 from streams.detection.engine import EventError, validate_event
 from streams.worker.keys import KEY_BY, record_key
 from .completion import EventCompleter
+from .connection import Connection, TopicNotFoundError
+from streams.wire.logs import limit_kafka_client_logs
 
 __all__ = [
     "LoopwatchClient",
@@ -126,6 +137,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a healthy pipeline answers in ms
 DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
+DEFAULT_STOP_TIMEOUT_S = 5.0  # stop(): longest wait for Kafka to take the records the producer holds
 _FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
 
 _TIMEOUT_VERDICTS = {
@@ -136,10 +148,6 @@ _TIMEOUT_VERDICTS = {
 
 class ClientClosedError(RuntimeError):
     """The client was stopped (or never started) while an event waited for its verdict."""
-
-
-class TopicNotFoundError(RuntimeError):
-    """The verdicts topic does not exist (is the worker running?) within the start timeout."""
 
 
 def verdict_partition(key: bytes, partitions: int) -> int:
@@ -256,6 +264,8 @@ class LoopwatchClient:
             loop detection for the events of this client; use one ``key_by``
             for all events of a session.
         start_timeout: seconds :meth:`start` waits for the verdicts topic to exist.
+        stop_timeout: the longest time, seconds, :meth:`stop` (leaving ``async with``)
+            takes, whatever Kafka is doing.
         producer_options, consumer_options: extra keyword arguments for
             :class:`aiokafka.AIOKafkaProducer` / :class:`aiokafka.AIOKafkaConsumer`
             (e.g. security settings, or ``max_request_size`` for events over
@@ -295,6 +305,7 @@ class LoopwatchClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         key_by: str = "run",
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
         producer_options: Mapping[str, Any] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -328,37 +339,44 @@ class LoopwatchClient:
         self._has_assignment = asyncio.Event()
         self._pending: dict[str, asyncio.Future] = {}
         self._started = False
+        self.stop_timeout = stop_timeout
+        self._connection = Connection(self.bootstrap, verdicts_topic, start_timeout, self._producer_options,
+                                      self._consumer_options, self._opened, _FETCH_WAIT_MS)
+        limit_kafka_client_logs()  # an outage repeats aiokafka's errors many times a second, in the runner's log
 
     # ------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
-        """Connect the producer and the verdict reader.
+        """Connect the producer and the verdict reader, or, with Kafka unreachable, return all the same.
+
+        While Kafka is unreachable the client keeps connecting in the background
+        (:mod:`streams.runners.connection`) and every event gets its
+        ``on_timeout`` verdict at once, with :attr:`Verdict.error` saying so.
 
         Raises:
-            TopicNotFoundError: the verdicts topic does not exist within ``start_timeout``.
-            aiokafka.errors.KafkaConnectionError: the broker is unreachable.
+            TopicNotFoundError: Kafka answers but the verdicts topic does not exist within ``start_timeout``.
         """
         if self._started:
             return
-        self._partitions = await self._verdict_partition_count()
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0, **self._producer_options)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="latest", fetch_max_wait_ms=_FETCH_WAIT_MS, **self._consumer_options)
-        await self._producer.start()
-        try:
-            await self._consumer.start()
-        except BaseException:
-            await self._producer.stop()
-            raise
-        self._reader = asyncio.ensure_future(self._read_verdicts())
         self._started = True
+        try:
+            await self._connection.open()
+        except BaseException:
+            self._started = False
+            raise
+
+    async def _opened(self) -> None:
+        """Connected (at start or later): read verdicts from the new consumer."""
+        connection = self._connection
+        self._partitions, self._producer, self._consumer = connection.partitions, connection.producer, connection.consumer
+        self._reader = asyncio.ensure_future(self._read_verdicts())
 
     async def stop(self) -> None:
-        """Stop reading and flush/stop the producer.
+        """Stop reading and stop the producer, within ``stop_timeout`` s in any broker state.
 
         Events still waiting for a verdict fail with :class:`ClientClosedError`.
+        Records the producer holds that Kafka has not taken within ``stop_timeout``
+        (the broker is down) are given up; their events had their ``on_timeout`` verdict.
         """
         if not self._started:
             return
@@ -370,11 +388,8 @@ class LoopwatchClient:
             if not future.done():
                 future.set_exception(ClientClosedError("loopwatch client stopped"))
         self._pending.clear()
-        assert self._consumer is not None and self._producer is not None
-        try:
-            await self._consumer.stop()
-        finally:
-            await self._producer.stop()
+        self._producer = self._consumer = None
+        await self._connection.close(self.stop_timeout)
 
     async def __aenter__(self) -> "LoopwatchClient":
         await self.start()
@@ -507,6 +522,11 @@ class LoopwatchClient:
             return Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
                            time.monotonic() - started, error)
 
+        if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now
+            self._pending.pop(event_id, None)
+            return _resolved(loop, fallback(timed_out=False, error=f"not connected to Kafka at {self.bootstrap} "
+                                                                  f"({self._connection.unreachable}); reconnecting"))
+
         async def send() -> None:
             await self._ensure_partition(key)
             assert self._producer is not None
@@ -553,25 +573,6 @@ class LoopwatchClient:
         if size > limit:
             return too_large_reason(size, limit, "producer_options={'max_request_size': ...}")
         return too_large_reason(size)
-
-    async def _verdict_partition_count(self) -> int:
-        # Metadata for all topics: a request naming the topic would auto-create it with the
-        # broker's num.partitions, which need not be what the worker declares.
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-        await admin.start()
-        try:
-            deadline = time.monotonic() + self.start_timeout
-            while True:
-                for topic in await admin.describe_topics():
-                    if topic["topic"] == self.verdicts_topic and topic["error_code"] == 0 and topic["partitions"]:
-                        return len(topic["partitions"])
-                if time.monotonic() > deadline:
-                    raise TopicNotFoundError(
-                        f"verdicts topic {self.verdicts_topic!r} not found on {self.bootstrap} within "
-                        f"{self.start_timeout:g} s; the worker creates it when it starts (is it running?)")
-                await asyncio.sleep(0.5)
-        finally:
-            await admin.close()
 
     async def _ensure_partition(self, key: bytes) -> None:
         """Read the verdict partition of ``key`` from its end before the key's first event is sent."""

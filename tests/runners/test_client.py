@@ -97,6 +97,7 @@ INVALID_IDS = ["no-session", "empty-session", "int-run-id", "list-tool-name", "t
 def _started_client(**kwargs) -> LoopwatchClient:
     client = LoopwatchClient("127.0.0.1:9092", **kwargs)
     client._started = True  # validation comes before any I/O
+    client._connection.ready = True  # as if connected: the tests put their own producer in
     return client
 
 
