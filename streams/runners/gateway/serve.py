@@ -30,8 +30,9 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
         client_options: extra keyword arguments of :class:`LoopwatchClient` (topics, ``key_by``, codec).
         ready: called with the URL once listening.
     Raises:
-        streams.runners.client.TopicNotFoundError: no verdicts topic (is the worker running?).
-        aiokafka.errors.KafkaConnectionError: Kafka unreachable at start.
+        streams.runners.client.TopicNotFoundError: Kafka answers but has no verdicts topic (is the worker running?).
+            With Kafka unreachable the gateway starts all the same and answers by ``on_timeout`` until the
+            client connects (:mod:`streams.runners.connection`).
         OSError: the port is taken.
     """
     if config.bootstrap is None:
