@@ -33,6 +33,8 @@ __all__ = ["render_html"]
 FOLD_RUNS_ABOVE = 12
 # At most this many runs of a session get a timeline (runs with detections first); the rest are counted.
 RUNS_DRAWN = 40
+# Rows of the sessions table shown open (worst first); the others are folded.
+SESSION_ROWS = 25
 # Consecutive allowed calls beyond this many are drawn as one gap marker.
 ALLOWED_RUN = 24
 # A session's detection table starts folded when it has more rows than this.
@@ -320,15 +322,23 @@ def _summary(report: Report, top: int | None = None) -> str:
     rows = []
     names = report.session_names()
     index = {sid: i for i, sid in enumerate(report.sessions)}
-    for session in report.worst_sessions():
+    drawn = len(report.sessions) if top is None else top  # the worst ones have a timeline to link to
+    for rank, session in enumerate(report.worst_sessions()):
         i = index[session.session_id]
         s = session.totals
         name = names[session.session_id]
-        rows.append(f'<tr><td class="mono"><a href="#session-{i}" title="{_e(session.session_id)}">{_e(name)}</a></td>'
+        label = (f'<a href="#session-{i}" title="{_e(session.session_id)}">{_e(name)}</a>' if rank < drawn
+                 else f'<span title="{_e(session.session_id)}">{_e(name)}</span>')
+        rows.append(f'<tr><td class="mono">{label}</td>'
                     f"<td>{s.runs}</td><td>{s.calls}</td>" + _num(s.warnings_emitted) + _num(s.warnings_suppressed)
                     + _num(s.blocks) + _num(s.aborts) + "</tr>")
-    out.append('<table id="sessions"><tr><th>session</th><th>runs</th><th>calls</th><th>warned</th>'
-               '<th>suppressed</th><th>blocks</th><th>aborts</th></tr>' + "".join(rows) + "</table>")
+    head = ('<tr><th>session</th><th>runs</th><th>calls</th><th>warned</th><th>suppressed</th><th>blocks</th>'
+            '<th>aborts</th></tr>')
+    shown = max(drawn, SESSION_ROWS)  # worst first; the rest folded, a screen's worth stays open
+    out.append('<table id="sessions">' + head + "".join(rows[:shown]) + "</table>")
+    if len(rows) > shown:
+        out.append(f'<details class="fold"><summary>{len(rows) - shown} more session(s)</summary>'
+                   '<table id="more-sessions">' + head + "".join(rows[shown:]) + "</table></details>")
     return "".join(out)
 
 
