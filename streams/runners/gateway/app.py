@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
@@ -36,8 +35,6 @@ from .health import KafkaProbe
 from .metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 
 __all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYTES", "METRICS_KEY"]
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 METRICS_KEY: web.AppKey = web.AppKey("metrics", GatewayMetrics)
