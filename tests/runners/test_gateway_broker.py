@@ -53,6 +53,8 @@ def test_events_claude_code_and_codex_get_allow_warn_block_and_abort_from_the_wo
             for i in range(13):
                 claude.append(await (await http.post("/v1/hooks/claude-code", json=cc_pre(i))).json())
                 await http.post("/v1/hooks/claude-code", json=cc_post(i))
+            # the command hook form: the 14th identical call is blocked too
+            claude_command = await _hook_command(url, "claude-code", cc_pre(13))
             await http.post("/v1/hooks/claude-code", json={**CC_COMMON, "hook_event_name": "SessionStart",
                                                            "source": "compact"})
             stop = []
@@ -74,9 +76,9 @@ def test_events_claude_code_and_codex_get_allow_warn_block_and_abort_from_the_wo
             for i in (20, 21):
                 await http.post("/v1/hooks/codex", json={**cx_pre(i), "tool_input": {"command": "ls"}})
                 codex_stop.append(await _hook_command(url, "codex", {**cx_post(i), "tool_input": {"command": "ls"}}))
-            return events, aborts, claude, stop, codex, codex_stop
+            return events, aborts, claude, claude_command, stop, codex, codex_stop
 
-    events, aborts, claude, stop, codex, codex_stop = asyncio.run(main())
+    events, aborts, claude, claude_command, stop, codex, codex_stop = asyncio.run(main())
     assert [a["decision"] for a in events] == ["allow"] * 10 + ["warn", "allow", "block"]
     assert events[10]["detector"] == "generic_repeat" and events[10]["count"] == 10
     assert events[12]["verdict"]["block_reason"] == events[12]["message"] and not events[12]["timed_out"]
@@ -86,6 +88,8 @@ def test_events_claude_code_and_codex_get_allow_warn_block_and_abort_from_the_wo
     assert [decision_of(o) for o in claude] == ["allow"] * 10 + ["warn", "allow", "block"]
     assert claude[0] == {} and claude[12]["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert claude[12]["hookSpecificOutput"]["permissionDecisionReason"].startswith("CRITICAL: Called exec")
+    status, out, err = claude_command  # Claude Code reads a deny as JSON on stdout with exit 0
+    assert status == 0 and err == "" and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert stop[0] == {} and stop[1]["continue"] is False and "Aborting" in stop[1]["stopReason"]
 
     (allow_status, allow_out, _), (warn_status, warn_out, _), (block_status, block_out, block_err) = codex
