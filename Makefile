@@ -9,6 +9,7 @@ PYTHON ?= python3
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
 .venv/.installed: pyproject.toml setup.py streams/detection/_canonical.c
+	@echo "make: installing loopwatch and its dependencies into .venv (the first time takes a minute or two; again only when the packaging changes)"
 	test -x $(PY) || $(PYTHON) -m venv .venv
 	$(PY) -m pip install -q -e '.[test,rocksdb]'
 	touch $@

@@ -121,6 +121,15 @@ def _line(message: Any, record: dict[str, Any], formatter: Callable[..., str], a
     return formatter(record, message.timestamp)
 
 
+IDLE_NOTICE_S = 30.0
+"""Seconds without a record before an interactive ``tail`` says it is still waiting (then again as often)."""
+
+
+def _interactive() -> bool:
+    """Whether a person watches stderr (a terminal): only then does ``tail`` say it is waiting."""
+    return sys.stderr.isatty()
+
+
 async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, max_records: int | None,
                 idle_timeout: float | None, as_json: bool) -> int:
     from aiokafka import AIOKafkaConsumer
@@ -141,13 +150,22 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
     consumer.subscribe([topic])
     formatter = _FORMATTERS[stream]
     count = 0
-    last = time.monotonic()
+    last = noticed = time.monotonic()
+    interactive = _interactive()
+    if interactive:  # someone watching: say what an empty screen means
+        click.echo(f"loopwatch tail: following {topic} on {bootstrap} "
+                   f"({'from the beginning' if from_beginning else 'new records only'}); Ctrl-C stops", err=True)
     try:
         while max_records is None or count < max_records:
             batches = await consumer.getmany(timeout_ms=200)
             if not batches:
-                if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                now = time.monotonic()
+                if idle_timeout is not None and now - last >= idle_timeout:
                     break
+                if interactive and now - max(last, noticed) >= IDLE_NOTICE_S:
+                    noticed = now
+                    click.echo(f"loopwatch tail: waiting: no new record on {topic} for {now - last:.0f} s "
+                               "(is a worker running, and are events being produced?)", err=True)
                 continue
             last = time.monotonic()
             records = sorted((r for batch in batches.values() for r in batch), key=lambda r: r.timestamp)
@@ -199,7 +217,9 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     could not use, with the reason and where they were).
 
     Reads without a consumer group and commits nothing, so it never affects
-    the worker. Ctrl-C stops; so do --max and --idle-timeout.
+    the worker. Ctrl-C stops; so do --max and --idle-timeout. On a terminal
+    it says what it follows, and every 30 s without a record that it is
+    still waiting (stderr; nothing of the kind when piped).
     """
     from aiokafka.errors import KafkaConnectionError
 

@@ -143,3 +143,23 @@ def test_produce_sends_an_event_over_1_mib_when_both_limits_allow_it(kafka_boots
     # read back by a consumer with aiokafka's default fetch sizes (1 MiB per partition), as the worker's
     [record] = asyncio.run(consume_all(kafka_bootstrap, unique_topic, 1, timeout=20))
     assert len(msgpack.unpackb(record.value)["result"]) == 1_500_000
+
+
+def test_tail_on_a_terminal_says_what_it_follows_and_that_it_is_still_waiting(kafka_bootstrap, unique_topic,
+                                                                                 monkeypatch):
+    from streams.commands import tail as tail_module
+
+    asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
+    monkeypatch.setattr(tail_module, "_interactive", lambda: True)
+    monkeypatch.setattr(tail_module, "IDLE_NOTICE_S", 1.0)
+    result = CliRunner().invoke(main, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+                                       "--idle-timeout", "2.6"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"loopwatch tail: following {unique_topic} on {kafka_bootstrap} (new records only); Ctrl-C stops"
+    waiting = [line for line in lines if line.startswith("loopwatch tail: waiting: no new record")]
+    assert 1 <= len(waiting) <= 2  # one a second (fewer if a poll overruns on a loaded machine)
+    assert re.fullmatch(f"loopwatch tail: waiting: no new record on {re.escape(unique_topic)} for [12] s "
+                        r"\(is a worker running, and are events being produced\?\)", waiting[0])
+    assert result.stdout == ""
+

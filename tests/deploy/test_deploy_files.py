@@ -81,7 +81,7 @@ def test_prometheus_scrapes_the_workers_metrics_port():
     worker = _compose()["services"]["worker"]
     port = int(worker["environment"].get("LOOPWATCH_METRICS_PORT", WorkerSettings().metrics_port))
     assert f"worker:{port}" in targets
-    assert f"{port}:{port}" in worker.get("ports", [])
+    assert f"127.0.0.1:{port}:{port}" in worker.get("ports", [])
     mounts = [v for v in _compose()["services"]["prometheus"]["volumes"] if v.startswith("./")]
     assert "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
 
@@ -110,7 +110,8 @@ def test_dashboard_queries_name_only_real_metrics(path):
     # the panels the dashboard promises
     assert "loopwatch_verdict_latency_seconds_bucket" in names
     assert {"loopwatch_events_total", "loopwatch_detections_total", "loopwatch_post_compaction_aborts_total",
-            "loopwatch_dead_letters_total", "loopwatch_consumer_lag"} <= names
+            "loopwatch_dead_letters_total", "loopwatch_consumer_lag", "loopwatch_checkpoint_seconds_bucket",
+            "loopwatch_redelivered_events_total", "loopwatch_states_not_written_total"} <= names
     assert any(e.startswith("histogram_quantile(0.99") for e in exprs)
     assert any(e.startswith("histogram_quantile(0.5") for e in exprs)
 
@@ -118,3 +119,23 @@ def test_dashboard_queries_name_only_real_metrics(path):
 def test_metric_regex_sees_every_name():
     # a name the regex would cut short (digits, capitals) would escape the check above
     assert all(METRIC.fullmatch(name) for name in METRIC_NAMES)
+
+
+def test_every_port_is_published_on_loopback_only():
+    ports = [p for service in _compose()["services"].values() for p in service.get("ports", [])]
+    assert len(ports) == 4 and all(p.startswith("127.0.0.1:") for p in ports)
+
+
+def test_the_worker_container_gives_its_commands_the_broker_address():
+    env = _compose()["services"]["worker"]["environment"]
+    # produce, tail and demo read LOOPWATCH_BOOTSTRAP (streams.wire.brokers): docker compose exec works as is
+    assert env["LOOPWATCH_BOOTSTRAP"] == env["LOOPWATCH_BROKER"].removeprefix("kafka://") == "kafka:19092"
+
+
+def test_grafana_needs_a_password_from_the_environment_and_has_no_anonymous_access():
+    env = _compose()["services"]["grafana"]["environment"]
+    assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")  # no default: compose stops
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    setup = (ROOT / "docs" / "setup.md").read_text(encoding="utf-8")
+    assert "GRAFANA_ADMIN_PASSWORD" in setup and "docker compose up --build" in setup.replace(" -d", "")
+
