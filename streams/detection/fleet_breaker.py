@@ -60,10 +60,24 @@ class FleetBreaker:
         """Activate a ``fleet_loop`` record (a later record of the same match extends it)."""
         tool, call = loop["match"]
         until = float(loop["last_seen"]) + self.settings.hold * 1000.0
+        self.now = max(self.now, float(loop["last_seen"]))
+        self.prune()
         entries = self._by_tool.setdefault(tool, {})
         current = entries.get(call)
         if current is None or current[0] <= until:
             entries[call] = (until, dict(loop))
+
+    def prune(self) -> int:
+        """Forget the loops held long enough by the latest event time seen; how many."""
+        gone = 0
+        for tool in list(self._by_tool):
+            entries = self._by_tool[tool]
+            for call in [call for call, (until, _) in entries.items() if until <= self.now]:
+                del entries[call]
+                gone += 1
+            if not entries:
+                del self._by_tool[tool]
+        return gone
 
     def match(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
         """The active fleet loop a ``tool_call`` event matches, or None (also for other events)."""

@@ -172,7 +172,7 @@ class FleetView:
             partitions = consumer.partitions_for_topic(topic)
             if partitions:
                 break
-            await consumer._client.force_metadata_update()
+            await consumer._client.force_metadata_update()  # aiokafka has no public call for this
             await asyncio.sleep(0.1)
         else:
             raise RuntimeError(f"topic {topic} not found")

@@ -137,6 +137,15 @@ def test_breaker_releases_after_hold():
     assert r.apply(failing_call(4, T0 + 31_001))["verdict"] == "allow"
 
 
+def test_breaker_forgets_loops_held_long_enough():
+    from streams.detection.fleet_breaker import FleetBreaker
+
+    breaker = FleetBreaker(FleetSettings(breaker="block", hold_s=10))
+    for n in range(50):  # one loop a minute, each on its own tool, never called again
+        breaker.add({"match": [f"tool-{n}", None], "last_seen": T0 + n * 60_000, "signature": f"s{n}"})
+    assert len(breaker) == 1  # the older ones were held 10 s and are gone
+
+
 def test_config_options_fleet_is_validated_and_never_read_from_loop_detection():
     good = {"options": {"fleet": {"minRuns": 4, "windowSeconds": 300, "stepSeconds": 30, "breaker": "shadow"}}}
     validate(good)
