@@ -52,9 +52,10 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
     /v1/hooks/codex take those runners' hook JSON and answer in their hook
     output format; GET /healthz and GET /metrics (Prometheus). One Kafka
     producer and verdict reader serve every request. A bearer token is
-    asked of /v1/ requests when LOOPWATCH_GATEWAY_TOKEN is set. Exit status
-    1 when Kafka or the verdicts topic cannot be reached at start, or the
-    port is taken.
+    asked of /v1/ requests when LOOPWATCH_GATEWAY_TOKEN is set. With Kafka
+    unreachable it starts all the same and answers by --on-timeout until it
+    connects. Exit status 1 when Kafka answers without the verdicts topic
+    (is the worker running?), or the port is taken.
     """
     from aiokafka.errors import KafkaConnectionError
 

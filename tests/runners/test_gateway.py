@@ -153,3 +153,36 @@ def test_metrics_count_requests_by_endpoint_and_outcome_and_the_round_trip():
     assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="bad_request"} 1.0' in text
     assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="none"} 1.0' in text
     assert 'loopwatch_gateway_roundtrip_seconds_count{endpoint="/v1/events"} 26.0' in text
+
+
+def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
+    from streams.runners.client import LoopwatchClient
+
+    async def main():
+        answers = {}
+        for policy in ("allow", "block"):
+            client = LoopwatchClient("127.0.0.1:9", on_timeout=policy, timeout=2.0)
+            await client.start()  # starts all the same; connects in the background
+            try:
+                config = GatewayConfig(on_timeout=policy, bootstrap="127.0.0.1:9")
+                async with served(client, config) as http:
+                    event = await (await http.post("/v1/events", json=call("down", 0))).json()
+                    hook = await (await http.post("/v1/hooks/codex", json={
+                        "hook_event_name": "PreToolUse", "session_id": "s", "turn_id": "t", "tool_name": "Bash",
+                        "tool_input": {"command": "ls"}, "tool_use_id": "c"})).json()
+                    health = await http.get("/healthz")
+                    metrics = await (await http.get("/metrics")).text()
+                answers[policy] = (event, hook, health.status, metrics)
+            finally:
+                await client.stop()
+        return answers
+
+    answers = asyncio.run(asyncio.wait_for(main(), 60))
+    for policy, (event, hook, health, metrics) in answers.items():
+        assert event["decision"] == policy and event["timed_out"] is False and event["verdict"] is None
+        assert "not connected to Kafka at 127.0.0.1:9" in event["error"] and event["latency_ms"] < 1000
+        assert f"on_timeout='{policy}'" in event["message"]
+        assert health == 503
+        assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="send_error"} 1.0' in metrics
+    assert answers["allow"][1] == {}
+    assert answers["block"][1]["hookSpecificOutput"]["permissionDecision"] == "deny"
