@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any, Iterator
 
@@ -26,6 +27,49 @@ _SESSION_FORMATS = tuple(sorted(FORMATS))
 _EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 
+# The fields of a verdict record the report reads, by the types they may have (None always may). A
+# record of another shape (a file of other JSON, a hand-edited line) is skipped with the field named,
+# rather than ending the report in a traceback half-way.
+_TEXT = (str,)
+_FIELDS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("type", "tool_name", "run_id", "session_id", "session_key", "key", "event_id",
+                     "tool_call_id", "decision", "args_hash", "rule", "agent_id"), _TEXT),
+    **dict.fromkeys(("detection", "guard", "warning", "outcome", "source", "policy", "event_source"), (dict,)),
+    "blocked": (bool,), "evidence": (list,), "event_ts": (int, float),
+}
+_NESTED: dict[str, dict[str, tuple[type, ...]]] = {
+    "detection": {"stuck": (bool,), "detector": _TEXT, "level": _TEXT, "count": (int,), "message": _TEXT,
+                  "warning_key": _TEXT},
+    "guard": {"abort": (bool,), "detector": _TEXT, "count": (int,), "message": _TEXT, "tool_name": _TEXT},
+    "warning": {"emitted": (bool,)},
+    "outcome": {"result_hash": _TEXT, "unknown_tool_name": _TEXT, "recorded": (bool,)},
+    "policy": {"verdict": _TEXT},
+    "source": {"path": _TEXT, "line": (int,), "step": (int,), "topic": _TEXT, "partition": (int,),
+               "offset": (int,)},
+}
+
+
+def verdict_problem(record: dict[str, Any]) -> str | None:
+    """Why ``record`` cannot be reported (a field of a type the report cannot read; content JSON cannot
+    hold, such as msgpack bytes, or nesting too deep), or None for a usable verdict record."""
+    if not isinstance(record.get("verdict"), str):
+        return "not a verdict record (an object with a 'verdict' field)"
+    for name, kinds in _FIELDS.items():
+        value = record.get(name)
+        if value is not None and (not isinstance(value, kinds) or (kinds != (bool,) and isinstance(value, bool))):
+            return f"not a verdict record: {name} is a {type(value).__name__}"
+        for inner, inner_kinds in _NESTED.get(name, {}).items():
+            item = value.get(inner) if isinstance(value, dict) else None
+            if item is not None and (not isinstance(item, inner_kinds)
+                                     or (inner_kinds != (bool,) and isinstance(item, bool))):
+                return f"not a verdict record: {name}.{inner} is a {type(item).__name__}"
+    try:  # what the report does with a whole record (telling a republished verdict from a new one)
+        json.dumps(record, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"not a verdict record: {type(exc).__name__}: {exc}"
+    return None
+
+
 def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[dict[str, Any]]:
     """Verdict records from JSON Lines files (``-`` = stdin); a bad line is reported to ``skipped``.
 
@@ -37,7 +81,8 @@ def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[di
         stream = click.get_binary_stream("stdin") if path == "-" else None
         for record in read_event_file(path, stream):
             value = record.event
-            if value is not None and "verdict" in value:
+            problem = verdict_problem(value) if value is not None and "verdict" in value else None
+            if value is not None and "verdict" in value and problem is None:
                 first = False
                 yield value
                 continue
@@ -47,7 +92,7 @@ def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[di
                     "give --format events to replay them (with --config for your loop detection)")
             if value is not None:
                 first = False
-            reason = (record.error or "not a verdict record (an object with a 'verdict' field)"
+            reason = (record.error or problem or "not a verdict record (an object with a 'verdict' field)"
                       ).replace("an event must be", "a verdict record must be")
             skipped(path, record.position, reason)
 

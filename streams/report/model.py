@@ -139,7 +139,7 @@ class Repeats:
             return False
         content = {k: v for k, v in record.items() if k not in TAIL_FIELDS}
         digest = hashlib.blake2b(json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-                                 .encode("utf-8"), digest_size=16).digest()
+                                 .encode("utf-8", "surrogatepass"), digest_size=16).digest()  # JSON has lone ones
         seen = self._seen.setdefault(position, set())
         if digest in seen:
             self.repeated += 1

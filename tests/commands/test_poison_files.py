@@ -70,3 +70,34 @@ def test_produce_counts_and_skips_the_undecodable_ones_and_exits_1(kafka_bootstr
     assert f"produced {sent} event(s) to {unique_topic}" in result.stderr
     records = asyncio.run(consume_all(kafka_bootstrap, unique_topic, sent, timeout=20))
     assert len(records) == sent and msgpack.unpackb(records[-1].value)["event_id"] == "good"
+
+
+def test_report_skips_verdict_records_it_cannot_read_and_reports_the_rest(tmp_path):
+    good = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_name": "read", "verdict": "allow",
+            "event_id": "e1", "detection": {"stuck": False}}
+    path = tmp_path / "verdicts.msgpack"
+    records = [
+        good,
+        {**good, "event_id": "e2", "detection": True},                       # a detection that is no object
+        {**good, "event_id": "e3", "run_id": ["r1"]},                        # a run id that is a list
+        {**good, "event_id": "e4", "source": {"path": b"\xff", "line": 1}},  # msgpack bytes where text goes
+        {**good, "event_id": "e5", "source": {"topic": "t", "partition": 0, "offset": 1}, "x": b"\x00"},
+    ]
+    path.write_bytes(b"".join(msgpack.packb(r) for r in records) + bytes.fromhex("8180c0")
+                     + msgpack.packb({**good, "event_id": "e6", "session_id": "s\ud83d"}, unicode_errors="surrogatepass"))
+    surrogate = tmp_path / "verdicts.jsonl"
+    surrogate.write_text(json.dumps({**good, "event_id": "e7", "tool_name": "\ud83d",
+                                     "source": {"topic": "t", "partition": 0, "offset": 2}}) + "\n")
+    result = CliRunner().invoke(main, ["report", str(path), str(surrogate)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    skipped = [line.split(": skipped: ", 1)[1] for line in result.stderr.splitlines() if ": skipped: " in line]
+    assert skipped == [
+        "not a verdict record: detection is a bool",
+        "not a verdict record: run_id is a list",
+        "not a verdict record: source.path is a bytes",
+        "not a verdict record: TypeError: Object of type bytes is not JSON serializable",
+        "invalid msgpack: a map key is a map or an array (unhashable type: 'dict')",
+        "invalid msgpack: 'utf-8' codec can't decode byte 0xed in position 1: invalid continuation byte",
+    ]
+    assert "6 bad records skipped" in result.stdout  # the report covers e1 and e7 (a lone surrogate is text)

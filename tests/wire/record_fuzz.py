@@ -14,7 +14,8 @@ files, and returns what escaped a reader's contract (empty when nothing did):
   ``error`` dead letter (the class kept for engine bugs), and its verdict is
   encodable; through ``replay`` (:class:`streams.offline.replay.Replayer` raises
   only ``EventError``, its verdict record writes as JSON); and through
-  ``produce``'s encoders (only ``ValueError``).
+  ``produce``'s encoders (only ``ValueError``); read as a verdict record,
+  ``report`` skips it with a reason or reports it.
 
 The inputs (:func:`generated`) are msgpack written byte by byte from random
 trees -- maps whose keys are maps, arrays, extension types, timestamps, floats
@@ -320,6 +321,7 @@ def check(data: bytes) -> list[str]:
     if isinstance(event, dict):
         _guard(findings, "worker", (), lambda: _worker(findings, data))
         _guard(findings, "replay", (EventError,), lambda: _replay(event))
+        _guard(findings, "report", (), lambda: _report(event))
         for encode in _ENCODERS:
             _guard(findings, "produce", (ValueError,), lambda: encode(dict(event)))
     elif event is not None:
@@ -361,6 +363,19 @@ def _worker(findings: list[str], data: bytes) -> None:
             decode_event(outcome.verdict)
     if decode_state(encode_state(state, _ENGINE)) != state:
         findings.append("worker: state does not decode back equal")
+
+
+def _report(event: dict[str, Any]) -> None:
+    """The map read as a verdict record (``loopwatch report`` of a verdict file): skipped with a reason,
+    or reported (twice, as a republished verdict) and rendered as text and HTML."""
+    from streams.commands.report import verdict_problem
+    from streams.report import build_report, render_html, render_text
+
+    record = {**event, "verdict": event.get("verdict", "allow")}
+    if verdict_problem(record) is None:
+        report = build_report([record, dict(record)])
+        render_text(report)
+        render_html(report, None)
 
 
 def _replay(event: dict[str, Any]) -> None:
