@@ -38,7 +38,8 @@ from tests.private_broker import PrivateBroker  # noqa: E402
 from tests.worker_harness import WorkerProcess, encode, produce, worker_settings  # noqa: E402
 
 CLIENT = """
-import asyncio, sys, time, uuid
+import asyncio, logging, sys, time, uuid
+logging.basicConfig(format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s", level=logging.WARNING)
 from streams.runners.client import LoopwatchClient
 async def main(bootstrap, events, verdicts, interval):
     async with LoopwatchClient(bootstrap, events, verdicts, timeout=0.5, start_timeout=60) as client:
@@ -108,8 +109,10 @@ def main() -> None:
             elapsed = time.monotonic() - t0
             print(f"outage window {window + 1}: cpu worker {100 * (cpu_seconds(worker.proc.pid) - w0) / elapsed:.1f} %"
                   f", client {100 * (cpu_seconds(client.pid) - c0) / elapsed:.1f} % of one core", flush=True)
-        rate = connect_rate(worker.log_text(), down_at)
-        print(f"worker: failed connection attempts {'n/a' if rate is None else f'{rate:.0f}'} per second", flush=True)
+        for name, text in (("worker", worker.log_text()), ("client", (work / "client.log").read_text())):
+            rate = connect_rate(text, down_at)
+            print(f"{name}: failed connection attempts {'n/a' if rate is None else f'{rate:.0f}'} per second "
+                  "(from its aiokafka log lines)", flush=True)
         restarted = time.time()
         print(f"broker: restarted in {broker.start():.1f} s", flush=True)
         deadline = time.monotonic() + 90
