@@ -7,7 +7,8 @@
 * SIGINT and SIGTERM while the broker is down end the worker within
   ``shutdown_timeout_s`` with status 0, one line saying there was no last
   checkpoint, and no traceback (it used to log "Closing event loop" and keep
-  running until a second Ctrl-C, which ended in a KeyboardInterrupt traceback).
+  running until a second Ctrl-C, which ended in a KeyboardInterrupt traceback); a second Ctrl-C during
+  the stop ends the process at once.
 
 The module shares one broker (a JVM start costs 5-15 s); the tests run in file order.
 """
@@ -119,7 +120,7 @@ def test_a_fresh_start_is_ready_when_it_reads_its_input_and_answers_within_a_sec
 @pytest.mark.timeout(200)
 def test_sigint_and_sigterm_during_an_outage_end_the_worker_within_the_bound(broker, tmp_path):
     workers = []
-    for name in ("int", "term"):
+    for name in ("int", "term", "twice"):
         # No checkpoint by the timer: the event below waits for the stop's last one, which the broker,
         # down by then, cannot acknowledge.
         (tmp_path / name).mkdir()
@@ -132,7 +133,16 @@ def test_sigint_and_sigterm_during_an_outage_end_the_worker_within_the_bound(bro
                                             worker.settings.verdicts_topic, _event(1)))
         broker.stop()
         time.sleep(2)  # the clients notice: connections refused, coordinator dead
-        stops = _signal_all(workers, (signal.SIGINT, signal.SIGTERM), SHUTDOWN_S + SLACK_S)
+        workers[2].proc.send_signal(signal.SIGINT)  # type: ignore[union-attr]
+        pool = ThreadPoolExecutor(1)
+        stopping = pool.submit(_signal_all, workers[:2], (signal.SIGINT, signal.SIGTERM), SHUTDOWN_S + SLACK_S)
+        time.sleep(1.0)
+        second = time.monotonic()
+        workers[2].proc.send_signal(signal.SIGINT)  # type: ignore[union-attr]  # a second Ctrl-C, a second later
+        twice_status = workers[2].proc.wait(SHUTDOWN_S)  # type: ignore[union-attr]
+        twice_took = time.monotonic() - second
+        stops = stopping.result()
+        pool.shutdown()
     finally:
         for worker in workers:
             worker.kill()
@@ -141,3 +151,7 @@ def test_sigint_and_sigterm_during_an_outage_end_the_worker_within_the_bound(bro
         assert status == 0, f"exit status {status} after {took:.1f} s:\n{log[-3000:]}"
         assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
         assert log.count("loopwatch: no last checkpoint: Kafka did not acknowledge it") == 1, log[-3000:]
+    twice = workers[2].log_text()  # still stopping at the second Ctrl-C (no checkpoint can be written): exits at once
+    assert twice_status == 0 and twice_took < 2.0, f"{twice_status} after {twice_took:.1f} s:\n{twice[-3000:]}"
+    assert "loopwatch: a second signal: exiting now, without a last checkpoint" in twice, twice[-3000:]
+    assert "Traceback" not in twice and "KeyboardInterrupt" not in twice, twice[-3000:]
