@@ -48,6 +48,12 @@ def describe_config(path: Any, engine: Any) -> str:
     policies = engine.policies
     if policies is not None:  # loopwatch's own rules beyond OpenClaw's (streams.detection.policies)
         text += f"; policies: {'; '.join(policies.config.summary)}"
+    options = engine.config.raw.get("options")
+    if isinstance(options, dict) and "fleet" in options:  # loopwatch's fleet view (streams.detection.fleet)
+        fleet = engine.config.fleet
+        text += ("; fleet view: off" if not fleet.enabled else
+                 f"; fleet view: minRuns={fleet.min_runs} in {fleet.window_s} s windows every {fleet.step_s} s, "
+                 f"signature={fleet.signature}, count={fleet.count}, breaker={fleet.breaker}")
     return text
 
 
@@ -60,7 +66,8 @@ def unread_warning(path: Any, engine: Any) -> str | None:
     raw = engine.config.raw
     tools, options = raw.get("tools"), raw.get("options")
     if ((isinstance(tools, dict) and "loopDetection" in tools) or engine.config.agents_with_blocks
-            or (isinstance(options, dict) and "channelSendTools" in options) or engine.policies is not None):
+            or (isinstance(options, dict) and ("channelSendTools" in options or "fleet" in options))
+            or engine.policies is not None):
         return None
     unread = [key for key in raw if key not in _READ]
     named = ", ".join(unread[:_NAMED]) + (f" and {len(unread) - _NAMED} more" if len(unread) > _NAMED else "")

@@ -80,3 +80,16 @@ def test_a_real_config_without_loop_detection_names_at_most_ten_keys():
     warning = unread_warning("f.json", Engine(OpenClawConfig(raw)))
     assert "its top-level keys not read: k0, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 2 more)" in warning
     assert unread_warning(None, Engine(OpenClawConfig({}))) is None  # no --config: the settings line says so
+
+
+def test_the_fleet_view_is_named_when_the_file_configures_it(tmp_path):
+    from streams.commands.config_line import describe_config, unread_warning
+    from streams.detection import Engine, load_config
+
+    path = tmp_path / "fleet.json"
+    path.write_text('{options: {fleet: {minRuns: 3, breaker: "shadow"}}}')
+    engine = Engine(load_config(path))
+    line = describe_config(path, engine)
+    assert line.endswith("; fleet view: minRuns=3 in 600 s windows every 60 s, signature=call, count=failing, "
+                         "breaker=shadow")
+    assert unread_warning(path, engine) is None  # options.fleet is read
