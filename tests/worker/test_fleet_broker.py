@@ -69,13 +69,14 @@ async def fleet_topics(settings) -> None:
                         settings.partitions)
 
 
-def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(tmp_path):
+@pytest.mark.parametrize("mode", ["block", "shadow"])
+def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(tmp_path, mode):
     settings = worker_settings(BOOTSTRAP, tmp_path)
     t0 = int(time.time() * 1000)
 
     async def main() -> tuple[list[dict], dict, list[dict]]:
         await fleet_topics(settings)
-        async with running_worker(settings, Engine(OpenClawConfig(fleet_config("block")))) as worker:
+        async with running_worker(settings, Engine(OpenClawConfig(fleet_config(mode)))) as worker:
             await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
             topic = settings.input_topics[0]
             await produce_positions(topic, scenario(t0))
@@ -102,12 +103,16 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
     assert loop["first_seen"] == t0 and loop["last_seen"] == t0 + 2000
     assert all(isinstance(where, list) and where[0] == settings.input_topics[0] for where in loop["evidence"])
     blocked = verdicts["e9.0"]
-    assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
-    assert blocked["detection"]["detector"] == "fleet_loop"
-    assert "Fleet-wide loop" in blocked["block_reason"]
+    if mode == "block":
+        assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
+        assert blocked["detection"]["detector"] == "fleet_loop"
+        assert "Fleet-wide loop" in blocked["block_reason"]
+    else:  # shadow: OpenClaw's verdict, and what the breaker would have done
+        assert blocked["verdict"] == "allow" and blocked["rule"] == "openclaw"
+        assert blocked["fleet"]["would_block"] is True and blocked["fleet"]["signature"] == loop["signature"]
     assert verdicts["e7.0"]["verdict"] == "allow" and verdicts["e7.0"]["rule"] == "openclaw"
     [block_record] = [e for e in events if e["type"] == "fleet_block"]
-    assert block_record["event_id"] == "e9.0" and block_record["shadow"] is False
+    assert block_record["event_id"] == "e9.0" and block_record["shadow"] is (mode == "shadow")
     assert block_record["signature"] == loop["signature"]
 
 
