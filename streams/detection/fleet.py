@@ -275,7 +275,7 @@ def fleet_loop_record(sig: str, window: tuple[float, float], aggregate: Mapping[
                       settings: FleetSettings) -> dict[str, Any]:
     """The ``fleet_loop`` record of a window that reached ``minRuns`` distinct runs.
 
-    ``{type: fleet_loop, signature, kind, tool, args_hash, result_hash, detector, unknown_tool,
+    ``{type: fleet_loop, id (signature@window start: the same for a record published again), signature, kind, tool, args_hash, result_hash, detector, unknown_tool,
     match, window: {start, end (epoch ms), size_s, step_s}, runs (distinct runs kept, at least
     minRuns), more_runs (observations of runs past the cap), agents, sessions, events,
     first_seen, last_seen (epoch ms), examples: [{run, session, agent, ts, event_id, where}],
@@ -296,7 +296,7 @@ def fleet_loop_record(sig: str, window: tuple[float, float], aggregate: Mapping[
                + (f" of {len(agents)} agent{'s' if len(agents) != 1 else ''}" if agents else "")
                + f" within {span} (at least {settings.min_runs} runs make a fleet loop).")
     return {
-        "type": "fleet_loop", "signature": sig, **{k: desc[k] for k in ("kind", "tool", "args_hash", "result_hash",
+        "type": "fleet_loop", "id": f"{sig}@{int(window[0] * 1000)}", "signature": sig, **{k: desc[k] for k in ("kind", "tool", "args_hash", "result_hash",
                                                                          "detector", "unknown_tool", "match")},
         "window": {"start": int(window[0] * 1000), "end": int(round(window[1] + 0.1)) * 1000,
                    "size_s": settings.window_s, "step_s": settings.step_s},
