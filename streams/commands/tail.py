@@ -112,6 +112,15 @@ def json_safe(value: Any) -> Any:
 
 
 def _line(message: Any, record: dict[str, Any], formatter: Callable[..., str], as_json: bool) -> str:
+    """The line ``tail`` prints for ``record`` (read at ``message``); for a record of another producer
+    that the formatter cannot show (any shape can come), a line saying so: tailing goes on."""
+    try:
+        return _shown(message, record, formatter, as_json)
+    except Exception as exc:
+        return f"p{message.partition}@{message.offset}: cannot show the record ({type(exc).__name__}: {exc})"
+
+
+def _shown(message: Any, record: dict[str, Any], formatter: Callable[..., str], as_json: bool) -> str:
     if as_json:
         return json.dumps({"partition": message.partition, "offset": message.offset,
                            "timestamp": message.timestamp, **json_safe(record)}, ensure_ascii=False,
@@ -174,12 +183,7 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                     record = decode_event(message.value or b"")
                 except DecodeError as exc:
                     record = {"undecodable": str(exc), "value": message.value}
-                try:
-                    line = _line(message, record, formatter, as_json)
-                except Exception as exc:  # a record of another producer, of any shape: say so, keep tailing
-                    line = (f"p{message.partition}@{message.offset}: cannot show the record "
-                            f"({type(exc).__name__}: {exc})")
-                click.echo(line)
+                click.echo(_line(message, record, formatter, as_json))
                 count += 1
                 if max_records is not None and count >= max_records:
                     break

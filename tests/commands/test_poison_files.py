@@ -1,7 +1,8 @@
-"""`replay` and `produce` read the regression corpus of poison records from event files: counted, skipped, exit 1.
+"""`replay`, `produce` and `report` read poison records from files: counted, skipped, exit 1; `tail` shows one.
 
-Both stopped with a traceback on the 3-byte msgpack record ``81 80 c0`` (a map
-keyed by a map); replay also on events it decoded but could not key or write.
+replay and produce stopped with a traceback on the 3-byte msgpack record
+``81 80 c0`` (a map keyed by a map); replay also on events it decoded but could
+not key or write, report on verdict records of another shape.
 """
 
 from __future__ import annotations
@@ -101,3 +102,19 @@ def test_report_skips_verdict_records_it_cannot_read_and_reports_the_rest(tmp_pa
         "invalid msgpack: 'utf-8' codec can't decode byte 0xed in position 1: invalid continuation byte",
     ]
     assert "6 bad records skipped" in result.stdout  # the report covers e1 and e7 (a lone surrogate is text)
+
+
+def test_tail_shows_a_line_for_a_record_it_cannot_format_and_goes_on():
+    from types import SimpleNamespace
+
+    from streams.commands.tail import _line, format_verdict
+
+    message = SimpleNamespace(partition=0, offset=5, timestamp=1764460800000)
+    line = _line(message, {"verdict": "warn", "detection": True}, format_verdict, False)
+    assert line == "p0@5: cannot show the record (AttributeError: 'bool' object has no attribute 'get')"
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    assert _line(message, {"x": deep}, format_verdict, True).startswith("p0@5: cannot show the record (Recursion")
+    assert "ALLOW" in _line(message, {"verdict": "allow", "type": "tool_call", "tool_name": "read"}, format_verdict,
+                            False)
