@@ -68,8 +68,9 @@ other member gets them) the worker runs a last checkpoint (a, b) without
 committing, drops its cache and pending offsets; the next owner skips what
 that checkpoint covered (1) and re-applies the rest (2). A batch fetched
 before a rebalance is dropped unhandled (its records come again). A graceful
-stop runs a last full checkpoint, committed, so a restart re-sends nothing. A
-batch that fails half-way (a send refused) leaves states that may hold events
+stop runs a last full checkpoint, committed, so a restart re-sends nothing
+(if Kafka acknowledges it within ``shutdown_timeout_s`` less 5 s; else the stop
+goes on without it, as after a crash: docs/operations.md). A batch that fails half-way (a send refused) leaves states that may hold events
 without a published verdict: it crashes the worker, and no checkpoint runs
 after it, not even the stop's. A failed checkpoint (a send or write not
 acknowledged) crashes the worker too. Either way the in-memory states are
