@@ -1,7 +1,7 @@
 # Dev/CI entry points. Recipes stay one-liners; the logic lives in deploy/kafka/kafka.sh.
 PY := .venv/bin/python
 # The interpreter the venv is made from (rm -rf .venv && make venv PYTHON=/usr/bin/python3.11;
-# see README, Conformance and benchmarks).
+# see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
 .PHONY: venv kafka-start kafka-stop test test-js run

@@ -9,6 +9,8 @@ that applies the engine prints :func:`describe_config` at start, and
 
 from __future__ import annotations
 
+import difflib
+
 from typing import Any
 
 import click
@@ -69,11 +71,24 @@ def unread_warning(path: Any, engine: Any) -> str | None:
             or (isinstance(options, dict) and ("channelSendTools" in options or "fleet" in options))
             or engine.policies is not None):
         return None
+    found = []
     unread = [key for key in raw if key not in _READ]
-    named = ", ".join(unread[:_NAMED]) + (f" and {len(unread) - _NAMED} more" if len(unread) > _NAMED else "")
-    found = f"its top-level keys not read: {named}" if unread else "it is empty"
+    if unread:
+        found.append(f"its top-level keys not read: {_named(unread)}")
+    if isinstance(tools, dict) and tools:
+        # a typo one level down (tools.loopDetecton) is the likelier mistake: name it
+        close = difflib.get_close_matches("loopDetection", [k for k in tools if isinstance(k, str)], n=3, cutoff=0.6)
+        found.append(f"tools.{close[0]} is not tools.loopDetection" if close
+                     else f"tools holds {_named(list(tools))} but no loopDetection")
+    found = "; ".join(found) or ("it is empty" if not raw else "nothing in it is read")
     return (f"warning: {path} holds nothing loop detection reads (no tools.loopDetection block, no agent with "
             f"its own; {found}): OpenClaw's defaults apply, rolling detectors off")
+
+
+def _named(keys: list[Any]) -> str:
+    """The first few keys, then how many more."""
+    shown = ", ".join(map(str, keys[:_NAMED]))
+    return shown + (f" and {len(keys) - _NAMED} more" if len(keys) > _NAMED else "")
 
 
 def announce_config(command: str, path: Any, engine: Any, quiet: bool = False) -> None:

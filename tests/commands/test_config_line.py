@@ -78,7 +78,8 @@ def test_a_file_with_something_read_gets_no_warning(raw):
 def test_a_real_config_without_loop_detection_names_at_most_ten_keys():
     raw = {f"k{i}": {} for i in range(12)} | {"tools": {"exec": {}}}
     warning = unread_warning("f.json", Engine(OpenClawConfig(raw)))
-    assert "its top-level keys not read: k0, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 2 more)" in warning
+    assert "its top-level keys not read: k0, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 2 more; tools holds exec " \
+           "but no loopDetection)" in warning
     assert unread_warning(None, Engine(OpenClawConfig({}))) is None  # no --config: the settings line says so
 
 
@@ -93,3 +94,14 @@ def test_the_fleet_view_is_named_when_the_file_configures_it(tmp_path):
     assert line.endswith("; fleet view: minRuns=3 in 600 s windows every 60 s, signature=call, count=failing, "
                          "breaker=shadow")
     assert unread_warning(path, engine) is None  # options.fleet is read
+
+
+@pytest.mark.parametrize("raw, found", [
+    ({"tools": {"loopDetecton": {"enabled": True}}}, "tools.loopDetecton is not tools.loopDetection"),
+    ({"tools": {"exec": {}, "web": {}}}, "tools holds exec, web but no loopDetection"),
+    ({"agents": {}}, "nothing in it is read"),
+], ids=["typo-under-tools", "tools-without-block", "read-but-nothing-there"])
+def test_the_warning_names_what_is_wrong_one_level_down(raw, found):
+    warning = unread_warning("f.json", Engine(OpenClawConfig(raw)))
+    assert warning == ("warning: f.json holds nothing loop detection reads (no tools.loopDetection block, no agent "
+                       f"with its own; {found}): OpenClaw's defaults apply, rolling detectors off")

@@ -237,3 +237,30 @@ def test_claude_code_runs_come_from_the_transcript_as_the_importer_names_them(tm
     # without a readable transcript: the prompt hook's own run
     gone = {**payload, "transcript_path": str(tmp_path / "elsewhere.jsonl")}
     assert restarted.event(gone)["run_id"] != "cc-1:u-4"
+
+
+def test_ctrl_c_while_the_gateway_is_slow_ends_the_hook_with_a_line_not_a_traceback():
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as server:  # accepts the connection (backlog) and never answers
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from streams.entry import main; main()", "hook", "codex",
+             "--url", f"http://127.0.0.1:{port}", "--timeout", "30"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdin.write(b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", '
+                         b'"tool_input": {"command": "ls"}}')
+        proc.stdin.close()
+        time.sleep(1.5)  # started, connected, waiting for the answer
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        err = proc.stderr.read()
+    assert proc.returncode == 130  # not 2: Codex would read 2 as "block"
+    assert b"Traceback" not in err
+    assert b"loopwatch hook: interrupted before a verdict" in err

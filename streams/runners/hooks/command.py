@@ -191,8 +191,12 @@ def fast_main(args: list[str]) -> int | None:
     options = _options(args)
     if options is None:
         return None
-    status, out, err = run(options["runner"], options["url"], options["timeout"], options["on_failure"],
-                           sys.stdin.buffer.read(), os.environ.get(TOKEN_ENV) or None)
+    try:
+        status, out, err = run(options["runner"], options["url"], options["timeout"], options["on_failure"],
+                               sys.stdin.buffer.read(), os.environ.get(TOKEN_ENV) or None)
+    except KeyboardInterrupt:  # the runner or the user stopped us: a line, not a traceback
+        sys.stderr.write("loopwatch hook: interrupted before a verdict\n")
+        return 130  # 128 + SIGINT; not 2, which the runners read as "block"
     if out:
         sys.stdout.write(out)
         sys.stdout.flush()
