@@ -20,7 +20,7 @@ touches the worker), seeks each new partition to its end *before* the first
 event of a run that needs it is sent, and adds partitions as new runs appear.
 A fleet of runners therefore does not each read every verdict of the fleet.
 
-The partition count of the verdicts topic is read once at :meth:`start`;
+The partition count of the verdicts topic is read once, when the client connects;
 adding partitions to it needs a client restart (as it needs a worker restart).
 
 Record keys
@@ -405,7 +405,7 @@ class LoopwatchClient:
 
     @property
     def verdict_partitions(self) -> int:
-        """The partition count of the verdicts topic (read at :meth:`start`)."""
+        """The partition count of the verdicts topic (read when the client connected; 0 until it has)."""
         return self._partitions
 
     # --------------------------------------------------------------- events
