@@ -69,6 +69,7 @@ from streams.wire.outages import Backoff, stop_producer
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from .checkpoint import Checkpoints
+from .fencing import PartitionWriters
 from .consumer import Transport
 from .fleet import FleetView
 from streams.detection import Engine, SessionState, load_config
@@ -199,7 +200,6 @@ class Loopwatch(Checkpoints):
         self._init_checkpoints()
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
-        self._states_out: Outputs | None = None  # the changelog's, opened with _out
         self._producers: tuple[AIOKafkaProducer, ...] = ()
         self._out_lock = asyncio.Lock()
         self._verdicts_topic = s.verdicts_topic
@@ -215,6 +215,13 @@ class Loopwatch(Checkpoints):
         self._backoff = Backoff(s.kafka_retry_backoff_ms, s.kafka_reconnect_backoff_max_ms)
         app.transport = Transport(app.conf.broker_consumer, app, external, self._backoff)
         self._bootstrap = bootstrap_servers(s.broker)
+        # The changelog writers of the partitions owned (streams.worker.fencing), started at each assignment
+        # before the partitions' states are recovered.
+        self._writers = PartitionWriters(
+            self._bootstrap, s.app_id, self._backoff, linger_ms=s.producer_linger_ms, max_batch_size=s.producer_max_batch_size,
+            max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
+        self._changelog_partitions = {self.table.changelog_topic.get_topic_name(): s.partitions}
+        self.table.before_recovery = self._own_partitions
         self._reader = InputReader(
             self._bootstrap, self._on_batch, self._ready, self.app.crash, backoff=self._backoff,
             client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
@@ -377,16 +384,17 @@ class Loopwatch(Checkpoints):
                 fleet = self.fleet.declare() if self.fleet is not None else []
                 for topic in (self.verdicts, self.loop_events, self.dead_letters, *fleet):
                     await topic.maybe_declare()
-                # Two producers of the worker's own (own connections): aiokafka has one produce
-                # request in flight per broker connection, so verdicts would otherwise wait
-                # behind a checkpoint's state writes.
+                # A producer of the worker's own (own connection, no transactions): aiokafka has one
+                # produce request in flight per broker connection, so verdicts would otherwise wait
+                # behind a checkpoint's state writes, and a transaction would hold them back from
+                # read_committed readers until its commit. The changelog writers are separate
+                # (streams.worker.fencing).
                 started: list[AIOKafkaProducer] = []
                 outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
                            self._rekey_topic, *(self.fleet.output_topics if self.fleet is not None else [])]
                 try:
-                    for name in ("outputs", "states"):
-                        started.append(await self._new_producer(name))
-                    producer, states = started
+                    started.append(await self._new_producer("outputs"))
+                    producer = started[0]
                     counts = await _partition_counts(producer.client, [*outputs, *self.settings.input_topics])
                     wrong = {name: counts[name] for name in self.settings.input_topics
                              if counts[name] != self.settings.partitions}
@@ -398,8 +406,7 @@ class Loopwatch(Checkpoints):
                 except BaseException:
                     await _stop(*started)
                     raise
-                self._producers = (producer, states)
-                self._states_out = Outputs(states, {self.table.changelog_topic.get_topic_name(): self.settings.partitions})
+                self._producers = (producer,)
                 self._out = Outputs(producer, {name: counts[name] for name in outputs})
             return self._out
 
@@ -456,10 +463,16 @@ class Loopwatch(Checkpoints):
         await self._open_outputs()
 
     async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
-        """Partitions move: checkpoint the states (no commit, see the module docstring), drop the cache."""
+        """Partitions move: checkpoint the states and offsets (see streams.worker.checkpoint), drop the cache."""
         async with self._lock:
             try:
-                await self._final_checkpoint(commit=False)
+                fenced = await self._final_checkpoint()
+                if fenced:
+                    log.warning("loopwatch: partitions %s had moved to another worker already (this one was "
+                                "removed from the group): their last states here were not written",
+                                ", ".join(map(str, sorted(fenced))))
+                    metrics.FENCED.inc(len(fenced))
+                    self._writers.renew()
             except Exception as exc:  # the next owner re-applies from the previous checkpoint
                 log.warning("loopwatch: checkpoint at rebalance failed: %r", exc)
             self._drop()
@@ -526,6 +539,23 @@ class Loopwatch(Checkpoints):
                   for topic in (*self.settings.input_topics, self._rekey_topic) if (topic, partition) not in reading]
         return f"input partitions {', '.join(unread)}" if unread else ""
 
+    async def _own_partitions(self, generation: int) -> None:
+        """Start the changelog writers of the active partitions just assigned (fencing their former owners).
+
+        Called by the table at each assignment, before Faust recovers the
+        partitions' states, so the recovery and the committed offsets read
+        afterwards hold everything a former owner committed, and nothing it
+        sends later is accepted. A broker that cannot be reached crashes the
+        worker (a restart starts over).
+        """
+        if generation != self.app.consumer_generation_id:
+            return  # a newer rebalance is under way: its assignment comes next (Faust's recovery skips it too)
+        try:
+            await self._writers.own(self._active_partitions(), generation)
+        except Exception as exc:
+            log.error("loopwatch: cannot start the changelog writers of the assigned partitions: %r", exc)
+            await self.app.crash(exc)
+
     def _ready(self, tp: Any) -> bool:
         """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
         consumer = self.app.consumer
@@ -544,16 +574,17 @@ class Loopwatch(Checkpoints):
                         "down?); the events since the previous checkpoint are applied again at the next start, "
                         "their verdicts published again", budget)
         async with self._out_lock:  # producers being opened are kept and stopped too
-            producers, self._producers, self._out, self._states_out = self._producers, (), None, None
+            producers, self._producers, self._out = self._producers, (), None
             for producer in producers:  # records still unacknowledged are given up: no checkpoint covers them
                 await stop_producer(producer, max(0.1, until - loop.time()))
+        await self._writers.close(max(0.1, until - loop.time()))
 
     async def _last_checkpoint(self) -> None:
         async with self._lock:
             await self._reader.stop()  # no batch is being handled: we hold the lock
             pending = self._handled or self._outputs or self._dirty
             try:
-                await self._final_checkpoint(commit=True)
+                await self._final_checkpoint()
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
             else:
@@ -615,11 +646,9 @@ class Loopwatch(Checkpoints):
         async with self._lock:
             if self._checkpoint is not None and not self._checkpoint.done():
                 return  # its state writes must not land after a tombstone: next time
-            if self.app.rebalancing or self._tainted or self._failed is not None or self._states_out is None:
+            if self.app.rebalancing or self._tainted or self._failed is not None or self._out is None:
                 return  # partitions are moving (next time), or the worker is stopping
-            self._expire_idle_now()
-            # the next checkpoint waits for the tombstones too (a failure stops the worker)
-            self._outputs.extend(await self.table.send(self._states_out))
+            self._expire_idle_now()  # the next checkpoint writes the tombstones
 
     def _expire_idle_now(self) -> None:
         now = time.monotonic()
@@ -634,7 +663,8 @@ class Loopwatch(Checkpoints):
             seen = last_seen.setdefault(key, now)  # recovered keys: idle since now
             if now - seen < ttl:
                 continue
-            self.table.expire(key, partition, self._states_out)  # type: ignore[arg-type]
+            self.table.forget(key)
+            self._expired[key] = partition
             self._cache.pop(key, None)
             self._last_seen.pop(key, None)
             self._not_written.discard(key)

@@ -5,7 +5,9 @@ verdicts and other records it published, the states of the keys it changed
 and the input offsets it handled. This module holds the protocol and the
 argument for why a crash loses, repeats or changes nothing;
 :class:`Checkpoints` is mixed into :class:`streams.worker.app.Loopwatch`,
-which handles the events (see that module for topics and keys).
+which handles the events (see that module for topics and keys). It runs
+over 400 lines because of this docstring: the argument stays whole, beside
+the code it covers.
 
 The protocol
 ------------
@@ -22,12 +24,18 @@ while later events are handled:
 
 (a) wait until every verdict, loop event, dead letter and rekey forward of
     the snapshot is acknowledged by the broker (``acks=all``);
-(b) write each snapshotted state to the table (its changelog record goes to
-    the key's partition) and wait for those acknowledgements;
-(c) only then commit, per input partition, the offset after the last event
-    of the snapshot.
+(b) for each partition ``p`` with changes, in one Kafka transaction of
+    ``p``'s changelog writer (:mod:`streams.worker.fencing`): write each
+    snapshotted state of ``p``'s keys (and the tombstone of each key of ``p``
+    that expired) to changelog partition ``p``, and
+(c) add to the same transaction, per input (and rekey) partition ``p``, the
+    offset after the last event of the snapshot (``send_offsets_to_transaction``),
+    then commit it. The local store takes the states once committed.
 
 One checkpoint at a time, so a key's snapshots reach the changelog in order.
+The changelog is read ``read_committed`` (Faust's recovery and standbys,
+:mod:`streams.worker.consumer`): a state is restored only if its transaction
+committed, and then with the offsets it went with.
 
 Why nothing is lost, applied twice or changed across a crash (kill -9)
 ---------------------------------------------------------------------
@@ -38,15 +46,16 @@ verdict record is a function of (state, event, key, source) -- it carries no
 production time; the Kafka record timestamp does -- so re-applying an event
 to the same state gives byte-identical records.
 
-After a crash the table is restored from the changelog (the last checkpointed
-state of each key; with ``rocksdb://`` the local database, written only as
-the changelog acknowledges, then the newer changelog records) and each input
-partition resumes at its last committed
-offset, which by (c) is never beyond a checkpoint, and is read in order
-from there (:class:`streams.worker.reader.InputReader`). For each event then:
+After a crash the table is restored from the committed changelog (the last
+committed state of each key; with ``rocksdb://`` the local database, written
+only as transactions commit, then the newer committed changelog records) and
+each input partition resumes at its last committed offset, which by (c) was
+committed together with the states of every event before it, and is read in
+order from there (:class:`streams.worker.reader.InputReader`). For each event
+then:
 
 1. offset ``<= last_offsets[tp]`` of its key's state: the event is in the
-   state, which was written in some checkpoint's step (b), after step (a)
+   state, which was committed in some checkpoint's step (b), after step (a)
    acknowledged its verdict: it is skipped, nothing is sent;
 2. otherwise it is not in the state (states are snapshotted whole, so the
    restored state has exactly the events up to its ``last_offsets``, in
@@ -63,25 +72,77 @@ engine checks before changing anything). One exception: a state too large
 for a changelog record (:meth:`Checkpoints._fitting`) is not written, so after
 a crash its key restarts from its last written state.
 
-Rebalances: when partitions are revoked (Faust's eager protocol: before any
-other member gets them) the worker runs a last checkpoint (a, b) without
-committing, drops its cache and pending offsets; the next owner skips what
-that checkpoint covered (1) and re-applies the rest (2). A batch fetched
-before a rebalance is dropped unhandled (its records come again). A graceful
-stop runs a last full checkpoint, committed, so a restart re-sends nothing
-(if Kafka acknowledges it within ``shutdown_timeout_s`` less 5 s; else the stop
-goes on without it, as after a crash: docs/operations.md). A batch that fails half-way (a send refused) leaves states that may hold events
-without a published verdict: it crashes the worker, and no checkpoint runs
-after it, not even the stop's. A failed checkpoint (a send or write not
-acknowledged) crashes the worker too. Either way the in-memory states are
-ahead of the table, and a restart resumes from the last checkpoint.
+Why a worker that lost its partitions changes nothing (revocation by timeout)
+-----------------------------------------------------------------------------
+A worker can lose a partition without knowing: paused (GC, a stalled VM,
+SIGSTOP) or cut off for longer than the session timeout, it is removed from
+the group, which gives its partitions to another worker; it learns of it only
+at its next heartbeat, and meanwhile it still holds states of those
+partitions, older than the new owner's. Nothing it does then reaches the
+table or the committed offsets:
+
+* the new owner starts the partition's writer (``transactional.id``
+  ``<app_id>-states-<p>``, the same for every owner) before it recovers the
+  partition's states or reads its committed offset. The transaction
+  coordinator bumps the id's epoch and aborts any transaction of the former
+  owner still open (a commit already under way is finished first);
+* so each transaction of the former owner on ``p`` either committed before
+  that moment -- then the new owner's recovery and committed offset, read
+  after it, contain it: a state and the offsets it went with -- or never
+  commits: its writes are aborted (never restored by ``read_committed``
+  readers, dropped by compaction) and its offsets are not committed. Its
+  last checkpoint at revocation, which wrote paused-time states over newer
+  ones before, is now refused (``ProducerFenced``);
+* a fenced worker drops its states and reads nothing until the group assigns
+  it partitions again (:meth:`Checkpoints._lose`).
+
+The history of ``p`` in the changelog is thus a sequence of committed
+transactions, each by the owner of the moment and each continuing from the
+one before; the argument above (1, 2) holds whoever wrote them, whenever a
+worker learns that it lost a partition. It relies on Kafka's fencing, not on
+timing: no premise that revoked partitions are checkpointed "before any other
+member gets them" (true of Faust's eager rebalance for a member that takes
+part in it, false for one removed by session timeout).
+
+Verdicts are not in the transactions: they go through the worker's own
+producer, acknowledged in (a) before the transaction that commits their
+events. A former owner that keeps handling events until it learns of the
+loss publishes verdicts computed from the key's events in order, as the new
+owner does from the last committed state: byte-identical duplicates. What a
+transaction would add -- verdicts visible only with their state, to
+``read_committed`` readers -- is not needed (no committed state holds an
+event without its verdict acknowledged, by (a)), and would hold every verdict
+back until the next commit.
+
+What a restart or a rebalance re-sends: after a crash, the verdicts of the
+events since each partition's last committed checkpoint (up to one
+checkpoint interval); after a fenced worker loses its partitions, those of
+the events it handled since its last committed checkpoint (the new owner
+re-applies them); after a rebalance or a graceful stop, nothing (the last
+checkpoint commits states and offsets).
+
+Rebalances: when partitions are revoked the worker runs a last checkpoint
+(a, b, c: committed, now that a stale owner cannot commit), drops its cache
+and pending offsets; the next owner starts from it. A batch fetched before a
+rebalance is dropped unhandled (its records come again). A graceful stop runs
+a last checkpoint too, so a restart re-sends nothing (if Kafka acknowledges it
+within ``shutdown_timeout_s`` less 5 s; else the stop goes on without it, as
+after a crash: docs/operations.md). A batch that fails
+half-way (a send refused) leaves states that may hold events without a
+published verdict: it crashes the worker, and no checkpoint runs after it,
+not even the stop's. A failed checkpoint (a send or write not acknowledged,
+a transaction not committed, other than by a fence) crashes the worker too.
+Either way the in-memory states are ahead of the table, and a restart
+resumes from the last checkpoint.
 
 Cost: per event, no broker round trip and no state encoding on the verdict
-path; per checkpoint, one encoding per dirty key and one changelog round trip.
-After a crash up to one checkpoint interval of events is re-applied (and
-their verdicts possibly sent twice). Faust's ``exactly_once`` (transactions)
-is not used: it would make verdicts visible to read_committed consumers only
-at each transaction commit, i.e. add the commit interval to every verdict.
+path; per checkpoint, one encoding per dirty key and, per partition with
+changes, one transaction (add partitions, the changelog batch, add offsets,
+commit: a few round trips, partitions in parallel); per assignment, one
+``InitProducerId`` per partition owned. After a crash up to one checkpoint
+interval of events is re-applied (and their verdicts possibly sent twice).
+Faust's ``exactly_once`` is not used: it would put verdicts in the
+transactions too.
 
 Latency: the cyclic garbage collector is kept off the states alive at a
 checkpoint (``gc.freeze``; a full collection every ``gc_full_interval_s``),
@@ -98,6 +159,10 @@ from typing import Any
 
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
+from aiokafka import TopicPartition
+
+from .fencing import Fenced, is_fenced
+from .outputs import Outputs
 from .processor import encode_state
 
 __all__ = ["Checkpoints"]
@@ -108,6 +173,7 @@ log = logging.getLogger(__name__)
 # handled): an event never waits more than a slice behind a checkpoint.
 _ENCODE_SLICE_S = 0.0005
 _ENCODE_PAUSE_S = 0.0005
+_TRANSACTION_POLL_S = 0.05  # how often a checkpoint waiting for its changelog batches looks at the writer's state
 
 
 class Checkpoints:
@@ -115,9 +181,10 @@ class Checkpoints:
 
     The worker provides ``app`` (the Faust app), ``settings``, ``processor``,
     ``table`` (:class:`streams.worker.table.StateTable`), ``_cache`` (key ->
-    decoded state), ``_states_out`` (the changelog's
-    :class:`~streams.worker.outputs.Outputs`) and ``_lock`` (held by every
-    batch, timer and rebalance handler); it records each event it handles in
+    decoded state), ``_writers`` (the changelog writers,
+    :class:`~streams.worker.fencing.PartitionWriters`), ``_changelog_partitions``,
+    ``_reader``, ``_drop()`` and ``_lock`` (held by every batch, timer and
+    rebalance handler); it records each event it handles in
     ``_dirty``, ``_handled``, ``_since_snapshot`` and ``_outputs``, and calls
     :meth:`_encode_now` before changing a key of ``_unencoded``.
     """
@@ -134,6 +201,7 @@ class Checkpoints:
         self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
         self._gc_full_at = time.monotonic()
         self._not_written: set[bytes] = set()  # keys whose state was too large for the changelog (logged once)
+        self._expired: dict[bytes, int] = {}  # key -> changelog partition: idle keys whose tombstone is due
 
     def _forget_pending(self) -> None:
         """Forget what no checkpoint has covered yet (a rebalance or a stop: the table is the truth again)."""
@@ -144,9 +212,10 @@ class Checkpoints:
         self._outputs.clear()
         self._unencoded.clear()
         self._encoded = []
+        self._expired.clear()
         self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
 
-    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], int]:
+    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], dict[bytes, int]]:
         """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
 
         The dirty states are encoded by the checkpoint (:meth:`_encode_snapshot`)
@@ -157,8 +226,9 @@ class Checkpoints:
         handled, self._handled = self._handled, {}
         self._unencoded, self._dirty = self._dirty, {}
         self._encoded = []
+        expired, self._expired = self._expired, {}
         self._since_snapshot = 0
-        return outputs, handled, self.app.consumer_generation_id
+        return outputs, handled, expired
 
     def _encode_now(self, key: bytes) -> None:
         partition = self._unencoded.pop(key)
@@ -209,28 +279,96 @@ class Checkpoints:
             return
         if self._failed is not None or self._tainted or self.app.rebalancing:
             return
-        if not (self._handled or self._outputs or self._dirty):
+        if not (self._handled or self._outputs or self._dirty or self._expired):
             return
-        self._checkpoint = asyncio.ensure_future(self._run_checkpoint(*self._snapshot()))
+        self._checkpoint = asyncio.ensure_future(self._background_checkpoint(*self._snapshot()))
 
-    async def _run_checkpoint(self, outputs: list[asyncio.Future], handled: dict[Any, int], generation: int,
-                              commit: bool = True) -> None:
-        """Steps (a), (b), (c) of the module docstring; a failure crashes the worker."""
+    async def _background_checkpoint(self, *snapshot: Any) -> None:
+        epoch = self._reader.epoch
+        fenced = await self._run_checkpoint(*snapshot)
+        if fenced:  # not here: a rebalance handler holding the lock may be waiting for this checkpoint
+            asyncio.ensure_future(self._lose_later(fenced, epoch))
+
+    async def _lose_later(self, partitions: set[int], epoch: int) -> None:
+        async with self._lock:
+            if self._reader.epoch == epoch:  # no rebalance has dropped the states meanwhile
+                self._lose(partitions)
+
+    async def _run_checkpoint(self, outputs: list[asyncio.Future], handled: dict[Any, int],
+                              expired: dict[bytes, int]) -> set[int]:
+        """Steps (a), (b), (c) of the module docstring; returns the partitions whose writer was fenced.
+
+        A failure other than a fence crashes the worker.
+        """
         started = time.perf_counter()
         try:
             writes = self._fitting(await self._encode_snapshot())
             await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
-            if writes:
-                await asyncio.gather(*await self.table.put_many(writes, self._states_out))  # (b) the states acknowledged
+            by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+            written = set()
+            for key, value, partition in writes:
+                by_partition.setdefault(partition, []).append((key, value))
+                written.add(key)
+            for key, partition in expired.items():  # a key changed again since its expiry keeps its state
+                if key not in written:
+                    by_partition.setdefault(partition, []).append((key, None))
+            offsets: dict[int, dict[TopicPartition, int]] = {}
+            for tp, offset in handled.items():
+                offsets.setdefault(tp.partition, {})[TopicPartition(tp.topic, tp.partition)] = offset + 1
+            partitions = sorted(by_partition.keys() | offsets.keys())
+            results = await asyncio.gather(  # (b) and (c), one transaction per partition
+                *(self._commit_partition(p, by_partition.get(p, []), offsets.get(p, {})) for p in partitions),
+                return_exceptions=True)
+            fenced = set()
+            for partition, result in zip(partitions, results):
+                if isinstance(result, BaseException):
+                    if not is_fenced(result):
+                        raise result
+                    fenced.add(partition)
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 self._fail(exc)
             raise
-        # (c) the input offsets; not while partitions move (the next owner skips what (b) wrote)
-        if commit and handled and not self.app.rebalancing and self.app.consumer_generation_id == generation:
-            await self.app.consumer.commit_offsets({tp: offset + 1 for tp, offset in handled.items()})
         metrics.CHECKPOINT_SECONDS.observe(time.perf_counter() - started)
         self._tend_gc()
+        return fenced
+
+    async def _commit_partition(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                                offsets: dict[TopicPartition, int]) -> None:
+        """Write ``records`` to changelog ``partition`` and commit ``offsets``, in one transaction of its writer.
+
+        Raises :class:`~streams.worker.fencing.Fenced` (or aiokafka's
+        ``ProducerFenced``) if another worker has started a writer for the
+        partition since: nothing of the transaction is then visible.
+        """
+        writer = self._writers.get(partition)
+        try:
+            await writer.begin_transaction()
+            batches = await self.table.write(Outputs(writer, self._changelog_partitions), partition, records)
+            await _acknowledged_in_transaction(writer, [future for _, future in batches])
+            if offsets:
+                await writer.send_offsets_to_transaction(offsets, self.app.conf.id)
+            await writer.commit_transaction()
+        except BaseException as exc:
+            if _fenced_writer(writer):
+                raise Fenced(f"changelog partition {partition}: another worker owns it now") from exc
+            raise
+        self.table.store_committed(partition, batches)
+
+    def _lose(self, partitions: set[int]) -> None:
+        """This worker's writers were fenced: it no longer owns its partitions (lock held).
+
+        It was removed from the group (paused or cut off past the session
+        timeout) and learns it only now: it forgets every in-memory state and
+        stops reading until the group assigns it partitions again.
+        """
+        log.warning("loopwatch: partitions %s are owned by another worker now (this one was removed from the "
+                    "group): their states here are dropped until the next assignment",
+                    ", ".join(map(str, sorted(partitions))))
+        metrics.FENCED.inc(len(partitions))
+        self._writers.renew()
+        self._drop()
+        self._reader.revoke()
 
     def _tend_gc(self) -> None:
         """Keep the cyclic GC off the long-lived states (see ``WorkerSettings.gc_full_interval_s``).
@@ -265,15 +403,16 @@ class Checkpoints:
             await asyncio.wait([self._checkpoint])
             self._checkpoint = None
 
-    async def _final_checkpoint(self, commit: bool) -> None:
+    async def _final_checkpoint(self) -> set[int]:
         """Wait for the checkpoint in flight, then checkpoint everything (lock held by the caller)."""
         await self._wait_checkpoint()
         if self._tainted:
             log.warning("loopwatch: no final checkpoint (a batch failed half-way): the events since the last "
                         "checkpoint are applied again after it, their verdicts published again")
-            return
-        if self._failed is None and (self._handled or self._outputs or self._dirty):
-            await self._run_checkpoint(*self._snapshot(), commit=commit)
+            return set()
+        if self._failed is None and (self._handled or self._outputs or self._dirty or self._expired):
+            return await self._run_checkpoint(*self._snapshot())
+        return set()
 
 
 async def _all_acknowledged(futures: list[asyncio.Future]) -> None:
@@ -296,6 +435,36 @@ def _failures_seen(futures: list[asyncio.Future]) -> None:
     one, and asyncio would log each other as "Future exception was never retrieved"."""
     for future in futures:
         future.add_done_callback(_see_failure)
+
+
+async def _acknowledged_in_transaction(writer: Any, futures: list[asyncio.Future]) -> None:
+    """Await the batches ``writer`` sends in its transaction; raises the first failure, or the writer's.
+
+    A writer that was fenced stops sending (aiokafka fails its transaction,
+    not the batches waiting to be sent), so its state is looked at between waits.
+    """
+    pending = set(futures)
+    while pending:
+        done, pending = await asyncio.wait(pending, timeout=_TRANSACTION_POLL_S)
+        for future in done:
+            if future.exception() is not None:
+                _failures_seen(list(pending))
+                raise future.exception()  # type: ignore[misc]
+        manager = writer._txn_manager  # aiokafka internals: the transaction state machine and its last error
+        if pending and manager.is_fatal_error():
+            _failures_seen(list(pending))
+            waiter = manager._transaction_waiter
+            raise waiter.exception() if waiter.done() and waiter.exception() else RuntimeError(
+                "the changelog writer failed")
+
+
+def _fenced_writer(writer: Any) -> bool:
+    """Whether ``writer`` (a transactional producer) has failed for good because a newer epoch fenced it."""
+    manager = writer._txn_manager  # aiokafka internals: the transaction state machine and its last error
+    waiter = manager._transaction_waiter
+    if manager.is_fatal_error() and waiter.done() and not waiter.cancelled():
+        return is_fenced(waiter.exception())
+    return False
 
 
 def _see_failure(future: asyncio.Future) -> None:

@@ -14,6 +14,13 @@ It also subscribes only once the broker lists the topics Faust has just
 created (:meth:`Consumer.subscribe`), so the first assignment of a worker
 on fresh topics includes its input partitions.
 
+The changelogs are written in transactions (:mod:`streams.worker.fencing`):
+the consumer reads them ``read_committed``, so a state written by a worker
+that was fenced (aborted) is never restored, and it reports as a changelog
+partition's end the offset after its last committed record rather than after
+the transaction marker that follows it (:meth:`_ConsumerThread._highwaters`),
+so that Faust's recovery ends as soon as it has read that record.
+
 Use :class:`Transport` as the app's transport:
 ``app.transport = Transport(app.conf.broker_consumer, app, external_topics)``.
 """
@@ -25,22 +32,28 @@ import logging
 import time
 from typing import Any, Iterable, Mapping, Optional, Set, Tuple
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.wire.outages import Backoff, stop_consumer
 
-__all__ = ["Consumer", "Transport", "SUBSCRIBE_WAIT_S"]
+__all__ = ["Consumer", "Transport", "SUBSCRIBE_WAIT_S", "last_committed"]
 
 log = logging.getLogger(__name__)
 
 SUBSCRIBE_WAIT_S = 10.0  # longest wait for the broker to list topics just created (ms on one broker)
 _LISTED_POLL_S = 0.05
+_SCAN_WINDOW = 64  # records read back from a changelog's end at first (one transaction's marker, usually)
+_SCAN_TIMEOUT_S = 10.0
+_CHANGELOG_FETCH_WAIT_MS = 100
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread; its aiokafka consumer gets the transport's :class:`~streams.wire.outages.Backoff`."""
+    """Faust's consumer thread: its aiokafka consumer gets the transport's :class:`~streams.wire.outages.Backoff`,
+    reads ``read_committed``, and changelog ends are at their last committed record."""
+
+    _scanner: AIOKafkaConsumer | None = None
 
     def _create_consumer(self, loop: asyncio.AbstractEventLoop) -> Any:
         consumer = super()._create_consumer(loop)
@@ -50,15 +63,87 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer._retry_backoff_ms = backoff.retry_ms
         consumer._client._retry_backoff = backoff.retry_ms / 1000.0
         backoff.apply(consumer._client)
+        consumer._isolation_level = "read_committed"  # read by the fetcher it builds at start
+        # Faust's 1.5 s: a seek (each recovery seeks the changelogs) waits for the fetch in flight, which
+        # the broker holds this long when no record comes; recovery would pause that long, twice.
+        consumer._fetch_max_wait_ms = _CHANGELOG_FETCH_WAIT_MS
         return consumer
+
+    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:  # runs in the consumer thread
+        """``{tp: offset after the last committed record}`` (Faust's recovery reads up to that record).
+
+        Faust takes the end offset minus one as the offset of the last record
+        to read; after a transaction it is its commit marker, which a reader
+        never gets. The input topics (not read by Faust) keep their end offsets.
+        """
+        consumer = self._ensure_consumer()
+        ends = await consumer.end_offsets(partitions)  # read_committed: the last stable offsets
+        external = self.consumer.transport.external_topics
+        scan = {tp: end for tp, end in ends.items() if end and tp.topic not in external}
+        if scan:
+            if self._scanner is None:
+                self._scanner = AIOKafkaConsumer(
+                    bootstrap_servers=consumer._client._bootstrap_servers, group_id=None, enable_auto_commit=False,
+                    isolation_level="read_committed", client_id=f"{self.app.conf.id}-changelog-ends")
+                await self._scanner.start()
+            ends = {**ends, **await last_committed(self._scanner, scan)}
+        return ends
 
     async def on_thread_stop(self) -> None:
         """As Faust's, with :func:`~streams.wire.outages.stop_consumer`: ``consumer.stop()`` raises
         ``CancelledError`` while the broker is down, which left the thread (not a daemon) running."""
         # Faust's own minus its consumer.stop(): the method queue stops (faust.transport.consumer.ConsumerThread)
         await super(faust_aiokafka.AIOKafkaConsumerThread, self).on_thread_stop()
+        if self._scanner is not None:
+            scanner, self._scanner = self._scanner, None
+            await stop_consumer(scanner)
         if self._consumer is not None:
             await stop_consumer(self._consumer)
+
+
+async def last_committed(scanner: AIOKafkaConsumer, ends: Mapping[TP, int],
+                         timeout: float = _SCAN_TIMEOUT_S) -> dict[TP, int]:
+    """``{tp: offset after the last committed record before ends[tp]}``, or the log start if it has none.
+
+    Reads backwards a growing window at a time with ``scanner`` (a
+    ``read_committed`` consumer of no group): markers and aborted records are
+    never returned. After ``timeout`` s the partitions not settled keep
+    ``ends[tp]`` (Faust's recovery then waits at worst as it did before).
+    """
+    tps = [TopicPartition(tp.topic, tp.partition) for tp in ends]
+    starts = await scanner.beginning_offsets(tps)
+    found: dict[TP, int] = {}
+    todo = {tp: end for tp, end in zip(tps, ends.values())}
+    window, deadline = _SCAN_WINDOW, time.monotonic() + timeout
+    while todo and time.monotonic() < deadline:
+        scanner.assign(list(todo))
+        froms = {tp: max(starts[tp], end - window) for tp, end in todo.items()}
+        for tp, offset in froms.items():
+            scanner.seek(tp, offset)
+        last: dict[TopicPartition, int] = {}
+        reading = dict(todo)
+        while reading and time.monotonic() < deadline:
+            for tp, records in (await scanner.getmany(*reading, timeout_ms=100)).items():
+                below = [r.offset for r in records if r.offset < todo[tp]]
+                if below:
+                    last[tp] = max(last.get(tp, -1), max(below))
+            for tp in list(reading):
+                if await scanner.position(tp) >= todo[tp]:
+                    del reading[tp]
+        for tp in list(todo):
+            if tp in reading:
+                continue
+            if tp in last:
+                found[tp] = last[tp] + 1
+            elif froms[tp] <= starts[tp]:
+                found[tp] = starts[tp]  # nothing committed in the partition
+            else:
+                continue  # only markers and aborted records in this window: look further back
+            del todo[tp]
+        window *= 8
+    scanner.unsubscribe()
+    by_pair = {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+    return {tp: by_pair.get((tp.topic, tp.partition), end) for tp, end in ends.items()}
 
 
 class Consumer(faust_aiokafka.Consumer):

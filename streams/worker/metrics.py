@@ -29,6 +29,7 @@ __all__ = [
     "FLEET_LOOPS",
     "FLEET_BREAKER",
     "FLEET_WINDOWS",
+    "FENCED",
     "METRIC_NAMES",
     "observe_many",
 ]
@@ -110,12 +111,18 @@ FLEET_WINDOWS = Gauge(
     "loopwatch_fleet_windows", "Signature windows held in the fleet windowed table on this worker.",
     registry=REGISTRY,
 )
+FENCED = Counter(
+    "loopwatch_partitions_fenced",
+    "Partitions whose checkpoint this worker could not commit because another worker owns them now (this one "
+    "was removed from the group, e.g. paused past the session timeout): its states of them were dropped.",
+    registry=REGISTRY,
+)
 
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
     for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED,
-                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER)
+                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER, FENCED)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix

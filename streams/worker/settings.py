@@ -169,9 +169,21 @@ class WorkerSettings(BaseSettings):
                     "sought (after a rebalance) may wait this long for its first fetch.",
     )
     session_timeout_s: float = Field(
-        10.0, ge=6, description="Consumer group session timeout, seconds (broker minimum 6).",
+        6.0, ge=6,
+        description="Consumer group session timeout, seconds (the broker's group.min.session.timeout.ms, 6 s by "
+                    "default, is the floor). A worker that dies (kill -9, a lost machine) is noticed this long after "
+                    "its last heartbeat: its partitions get no verdict for this long plus ~1 s of rebalance and "
+                    "recovery. Shorter = faster failover; a worker paused or cut off for longer (GC, a stalled VM, "
+                    "a network blip) is removed from the group and its partitions move (safe: it is fenced, see "
+                    "streams.worker.checkpoint), at the cost of a rebalance.",
     )
-    heartbeat_interval_s: float = Field(1.0, gt=0, description="Consumer group heartbeat interval, seconds.")
+    heartbeat_interval_s: float = Field(
+        0.5, gt=0,
+        description="Consumer group heartbeat interval, seconds (well under the session timeout: a few missed "
+                    "heartbeats must not end a session). A worker learns of a rebalance at its next heartbeat, so "
+                    "this is added to the pause of a rebalance at most; a shorter one costs a small request per "
+                    "interval.",
+    )
     rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
 
     # ------------------------------------------------------- broker outages

@@ -22,19 +22,67 @@ deletes and offsets go straight to the partition's database (see
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from typing import Any, Iterable, Set
+from typing import Any, Awaitable, Callable, Iterable, Set
 
 import faust
+from faust.stores import memory as memory_store
 from faust.stores import rocksdb as rocksdb_store  # imports without the bindings too
 from faust.types import TP
+from yarl import URL
 
 from .outputs import Outputs
 
-__all__ = ["StateTable"]
+__all__ = ["MemoryStore", "StateTable"]
 
 log = logging.getLogger(__name__)
+
+
+class MemoryStore(memory_store.Store):
+    """Faust's memory store, knowing the changelog offset of what it holds, and keeping standby partitions.
+
+    Faust's own forgets every partition that is not active once a recovery
+    completes, standbys included, and has no persisted offset, so each
+    partition newly assigned (a failover) or kept across a rebalance was read
+    again from the changelog's start: standby replicas were of no use and a
+    rebalance's pause grew with the changelog. This one keeps, per changelog
+    partition, the offset of the last record it holds (from the changelog
+    records it applied and the committed writes,
+    :meth:`StateTable.store_committed`) and the keys of active and standby
+    partitions: Faust's recovery then reads only the records after that
+    offset. What it holds of a partition is always the changelog up to that
+    offset (records are applied in changelog order, committed ones only), so
+    a partition that comes back after another worker wrote to it is brought
+    up to date by the records that follow.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._offsets: dict[TP, int] = {}
+
+    def persisted_offset(self, tp: TP) -> int | None:
+        return self._offsets.get(tp)
+
+    def set_persisted_offset(self, tp: TP, offset: int) -> None:
+        self._offsets[tp] = offset
+
+    def apply_changelog_batch(self, batch: Iterable[Any], to_key: Callable[[Any], Any],
+                              to_value: Callable[[Any], Any]) -> None:
+        batch = list(batch)
+        super().apply_changelog_batch(batch, to_key, to_value)
+        offsets = self._offsets
+        for event in batch:
+            message = event.message
+            tp = message.tp
+            if message.offset > offsets.get(tp, -1):
+                offsets[tp] = message.offset
+
+    async def on_recovery_completed(self, active_tps: Set[TP], standby_tps: Set[TP]) -> None:
+        kept = {tp.partition for tp in (*active_tps, *standby_tps)}
+        for key in [key for key, partition in self._key_partition.items() if partition not in kept]:
+            self.data.pop(key, None)
+            self._key_partition.pop(key, None)
+        self._offsets = {tp: offset for tp, offset in self._offsets.items() if tp.partition in kept}
 
 
 class StateTable(faust.Table):
@@ -46,86 +94,78 @@ class StateTable(faust.Table):
             recovery, since a restart reads only the newer changelog records).
     """
 
+    def _new_store_by_url(self, url: Any) -> Any:
+        if URL(str(url)).scheme != "memory":
+            return super()._new_store_by_url(url)
+        return MemoryStore(url, self.app, self, table_name=self.name, key_type=self.key_type,
+                           key_serializer=self.key_serializer, value_serializer=self.value_serializer,
+                           value_type=self.value_type, loop=self.loop, options=self.options)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.key_partitions: dict[bytes, int] = {}
-        self._queued: dict[int, list[tuple[bytes, bytes | None]]] = {}  # partition -> records in `out`, not sent
+        # awaited at each assignment before the recovery of its partitions starts (the worker fences
+        # the partitions' former owners there, streams.worker.fencing)
+        self.before_recovery: Callable[[int], Awaitable[None]] | None = None
 
-    async def put_many(self, items: Iterable[tuple[bytes, bytes, int]], out: Outputs) -> list[asyncio.Future]:
-        """Set each ``(key, value, partition)`` and send its changelog record to ``partition``.
+    async def write(self, out: Outputs, partition: int,
+                    records: list[tuple[bytes, bytes | None]]) -> list[tuple[list[tuple[bytes, bytes | None]], Any]]:
+        """Send ``records`` (``(key, state bytes)``, or ``(key, None)``: a tombstone) to changelog ``partition``.
 
         Arguments:
-            items: the writes, in order (a key's later write wins).
-            out: the batches of the producer that writes the changelog; every
-                changelog record goes through it (:meth:`expire` too), so a
-                key's records reach the changelog in the order written.
-        Returns the futures of the changelog batches (resolved when the broker
-        acknowledged them). Unlike ``table[key] = value``, which takes the
-        partition of the stream's current event and sends one record at a
-        time, this writes the keys of a whole checkpoint, one producer batch
-        per partition.
+            out: the batches of the partition's changelog writer (a
+                transactional producer inside a transaction, see
+                :mod:`streams.worker.fencing`); a key's later record wins.
+            partition: the changelog partition (= the input partition of the keys' events).
+            records: the writes, in order.
+        Returns ``(records, future)`` per producer batch; the future resolves
+        to the batch's ``RecordMetadata`` when the broker acknowledged it.
+        Unlike ``table[key] = value``, which takes the partition of the
+        stream's current event and sends one record at a time, this writes the
+        keys of a whole checkpoint, one producer batch at a time.
 
-        The local store (memory or RocksDB) takes a record only when the
-        broker has acknowledged its batch, with the changelog offset, in the
-        same callback: the store is never ahead of the changelog, so a restart
-        from it and another worker restoring the changelog hold the same
-        states, and a tombstone and a later write of its key land in the
-        store in changelog order. Until then ``get`` returns the older value
-        (the worker reads the table only on a cache miss: after a rebalance,
-        once its checkpoint is acknowledged, or for a key expired a moment
-        ago, whose state it then takes back; its next write follows the
-        tombstone).
+        The local store (memory or RocksDB) takes the records only once their
+        transaction has committed (:meth:`store_committed`), with the
+        changelog offset: the store is never ahead of the committed changelog,
+        so a restart from it and another worker restoring the changelog hold
+        the same states. Until then ``get`` returns the older value (the
+        worker reads the table only on a cache miss: after a rebalance, once
+        its checkpoint committed, or for a key expired a moment ago, whose
+        state it then takes back).
         """
-        partitions = self.key_partitions
-        for key, value, partition in items:
-            partitions[key] = partition
-            self._queue(out, key, value, partition)
-        return await self.send(out)
+        topic, partitions = self.changelog_topic.get_topic_name(), self.key_partitions
+        for key, value in records:
+            if value is None:
+                partitions.pop(key, None)
+            else:
+                partitions[key] = partition
+            out.add_to(topic, partition, key, value)
+        batches, rest = [], records
+        for _, count, future in await out.send_batches():
+            batch, rest = rest[:count], rest[count:]
+            batches.append((batch, future))
+        return batches
 
-    def expire(self, key: bytes, partition: int, out: Outputs) -> None:
-        """Queue the tombstone of ``key`` for changelog ``partition`` in ``out`` (sent by :meth:`send`).
-
-        The key leaves :attr:`key_partitions` at once and the local store when
-        the tombstone is acknowledged (see :meth:`put_many`).
-        """
+    def forget(self, key: bytes) -> None:
+        """Drop ``key`` from :attr:`key_partitions` (expired: its tombstone goes with the next checkpoint)."""
         self.key_partitions.pop(key, None)
-        self._queue(out, key, None, partition)
 
-    def _queue(self, out: Outputs, key: bytes, value: bytes | None, partition: int) -> None:
-        out.add_to(self.changelog_topic.get_topic_name(), partition, key, value)
-        self._queued.setdefault(partition, []).append((key, value))
+    def store_committed(self, partition: int, batches: list[tuple[list[tuple[bytes, bytes | None]], Any]]) -> None:
+        """The local store takes the records of :meth:`write`'s ``batches``, committed, then their offset.
 
-    async def send(self, out: Outputs) -> list[asyncio.Future]:
-        """Send the records queued in ``out`` (writes and tombstones); the futures of their batches."""
-        queued, self._queued = self._queued, {}
-        futures = []
-        for (_, partition), count, future in await out.send_batches():
-            records = queued[partition]
-            batch, queued[partition] = records[:count], records[count:]
-            future.add_done_callback(functools.partial(self._acknowledged, partition, batch))
-            futures.append(future)
-        return futures
-
-    def _acknowledged(self, partition: int, records: list[tuple[bytes, bytes | None]],
-                      future: asyncio.Future) -> None:
-        """A changelog batch is acknowledged: the local store takes its records, then their offset.
-
-        With RocksDB, a batch acknowledged after its partition was revoked (the
-        worker is failing, or lost the partition while a failed checkpoint's
-        batches were still in flight) is left to the changelog: writing it
-        would reopen the revoked partition's database, and whoever restores the
-        partition next reads the record from the changelog after the database's
-        persisted offset, which the skip leaves behind it. (The memory store
-        takes it: its keys of unassigned partitions go when the next recovery
-        completes.) A local write that fails crashes the worker: a store behind
-        the changelog would hand stale states to the next cache miss.
+        With RocksDB, a partition revoked meanwhile is left to the changelog:
+        writing it would reopen the revoked partition's database, and whoever
+        restores the partition next reads the records from the changelog after
+        the database's persisted offset. (The memory store takes them: its
+        keys of unassigned partitions go when the next recovery completes.) A
+        local write that fails crashes the worker: a store behind the
+        changelog would hand stale states to the next cache miss.
         """
-        if future.cancelled() or future.exception() is not None:
-            return
         try:
-            self._write_local(partition, records, future.result())
+            for records, future in batches:
+                self._write_local(partition, records, future.result())
         except Exception as exc:
-            log.error("loopwatch: cannot write acknowledged states to the local store: %r", exc)
+            log.error("loopwatch: cannot write committed states to the local store: %r", exc)
             asyncio.ensure_future(self.app.crash(exc))
 
     def _write_local(self, partition: int, records: list[tuple[bytes, bytes | None]], meta: Any) -> None:
@@ -166,6 +206,13 @@ class StateTable(faust.Table):
         # (RocksDB writes it into the partition's database and at start reads the changelog
         # only after it).
         store.set_persisted_offset(meta.topic_partition, meta.offset + len(records) - 1)
+
+    async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP],
+                           generation_id: int = 0) -> None:
+        """Faust's table rebalance (before the recovery of the assigned partitions), after :attr:`before_recovery`."""
+        if self.before_recovery is not None:
+            await self.before_recovery(generation_id)
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         batch = list(batch)

@@ -14,7 +14,7 @@ from streams.worker.settings import WorkerSettings
 
 class _Producer:
     def __init__(self, name: str) -> None:
-        self.name, self.stopped = name, False
+        self.name, self.stopped, self.client = name, False, None
 
     async def stop(self) -> None:
         self.stopped = True
@@ -27,15 +27,18 @@ def _worker(tmp_path: Path) -> Loopwatch:
 
 @pytest.mark.parametrize("failure", [RuntimeError("broker gone"), asyncio.CancelledError()],
                          ids=["error", "cancelled"])
-def test_a_producer_started_is_stopped_when_the_next_one_fails_to_start(tmp_path, monkeypatch, failure):
+def test_the_producer_started_is_stopped_when_the_next_step_fails(tmp_path, monkeypatch, failure):
     worker = _worker(tmp_path)
     started: list[_Producer] = []
 
     async def new_producer(name: str) -> Any:
-        if started:  # the second one (the states producer) does not start
-            raise failure
         started.append(_Producer(name))
         return started[-1]
+
+    async def partition_counts(*args: Any, **kwargs: Any) -> Any:  # the topics' metadata cannot be read
+        raise failure
+
+    monkeypatch.setattr("streams.worker.app._partition_counts", partition_counts)
 
     async def declared() -> None:
         pass
@@ -51,7 +54,7 @@ def test_a_producer_started_is_stopped_when_the_next_one_fails_to_start(tmp_path
     asyncio.run(run())
     assert [p.name for p in started] == ["outputs"]
     assert started[0].stopped  # not left running (its connections and sender task)
-    assert worker._producers == () and worker._out is None and worker._states_out is None
+    assert worker._producers == () and worker._out is None
 
 
 def test_every_producer_is_stopped_when_one_stop_raises():

@@ -1,0 +1,325 @@
+"""Failover benchmark: kill -9 one of two workers under load; how long its partitions go without verdicts.
+
+Two ``loopwatch worker`` processes share one app id (one consumer group) and
+the input topic's partitions. A producer sends fresh events at a fixed rate to
+every partition; a consumer notes when each verdict arrives. Then, ``--kills``
+times: one worker (alternately) gets SIGKILL, and once the survivor serves
+every partition again the killed one is restarted and the group left to settle
+before the next kill.
+
+Per kill, from the verdicts' arrival times:
+
+* stall: for each partition the killed worker owned, kill -> the first verdict
+  of an event sent after the kill (the survivor has taken the partition over);
+  the figure is the slowest of them. A partition counts as the killed worker's
+  when none of its events sent after the kill got a verdict within 2 s (the
+  session timeout is at least 6 s, so the survivor's own partitions keep
+  flowing that long);
+* unaffected pause: for the survivor's own partitions, the longest gap
+  between two verdicts from the kill until 5 s after the stall (the rebalance
+  that hands over the killed worker's partitions pauses them too);
+* where the time goes, from the survivor's log: kill -> the group's rebalance
+  starts (the session timeout), -> the survivor has joined the new generation,
+  -> its table recovery completed, -> the first verdict.
+
+Also the restarted worker's start-up: process start -> its first log line
+(Python imports) -> ready.
+
+The median of each figure over the kills is printed beside its target.
+
+    .venv/bin/python bench/failover.py                         # 5 kills, 4 partitions, 200 events/s
+    .venv/bin/python bench/failover.py --kills 7 --rate 400 --standby-replicas 0
+
+Every topic is named ``bench.<random>...`` and deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import msgpack  # noqa: E402
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka.admin import NewTopic  # noqa: E402
+
+from bench.pipeline import Worker, _admin, _cleanup, _event_id, _events  # noqa: E402
+
+STALL_TARGET_S = 8.0
+PAUSE_TARGET_S = 1.0
+_OWNED_AFTER_S = 2.0  # a partition without a verdict this long after the kill was the killed worker's
+_SETTLE_S = 8.0  # after a restart: the rejoin's rebalance, then steady flow, before the next kill
+_LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+class GroupWorker(Worker):
+    """One of the two workers: shared app id and topics, its own data directory and metrics port."""
+
+    def __init__(self, bootstrap: str, tag: str, partitions: int, workdir: Path, name: str,
+                 overrides: dict[str, str]) -> None:
+        self.name = name
+        super().__init__(bootstrap, tag, partitions, workdir)
+        self.input = f"bench.{tag}.failover.in"
+        self.output = f"bench.{tag}.failover.out"
+        self.app_id = f"bench-{tag}-failover"
+        self.overrides = overrides
+        self.started_at = 0.0
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        args, env = super().command()
+        env["LOOPWATCH_DATA_DIR"] = str(self.workdir / f"data-{self.name}")
+        env.pop("LOOPWATCH_STANDBY_REPLICAS")  # the worker's default, unless given
+        env.update(self.overrides)
+        return args, env
+
+    def start(self) -> None:
+        self.started_at = time.time()
+        super().start()
+
+    def kill(self) -> float:
+        assert self.proc is not None
+        at = time.time()
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        return at
+
+    def log_times(self, after: float) -> list[tuple[float, str]]:
+        """(epoch s, line) of each timestamped log line after ``after``."""
+        out = []
+        for line in self.log.read_text("utf-8", "replace").splitlines():
+            match = _LOG_TIME.match(line)
+            if match:
+                stamp = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if stamp >= after:
+                    out.append((stamp, line))
+        return out
+
+
+class Traffic:
+    """Paced events to every partition from a thread; the arrival time of every verdict."""
+
+    def __init__(self, bootstrap: str, source: str, sink: str, rate: float) -> None:
+        self.bootstrap, self.source, self.sink, self.rate = bootstrap, source, sink, rate
+        self.sent: dict[str, tuple[int, float]] = {}  # event_id -> (partition, send time)
+        self.arrived: list[tuple[float, str]] = []  # (arrival time, event_id)
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._threads = [threading.Thread(target=lambda: asyncio.run(self._consume()), daemon=True),
+                         threading.Thread(target=lambda: asyncio.run(self._produce()), daemon=True)]
+
+    def start(self) -> None:
+        self._threads[0].start()
+        self._ready.wait(30)
+        self._threads[1].start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    async def _produce(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=0)
+        await producer.start()
+        try:
+            t0, index, chunk = time.monotonic(), 0, 0
+            while not self._stop.is_set():
+                for key, event in _events(4000, seed=chunk, prefix=f"c{chunk}-"):
+                    if self._stop.is_set():
+                        break
+                    delay = t0 + index / self.rate - time.monotonic()
+                    if delay > 0.001:
+                        await asyncio.sleep(delay)
+                    now = time.time()
+                    event["ts"] = int(now * 1000)
+                    future = await producer.send(self.source, msgpack.packb(event, use_bin_type=True), key=key)
+                    future.add_done_callback(
+                        lambda f, e=event["event_id"], t=now: f.exception() or self.sent.__setitem__(
+                            e, (f.result().partition, t)))
+                    index += 1
+                chunk += 1
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def _consume(self) -> None:
+        consumer = AIOKafkaConsumer(self.sink, bootstrap_servers=self.bootstrap, auto_offset_reset="latest",
+                                    enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        try:
+            while not consumer.assignment():
+                await asyncio.sleep(0.05)
+            for tp in consumer.assignment():
+                await consumer.position(tp)  # pins "latest" before the first event is sent
+            self._ready.set()
+            while not self._stop.is_set():
+                for records in (await consumer.getmany(timeout_ms=100)).values():
+                    now = time.time()
+                    self.arrived.extend((now, _event_id(r.value)) for r in records)
+        finally:
+            await consumer.stop()
+
+    def arrivals(self, after_sent: float = 0.0) -> dict[int, list[float]]:
+        """Arrival times per input partition of the verdicts of events sent after ``after_sent``."""
+        by_partition: dict[int, list[float]] = {}
+        for arrived, event_id in list(self.arrived):
+            sent = self.sent.get(event_id)
+            if sent is not None and sent[1] >= after_sent:
+                by_partition.setdefault(sent[0], []).append(arrived)
+        return by_partition
+
+
+def _events_applied(worker: GroupWorker) -> float:
+    """The worker's ``loopwatch_events_total`` (0 while its endpoint is not up)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{worker.metrics_port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(m) for m in re.findall(r"^loopwatch_events_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def _wait_serving(workers: list[GroupWorker], timeout: float = 60.0) -> None:
+    """Wait until every worker applies events (the group has settled after a restart)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = [_events_applied(w) for w in workers]
+        time.sleep(1.0)
+        if all(_events_applied(w) > b for w, b in zip(workers, before)):
+            return
+    raise TimeoutError(f"the workers do not all apply events after {timeout:.0f} s")
+
+
+def _first_after(lines: list[tuple[float, str]], needle: str, after: float) -> float | None:
+    return next((stamp for stamp, line in lines if stamp >= after and needle in line), None)
+
+
+def measure(traffic: Traffic, killed_at: float, survivor: GroupWorker, partitions: int,
+            timeout: float) -> dict[str, Any]:
+    """Wait until every partition has a verdict of an event sent after the kill; the kill's figures."""
+    deadline = time.time() + timeout
+    while True:
+        fresh = traffic.arrivals(after_sent=killed_at)
+        if len(fresh) == partitions and all(fresh.values()):
+            break
+        if time.time() > deadline:
+            raise TimeoutError(f"partitions {sorted(set(range(partitions)) - set(fresh))} got no verdict "
+                               f"{timeout:.0f} s after the kill")
+        time.sleep(0.2)
+    first = {p: min(times) - killed_at for p, times in fresh.items()}
+    owned = sorted(p for p, delay in first.items() if delay > _OWNED_AFTER_S)
+    stall = max(first[p] for p in owned) if owned else max(first.values())
+    time.sleep(5.0)  # the window for the survivor's own partitions' pause
+    window_end = killed_at + stall + 5.0
+    everything = traffic.arrivals()
+    pause = 0.0
+    for p in set(range(partitions)) - set(owned):
+        times = sorted(t for t in everything.get(p, []) if killed_at <= t <= window_end)
+        points = [killed_at, *times, window_end]
+        pause = max(pause, max(b - a for a, b in zip(points, points[1:])))
+    lines = survivor.log_times(killed_at)
+    rebalance = _first_after(lines, "Revoking previously assigned partitions", killed_at)
+    joined = _first_after(lines, "Joined group", rebalance or killed_at)
+    recovered = _first_after(lines, "Recovery complete", joined or killed_at)
+    phases = {"rebalance starts": rebalance, "joined": joined, "recovered": recovered}
+    return {"stall": stall, "owned": owned, "pause": pause,
+            **{name: (at - killed_at if at is not None else None) for name, at in phases.items()}}
+
+
+def _startup(worker: GroupWorker) -> tuple[float | None, float | None]:
+    """The worker's last start: process start -> first log line, -> ready."""
+    lines = worker.log_times(worker.started_at - 1.0)
+    if not lines:
+        return None, None
+    ready = _first_after(lines, "[^Worker]: Ready", worker.started_at - 1.0)
+    return lines[0][0] - worker.started_at, (ready - worker.started_at) if ready else None
+
+
+def _median(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return f"{value:6.2f}" if value is not None else "     -"
+
+
+async def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = await _admin(bootstrap)
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)], timeout_ms=10_000)
+    finally:
+        await admin.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--kills", type=int, default=5, help="kills to take the median of (default 5)")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=200.0, help="events per second, all partitions (default 200)")
+    parser.add_argument("--timeout", type=float, default=90.0, help="longest wait for a failover, s")
+    for name in ("session-timeout-s", "heartbeat-interval-s", "rebalance-timeout-s", "standby-replicas", "store"):
+        parser.add_argument(f"--{name}", help="worker setting (default: the worker's own)")
+    args = parser.parse_args()
+    overrides = {f"LOOPWATCH_{name.upper()}": str(value) for name, value in vars(args).items()
+                 if name in {"session_timeout_s", "heartbeat_interval_s", "rebalance_timeout_s", "standby_replicas",
+                             "store"} and value is not None}
+    tag = uuid.uuid4().hex[:8]
+    results, startups = [], []
+    with tempfile.TemporaryDirectory(prefix="lw-failover-") as tmp:
+        workdir = Path(tmp)
+        workers = [GroupWorker(args.bootstrap, tag, args.partitions, workdir, name, overrides) for name in "ab"]
+        asyncio.run(_create(args.bootstrap, workers[0].input, args.partitions))
+        traffic = Traffic(args.bootstrap, workers[0].input, workers[0].output, args.rate)
+        try:
+            for worker in workers:
+                worker.start()
+            traffic.start()
+            time.sleep(_SETTLE_S)
+            for number in range(args.kills):
+                _wait_serving(workers)
+                victim, survivor = workers[number % 2], workers[1 - number % 2]
+                killed_at = victim.kill()
+                result = measure(traffic, killed_at, survivor, args.partitions, args.timeout)
+                results.append(result)
+                victim.start()
+                startups.append(_startup(victim))
+                print(f"kill {number + 1}: stall {result['stall']:.2f} s (partitions {result['owned']}), "
+                      f"unaffected pause {result['pause']:.2f} s; rebalance at {_fmt(result['rebalance starts'])}, "
+                      f"joined {_fmt(result['joined'])}, recovered {_fmt(result['recovered'])} s; "
+                      f"restart: first log line {_fmt(startups[-1][0])}, ready {_fmt(startups[-1][1])} s",
+                      flush=True)
+                time.sleep(_SETTLE_S)
+        finally:
+            traffic.stop()
+            for worker in workers:
+                worker.stop()
+            asyncio.run(_cleanup(args.bootstrap, tag))
+    stall, pause = _median([r["stall"] for r in results]), _median([r["pause"] for r in results])
+    print(f"\nfailover over {len(results)} kills (median; {args.partitions} partitions, {args.rate:.0f} events/s, "
+          f"settings: {overrides or 'the worker defaults'})")
+    print(f"  {'figure':<44} {'median s':>9} {'target s':>9}")
+    print(f"  {'stall of the killed worker partitions':<44} {_fmt(stall):>9} {STALL_TARGET_S:>9.1f}")
+    print(f"  {'pause of the unaffected partitions':<44} {_fmt(pause):>9} {PAUSE_TARGET_S:>9.1f}")
+    for phase in ("rebalance starts", "joined", "recovered"):
+        print(f"  {'kill -> ' + phase:<44} {_fmt(_median([r[phase] for r in results])):>9}")
+    print(f"  {'restart: process start -> first log line':<44} {_fmt(_median([s[0] for s in startups])):>9}")
+    print(f"  {'restart: process start -> ready':<44} {_fmt(_median([s[1] for s in startups])):>9}")
+
+
+if __name__ == "__main__":
+    main()

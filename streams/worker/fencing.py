@@ -1,0 +1,141 @@
+"""Transactional changelog writers, one per owned partition, that fence a former owner.
+
+Input partition ``p``, rekey partition ``p`` and changelog partition ``p``
+are always assigned together (co-partitioned, :mod:`streams.worker.app`). The
+worker that owns ``p`` writes the states of ``p``'s keys and commits ``p``'s
+input offsets through one transactional producer whose ``transactional.id``
+is ``<app_id>-states-<p>``: the same for whichever worker owns ``p``. Starting
+such a producer (``InitProducerId``) makes the broker's transaction
+coordinator bump the id's epoch and abort a transaction of the previous
+epoch still open; from then on every produce, ``AddOffsetsToTxn`` or
+``EndTxn`` of a producer with the older epoch is refused
+(``ProducerFenced``/``InvalidProducerEpoch``). So once a new owner has started
+its writer for ``p``, a former owner (paused, cut off, or just slow to learn
+of the rebalance) can neither write a state of ``p`` to the changelog nor
+commit an offset of ``p``: what it tried is aborted, and readers of the
+changelog (``read_committed``) never see it. See
+:mod:`streams.worker.checkpoint` for why this makes the crash argument hold
+for a revocation by session timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Iterable
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from streams.wire.outages import Backoff, stop_producer
+
+__all__ = ["Fenced", "PartitionWriters", "is_fenced"]
+
+log = logging.getLogger(__name__)
+
+# How long a transaction may stay open before the coordinator aborts it (aiokafka's default is
+# 60 s). A checkpoint's transaction lasts one changelog round trip; a worker killed with one
+# open would hold back read_committed readers of its partition until this much time, were the
+# next owner's fencing not to abort it first.
+_TRANSACTION_TIMEOUT_MS = 30_000
+
+
+class Fenced(Exception):
+    """This worker's writer of a partition was fenced: another worker owns the partition now."""
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` says the producer's epoch is stale (a newer owner started its writer)."""
+    if isinstance(exc, (Fenced, ProducerFenced)):
+        return True
+    name = type(exc).__name__
+    return isinstance(exc, KafkaError) and name in {"InvalidProducerEpoch", "ProducerFenced",
+                                                     "InvalidProducerIdMapping"}
+
+
+class PartitionWriters:
+    """The transactional producers of the partitions this worker owns.
+
+    Arguments:
+        bootstrap: broker addresses (``host:port``, comma-separated).
+        app_id: the Faust app id (the consumer group; prefix of every ``transactional.id``).
+        backoff: the worker's retry and reconnect backoff (:class:`streams.wire.outages.Backoff`).
+        producer_options: further :class:`aiokafka.AIOKafkaProducer` options (batch sizes, linger).
+    """
+
+    def __init__(self, bootstrap: str, app_id: str, backoff: Backoff | None = None, **producer_options: Any) -> None:
+        self._bootstrap = bootstrap
+        self._app_id = app_id
+        self._backoff = backoff or Backoff()
+        self._options = producer_options
+        self._writers: dict[int, AIOKafkaProducer] = {}
+        self._generation = -2  # the group generation of the last assignment
+
+    def transactional_id(self, partition: int) -> str:
+        return f"{self._app_id}-states-{partition}"
+
+    def get(self, partition: int) -> AIOKafkaProducer:
+        """The writer of ``partition``. Raises :class:`Fenced` if this worker holds none (does not own it)."""
+        writer = self._writers.get(partition)
+        if writer is None:
+            raise Fenced(f"no changelog writer for partition {partition}: not owned by this worker")
+        return writer
+
+    def __contains__(self, partition: int) -> bool:
+        return partition in self._writers
+
+    async def own(self, partitions: Iterable[int], generation: int) -> None:
+        """Hold a writer for each of ``partitions``, owned from group ``generation`` on; close all others.
+
+        Called at every assignment, before the partitions' states are
+        recovered. A partition this worker also owned in the generation just
+        before keeps its writer (no other worker can have owned it in
+        between); every other one gets a fresh writer, whose start fences its
+        former owners: anything they committed is then in the changelog and
+        the committed offsets, and nothing they send later is accepted.
+        Raises what a producer's start raises (the broker cannot be reached).
+        """
+        wanted = set(partitions)
+        kept = wanted if generation == self._generation + 1 else set()
+        self._generation = generation
+        old, self._writers = self._writers, {p: w for p, w in self._writers.items() if p in kept}
+        await asyncio.gather(*(_stop(writer) for p, writer in old.items() if p not in self._writers))
+        started = await asyncio.gather(*(self._start(p) for p in sorted(wanted - self._writers.keys())),
+                                       return_exceptions=True)
+        errors = [result for result in started if isinstance(result, BaseException)]
+        for result in started:
+            if not isinstance(result, BaseException):
+                self._writers[result[0]] = result[1]
+        if errors:
+            raise errors[0]
+
+    async def _start(self, partition: int) -> tuple[int, AIOKafkaProducer]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap, client_id=f"{self._app_id}-states-{partition}",
+            transactional_id=self.transactional_id(partition), enable_idempotence=True, acks="all",
+            transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS, retry_backoff_ms=self._backoff.retry_ms,
+            **self._options)
+        self._backoff.apply(producer.client)
+        try:
+            await producer.start()  # InitProducerId: bumps the epoch, aborts the former owner's open transaction
+        except BaseException:
+            await _stop(producer)
+            raise
+        return partition, producer
+
+    def renew(self) -> None:
+        """Start fresh writers for every partition at the next assignment (some writer was fenced)."""
+        self._generation = -2
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Close every writer (a stop), waiting at most ``timeout`` s (the broker may be down)."""
+        self._generation = -2
+        old, self._writers = self._writers, {}
+        await asyncio.gather(*(stop_producer(writer, timeout) for writer in old.values()), return_exceptions=True)
+
+
+async def _stop(producer: AIOKafkaProducer) -> None:
+    try:
+        await producer.stop()
+    except Exception as exc:  # a fenced or failed producer: nothing of it is needed any more
+        log.debug("loopwatch: closing a changelog writer: %r", exc)
