@@ -582,13 +582,16 @@ class Loopwatch(Checkpoints):
     async def _last_checkpoint(self) -> None:
         async with self._lock:
             await self._reader.stop()  # no batch is being handled: we hold the lock
-            pending = self._handled or self._outputs or self._dirty
+            pending = self._handled or self._outputs or self._dirty or self._expired
             try:
-                await self._final_checkpoint()
+                fenced = await self._final_checkpoint()
             except Exception as exc:
                 log.warning("loopwatch: checkpoint at shutdown failed: %r", exc)
             else:
-                self._last_checkpoint_written = self._failed is None and not self._tainted
+                if fenced:  # removed from the group while stopping: the new owner goes on from its own
+                    log.warning("loopwatch: partitions %s are owned by another worker now: their last states here "
+                                "were not written", ", ".join(map(str, sorted(fenced))))
+                self._last_checkpoint_written = self._failed is None and not self._tainted and not fenced
                 if self._last_checkpoint_written and pending:
                     log.info("loopwatch: last checkpoint written")
             self._drop()
