@@ -16,6 +16,9 @@ Steps, each announced on stderr:
 
 On exit the worker is stopped, the demo's topics deleted (unless
 ``--keep-topics``) and the broker stopped only if the demo started it.
+
+Size: one command that drives a whole pipeline (broker, worker process, producer, live
+consumer, clean-up); each step above is a function of its own.
 """
 
 from __future__ import annotations

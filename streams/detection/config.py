@@ -16,6 +16,12 @@ Three steps, as in OpenClaw:
    :class:`ConfigError` with OpenClaw's messages;
 2. :func:`merge_blocks` -- the per-agent overlay (Spec §2.4);
 3. :func:`resolve` -- runtime clamps and defaults (Spec §2.2, §2.3), which never fail.
+
+``policies`` (loopwatch's opt-in rules beyond OpenClaw's) is validated here too, by
+:mod:`streams.detection.policies.config`.
+
+Size: the three steps stay in one module because together they restate one part of OpenClaw
+(its schema and its resolver) and are read side by side against the spec.
 """
 
 from __future__ import annotations

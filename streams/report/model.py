@@ -22,11 +22,13 @@ Where a call was recorded (``file:line``) is the record's ``source`` when it has
 events``), else its ``event_source`` (the worker's verdicts keep the event's own ``source``
 there and put the Kafka position in ``source``).
 
-A verdict the worker published again after a crash (README, "Worker settings": byte for byte
-the same) is counted once: :class:`Repeats` recognises a record whose ``source`` is a Kafka
+A verdict the worker published again after a crash (docs/worker.md: byte for byte the same) is counted once: :class:`Repeats` recognises a record whose ``source`` is a Kafka
 position ``{topic, partition, offset}`` already seen with the same content. Records without a
 Kafka position (``loopwatch replay``'s) are never merged: each is one event the engine applied,
 and an event file holding the same event twice gives two identical verdict records.
+
+Size: the report's whole data model (a dataclass per level, the aggregation, the repeat
+filter) stays in one module so that the text and HTML renderers read one model.
 """
 
 from __future__ import annotations

@@ -101,6 +101,10 @@ broker's ``message.max.bytes``, 1048588 bytes). The worker needs an outcome
 in full (``result``/``error``: it hashes them as OpenClaw does), so a runner
 whose tool results can exceed that either raises both limits or accepts the
 fail-open/fail-closed verdict for those events.
+
+Size: one class, the runner's side of the verdict round trip, and the protocol written out
+above; the connection and its outage handling are in :mod:`.connection`, what is added to
+events in :mod:`.completion`, and the verdict in :mod:`.verdict`.
 """
 
 from __future__ import annotations
@@ -109,18 +113,17 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
-from aiokafka.partitioner import DefaultPartitioner
 
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
 from streams.detection.engine import EventError, validate_event
 from streams.worker.keys import KEY_BY, record_key
 from .completion import EventCompleter
+from .verdict import TIMEOUT_VERDICTS, Verdict, verdict_partition
 from .connection import Connection, TopicNotFoundError
 from streams.wire.logs import limit_kafka_client_logs
 
@@ -140,104 +143,8 @@ DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the w
 DEFAULT_STOP_TIMEOUT_S = 5.0  # stop(): longest wait for Kafka to take the records the producer holds
 _FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
 
-_TIMEOUT_VERDICTS = {
-    "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
-    "block": {"tool_call": "block", "tool_result": "abort", "compaction_retry": "abort"},
-}
-
-
 class ClientClosedError(RuntimeError):
     """The client was stopped (or never started) while an event waited for its verdict."""
-
-
-def verdict_partition(key: bytes, partitions: int) -> int:
-    """The partition of ``key`` among ``partitions`` by Kafka's default partitioner.
-
-    Same as the Java client's and aiokafka's ``DefaultPartitioner``: murmur2 of
-    the key bytes, masked to 31 bits, modulo the partition count.
-
-    Arguments:
-        key: the record key (the run id, UTF-8).
-        partitions: partition count of the topic, >= 1.
-    Returns:
-        A partition number in ``range(partitions)``.
-    """
-    return DefaultPartitioner()(key, list(range(partitions)), None)
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The worker's verdict on one event, or the stand-in for one that did not come.
-
-    Attributes:
-        event_id: the event's ``event_id`` (assigned by the client when absent).
-        verdict: ``allow``, ``warn``, ``block``, ``abort`` or ``ignore`` (what the
-            runner should do); on a timeout or a failed send, the ``on_timeout``
-            choice (see the module docstring).
-        record: the full verdict record as published by the worker (see
-            :mod:`streams.worker.processor`: ``decision``, ``detection``, ``warning``,
-            ``guard``, ``evidence``, ...); ``None`` on a timeout or a failed send.
-        timed_out: True when no verdict arrived within the timeout.
-        latency_s: seconds from just before the event was sent to the verdict's
-            arrival (or to the timeout, or the send failure).
-        error: why the event could not be published (e.g. ``"the event is
-            1,500,265 bytes as a Kafka record, over the producer's
-            max_request_size ..."``); None when it was (``timed_out`` then says
-            whether its verdict came).
-    """
-
-    event_id: str
-    verdict: str
-    record: Mapping[str, Any] | None
-    timed_out: bool = False
-    latency_s: float = 0.0
-    error: str | None = None
-
-    @property
-    def allowed(self) -> bool:
-        """True when the runner may go on: ``allow``, ``warn`` or ``ignore``."""
-        return self.verdict in ("allow", "warn", "ignore")
-
-    @property
-    def detection(self) -> Mapping[str, Any] | None:
-        """The detection (``detector``, ``level``, ``count``, ``message``) when one fired, else None."""
-        detection = (self.record or {}).get("detection")
-        return detection if detection and detection.get("stuck") else None
-
-    @property
-    def message(self) -> str | None:
-        """What to tell the model: the block reason, abort message or emitted warning; else None.
-
-        For a verdict that is not the worker's (``timed_out`` or ``error``), what
-        happened and how the client failed, whatever the verdict, e.g.
-        ``"loopwatch: no verdict within 0.5 s (the loopwatch worker is down or
-        lagging, or Kafka is unreachable); failing closed (on_timeout='block'):
-        the tool call is blocked"``.
-        """
-        if self.record is None and (self.timed_out or self.error is not None):
-            return self._fallback_message()
-        record = self.record or {}
-        if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
-            return record["policy"]["message"]
-        if self.verdict == "abort":
-            return (record.get("guard") or {}).get("message")
-        if self.verdict == "block":
-            return record.get("block_reason")
-        if self.verdict == "warn" and self.detection is not None:
-            return self.detection.get("message")
-        return None
-
-    def _fallback_message(self) -> str:
-        if self.error is not None:
-            what = f"loopwatch: the event could not be sent ({self.error})"
-        else:
-            what = (f"loopwatch: no verdict within {round(self.latency_s, 1):g} s (the loopwatch worker is "
-                    "down or lagging, or Kafka is unreachable)")
-        if self.verdict == "block":
-            return f"{what}; failing closed (on_timeout='block'): the tool call is blocked"
-        if self.verdict == "abort":
-            return f"{what}; failing closed (on_timeout='block'): the run is stopped"
-        return f"{what}; failing open (on_timeout='allow'): going on without a loop check"
 
 
 class LoopwatchClient:
@@ -309,7 +216,7 @@ class LoopwatchClient:
         producer_options: Mapping[str, Any] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if on_timeout not in _TIMEOUT_VERDICTS:
+        if on_timeout not in TIMEOUT_VERDICTS:
             raise ValueError(f"on_timeout must be 'allow' (fail-open) or 'block' (fail-closed), got {on_timeout!r}")
         if codec not in ("msgpack", "json"):
             raise ValueError(f"codec must be 'msgpack' or 'json', got {codec!r}")
@@ -519,7 +426,7 @@ class LoopwatchClient:
         self._pending[event_id] = arrived
 
         def fallback(timed_out: bool, error: str | None = None) -> Verdict:
-            return Verdict(event_id, _TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
+            return Verdict(event_id, TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
                            time.monotonic() - started, error)
 
         if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now

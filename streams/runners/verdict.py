@@ -1,0 +1,111 @@
+"""What a runner gets back for one event: :class:`Verdict`, and where the worker publishes it.
+
+The worker's verdict record, or the stand-in the client makes when none came in time (the
+``on_timeout`` choice, :data:`TIMEOUT_VERDICTS`); :func:`verdict_partition` is the verdicts-topic
+partition of a record key, which is how a runner reads only its own verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from aiokafka.partitioner import DefaultPartitioner
+
+__all__ = ["Verdict", "verdict_partition", "TIMEOUT_VERDICTS"]
+
+# What a runner is told when no verdict comes, per on_timeout choice and event type.
+TIMEOUT_VERDICTS = {
+    "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
+    "block": {"tool_call": "block", "tool_result": "abort", "compaction_retry": "abort"},
+}
+
+
+def verdict_partition(key: bytes, partitions: int) -> int:
+    """The partition of ``key`` among ``partitions`` by Kafka's default partitioner.
+
+    Same as the Java client's and aiokafka's ``DefaultPartitioner``: murmur2 of
+    the key bytes, masked to 31 bits, modulo the partition count.
+
+    Arguments:
+        key: the record key (the run id, UTF-8).
+        partitions: partition count of the topic, >= 1.
+    Returns:
+        A partition number in ``range(partitions)``.
+    """
+    return DefaultPartitioner()(key, list(range(partitions)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The worker's verdict on one event, or the stand-in for one that did not come.
+
+    Attributes:
+        event_id: the event's ``event_id`` (assigned by the client when absent).
+        verdict: ``allow``, ``warn``, ``block``, ``abort`` or ``ignore`` (what the
+            runner should do); on a timeout or a failed send, the ``on_timeout``
+            choice (see the module docstring).
+        record: the full verdict record as published by the worker (see
+            :mod:`streams.worker.processor`: ``decision``, ``detection``, ``warning``,
+            ``guard``, ``evidence``, ...); ``None`` on a timeout or a failed send.
+        timed_out: True when no verdict arrived within the timeout.
+        latency_s: seconds from just before the event was sent to the verdict's
+            arrival (or to the timeout, or the send failure).
+        error: why the event could not be published (e.g. ``"the event is
+            1,500,265 bytes as a Kafka record, over the producer's
+            max_request_size ..."``); None when it was (``timed_out`` then says
+            whether its verdict came).
+    """
+
+    event_id: str
+    verdict: str
+    record: Mapping[str, Any] | None
+    timed_out: bool = False
+    latency_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True when the runner may go on: ``allow``, ``warn`` or ``ignore``."""
+        return self.verdict in ("allow", "warn", "ignore")
+
+    @property
+    def detection(self) -> Mapping[str, Any] | None:
+        """The detection (``detector``, ``level``, ``count``, ``message``) when one fired, else None."""
+        detection = (self.record or {}).get("detection")
+        return detection if detection and detection.get("stuck") else None
+
+    @property
+    def message(self) -> str | None:
+        """What to tell the model: the block reason, abort message or emitted warning; else None.
+
+        For a verdict that is not the worker's (``timed_out`` or ``error``), what
+        happened and how the client failed, whatever the verdict, e.g.
+        ``"loopwatch: no verdict within 0.5 s (the loopwatch worker is down or
+        lagging, or Kafka is unreachable); failing closed (on_timeout='block'):
+        the tool call is blocked"``.
+        """
+        if self.record is None and (self.timed_out or self.error is not None):
+            return self._fallback_message()
+        record = self.record or {}
+        if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
+            return record["policy"]["message"]
+        if self.verdict == "abort":
+            return (record.get("guard") or {}).get("message")
+        if self.verdict == "block":
+            return record.get("block_reason")
+        if self.verdict == "warn" and self.detection is not None:
+            return self.detection.get("message")
+        return None
+
+    def _fallback_message(self) -> str:
+        if self.error is not None:
+            what = f"loopwatch: the event could not be sent ({self.error})"
+        else:
+            what = (f"loopwatch: no verdict within {round(self.latency_s, 1):g} s (the loopwatch worker is "
+                    "down or lagging, or Kafka is unreachable)")
+        if self.verdict == "block":
+            return f"{what}; failing closed (on_timeout='block'): the tool call is blocked"
+        if self.verdict == "abort":
+            return f"{what}; failing closed (on_timeout='block'): the run is stopped"
+        return f"{what}; failing open (on_timeout='allow'): going on without a loop check"
