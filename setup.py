@@ -7,26 +7,18 @@ installed (Debian: libssl-dev) it also hashes in C.
 """
 
 import os
+import runpy
 import shutil
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
-# The files `loopwatch demo` and the docs need beside the code (streams/assets.py: BUNDLED), copied
-# into the package as streams/bundled/<path> so that an installed wheel has them. Listed here too:
-# setup.py runs before the package can be imported.
-BUNDLED = (
-    "examples/events.jsonl",
-    "examples/openclaw.json",
-    "deploy/kafka/kafka.sh",
-    "deploy/kafka/pom.xml",
-    "deploy/kafka/server.properties",
-    "deploy/kafka/log4j.properties",
-    "deploy/kafka/wait_ready.py",
-)
-
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The files `loopwatch demo` and the docs need beside the code, copied into the package as
+# streams/bundled/<path> so that an installed wheel has them. The list is streams/assets.py's
+# BUNDLED, read from the file: setup.py runs before the package can be imported.
+BUNDLED = runpy.run_path(os.path.join(_HERE, "streams", "assets.py"))["BUNDLED"]
 
 
 class BuildWithAssets(build_py):

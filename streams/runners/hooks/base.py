@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-__all__ = ["HookInputError", "RunTracker", "tool_outcome", "require_str", "optional_str", "VOLATILE_KEYS"]
+__all__ = ["HookInputError", "RunTracker", "tool_outcome", "require_str", "optional_str", "VOLATILE_KEYS", "hook_answer"]
 
 # Timing fields some tools put in their response (Claude Code's Grep, WebFetch, WebSearch, Task): they change
 # from one identical call to the next, so they would make every outcome look like progress.
@@ -97,3 +97,28 @@ class RunTracker:
             return None
         entry[1] = True
         return entry[0]
+
+
+def hook_answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None,
+                warning: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A runner's hook output for the gateway's ``decision`` (None: no event was sent, no answer).
+
+    Claude Code and Codex document the same shapes: a ``PreToolUse`` hook denies a call with
+    ``hookSpecificOutput.permissionDecision: "deny"`` and its reason; any other hook stops the
+    session with ``continue: false`` and a ``stopReason`` (a post-compaction abort arrives on the
+    result); an emitted warning is ``warning(message)``, the one shape in which they differ.
+    """
+    if decision is None:
+        return {}
+    verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
+    if payload.get("hook_event_name") == "PreToolUse":
+        if verdict in ("block", "abort"):
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                           "permissionDecisionReason": message}}
+        if verdict == "warn" and decision.get("message"):
+            return warning(message)
+        return {}
+    if verdict in ("abort", "block"):
+        return {"continue": False, "stopReason": message}
+    return {}
+

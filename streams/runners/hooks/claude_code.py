@@ -45,7 +45,7 @@ import uuid
 from typing import Any, Mapping
 
 from streams.importers.claude_code import MAIN_AGENT, run_id
-from .base import RunTracker, optional_str, require_str, tool_outcome
+from .base import RunTracker, hook_answer, optional_str, require_str, tool_outcome
 from .transcripts import TranscriptPrompts
 
 __all__ = ["ClaudeCodeHooks", "RUNNER"]
@@ -124,18 +124,7 @@ class ClaudeCodeHooks:
     @staticmethod
     def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
         """Claude Code's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
-        if decision is None:
-            return {}
-        verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
-        if payload.get("hook_event_name") == "PreToolUse":
-            if verdict in ("block", "abort"):
-                return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                               "permissionDecisionReason": message}}
-            if verdict == "warn" and decision.get("message"):
-                return {"systemMessage": message,
-                        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": message}}
-            return {}
-        if verdict in ("abort", "block"):
-            return {"continue": False, "stopReason": message}
-        return {}
+        return hook_answer(payload, decision, lambda message: {
+            "systemMessage": message,  # shown to the user; additionalContext reaches the model
+            "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": message}})
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from streams.importers.codex import AGENT_ID, run_id, shell_args
-from .base import RunTracker, optional_str, require_str, tool_outcome
+from .base import RunTracker, hook_answer, optional_str, require_str, tool_outcome
 
 __all__ = ["CodexHooks", "RUNNER"]
 
@@ -97,16 +97,4 @@ class CodexHooks:
     @staticmethod
     def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
         """Codex's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
-        if decision is None:
-            return {}
-        verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
-        if payload.get("hook_event_name") == "PreToolUse":
-            if verdict in ("block", "abort"):
-                return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                               "permissionDecisionReason": message}}
-            if verdict == "warn" and decision.get("message"):
-                return {"systemMessage": message}
-            return {}
-        if verdict in ("abort", "block"):
-            return {"continue": False, "stopReason": message}
-        return {}
+        return hook_answer(payload, decision, lambda message: {"systemMessage": message})
