@@ -23,6 +23,7 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import PolicyViolationError
 from faust.types import TP
 
 from streams.runners.client import verdict_partition
@@ -61,7 +62,8 @@ async def _truncate(bootstrap: str, topic: str, ends: dict[int, int]) -> None:
     """Delete every record of compacted ``topic`` before offset ``ends[partition]``.
 
     Kafka refuses DeleteRecords on a topic whose cleanup policy lacks
-    ``delete``, so the policy becomes ``compact,delete`` first.
+    ``delete``, so the policy becomes ``compact,delete`` first (the partition
+    takes it a moment after the change is acknowledged: refusals are retried).
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -69,8 +71,16 @@ async def _truncate(bootstrap: str, topic: str, ends: dict[int, int]) -> None:
         policy = ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": "compact,delete"})
         for response in await admin.alter_configs([policy]):
             assert [error for error, *_ in response.resources] == [0], response
-        await admin.delete_records({TopicPartition(topic, p): RecordsToDelete(end) for p, end in ends.items()},
-                                   timeout_ms=10_000)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                await admin.delete_records({TopicPartition(topic, p): RecordsToDelete(end) for p, end in ends.items()},
+                                           timeout_ms=10_000)
+                break
+            except PolicyViolationError:  # the new policy has not reached the partition's log yet
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
     finally:
         await admin.close()
 
