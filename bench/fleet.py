@@ -1,6 +1,6 @@
 """Fleet view at fleet size: the windowed table's memory, and the report on ~100,000 events.
 
-    .venv/bin/python -m bench.fleet [--runs 3000] [--fleet-share 0.3] [--agents 5] [--spacing-ms 50]
+    .venv/bin/python bench/fleet.py [--runs 3000] [--fleet-share 0.3] [--agents 5] [--spacing-ms 50]
                                      [--html /tmp/fleet.html] [--browser chromium]
 
 Replays a synthetic fleet (bench/workload.py with fleet-wide failures; events
@@ -24,13 +24,17 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from bench.workload import generate
-from streams.detection import Engine, OpenClawConfig
-from streams.offline.replay import Replayer
-from streams.report import build_report, render_html, render_text
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, as the other benchmarks
+
+from bench.workload import generate  # noqa: E402
+from streams.detection import Engine, OpenClawConfig  # noqa: E402
+from streams.offline.replay import Replayer  # noqa: E402
+from streams.report import build_report, render_html, render_text  # noqa: E402
 
 SCREEN_LINES = 60  # a terminal screen, the summary's floor
 HTML_BYTES = 5_000_000
