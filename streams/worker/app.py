@@ -47,6 +47,11 @@ committed only by checkpoints (Faust's committer never sees these topics).
 
 Checkpoints (snapshot, acknowledgement, changelog write, commit) and why a
 crash or a rebalance loses, repeats or changes nothing: :mod:`streams.worker.checkpoint`.
+
+Size: this module is where Faust's lifecycle (start-up, assignment, recovery, revocation,
+shutdown) meets the worker's own parts; each part has a module of its own (reader, processor,
+outputs, checkpoints, fencing, fleet view, rekey) and what stays here is the order in which
+they are called, which reads best in one place.
 """
 
 from __future__ import annotations

@@ -147,6 +147,9 @@ transactions too.
 Latency: the cyclic garbage collector is kept off the states alive at a
 checkpoint (``gc.freeze``; a full collection every ``gc_full_interval_s``),
 since a full pass over a fleet's states stalls the event loop for tens of ms.
+
+Size: this docstring is the crash argument; the code below is the protocol it argues about,
+kept with it so that one cannot change without the other being read.
 """
 
 from __future__ import annotations
