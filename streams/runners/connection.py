@@ -147,10 +147,15 @@ class Connection:
         try:
             await admin.start()
             deadline = time.monotonic() + topic_wait
+            said = False
             while True:
                 for topic in await admin.describe_topics():
                     if topic["topic"] == self.verdicts_topic and topic["error_code"] == 0 and topic["partitions"]:
                         return len(topic["partitions"])
+                if not said and topic_wait > 0:  # a start that waits says so, rather than looking hung
+                    log.warning("loopwatch client: waiting up to %g s for the verdicts topic %r on %s (the worker "
+                                "creates it when it starts)", topic_wait, self.verdicts_topic, self.bootstrap)
+                    said = True
                 if time.monotonic() >= deadline:
                     raise TopicNotFoundError(
                         f"verdicts topic {self.verdicts_topic!r} not found on {self.bootstrap} within "

@@ -127,13 +127,18 @@ def test_timeouts_fail_open_or_closed(kafka_bootstrap, unique_topic):
 
 
 @pytest.mark.timeout(30)
-def test_start_fails_when_the_verdicts_topic_does_not_exist(kafka_bootstrap, unique_topic):
+def test_start_fails_when_the_verdicts_topic_does_not_exist(kafka_bootstrap, unique_topic, caplog):
     async def run() -> None:
         client = LoopwatchClient(kafka_bootstrap, verdicts_topic=unique_topic, start_timeout=1)
         with pytest.raises(TopicNotFoundError, match="is it running"):
             await client.start()
 
+    caplog.set_level("WARNING")
     asyncio.run(run())
+    # the wait is announced when it starts, not only when it ends
+    assert [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()] == [
+        f"loopwatch client: waiting up to 1 s for the verdicts topic {unique_topic!r} on {kafka_bootstrap} "
+        "(the worker creates it when it starts)"]
 
 
 def _documented_client_example() -> str:
