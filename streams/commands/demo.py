@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgpack
 
 from streams.assets import asset, checkout, work_dir
 from streams.wire.brokers import DEFAULT_BOOTSTRAP, bootstrap_option
@@ -234,6 +235,17 @@ async def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> list[str]
         await admin.close()
 
 
+def _dead_letter_line(value: bytes | None) -> str:
+    """One line for a dead letter: where the refused record was and why."""
+    try:
+        letter = msgpack.unpackb(value or b"", raw=False, strict_map_key=False)
+        source = letter.get("source") or {}
+        return (f"partition {source.get('partition')} offset {source.get('offset')}: "
+                f"{letter.get('reason_class')}: {letter.get('reason')}")
+    except Exception:  # the worker's own record, but this line must never stop the demo
+        return "a record the worker refused (its dead letter could not be read)"
+
+
 def _metrics_line(port: int) -> str:
     url = f"http://127.0.0.1:{port}/metrics"
     try:
@@ -251,16 +263,23 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
                    config_path: str = str(DEFAULT_CONFIG)) -> int:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(topics["verdicts"], bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+    # the dead letters too: an event the worker refuses gets no verdict, and the demo should say why
+    # instead of waiting out its timeout for it
+    consumer = AIOKafkaConsumer(topics["verdicts"], topics["dead-letters"], bootstrap_servers=bootstrap,
+                                group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     seen: dict[str, dict[str, Any]] = {}
+    dead: list[str] = []
     sent_at: dict[str, float] = {}
     latencies: list[float] = []
     out = open(verdicts_out, "w", encoding="utf-8", errors="backslashreplace") if verdicts_out else None
 
     def show(batches: dict) -> None:
         for message in sorted((r for b in batches.values() for r in b), key=lambda r: r.timestamp):
+            if message.topic == topics["dead-letters"]:
+                dead.append(_dead_letter_line(message.value))
+                click.echo(f"[DEAD] {dead[-1]}")
+                continue
             try:
                 record = decode_event(message.value or b"")
             except DecodeError:
@@ -307,13 +326,14 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
                 producing.result()
                 if deadline is None:
                     deadline = time.monotonic() + timeout
-                if len(seen) >= produced.sent or time.monotonic() > deadline:
+                if len(seen) + len(dead) >= produced.sent or time.monotonic() > deadline:
                     break
         summary = ReplaySummary()
         for record in seen.values():
             summary.add(record, record)
         click.echo("")
         _say(f"{produced.sent} event(s) produced in {produced.elapsed_s:.1f} s, {len(seen)} verdict(s) received"
+             + (f", {len(dead)} refused by the worker (dead letters, reasons above)" if dead else "")
              + (f", {produced.bad} bad line(s) skipped" if produced.bad else ""))
         for line in summary.lines()[1:]:
             click.echo(f"  {line}")
@@ -323,9 +343,12 @@ async def _session(bootstrap: str, topics: dict[str, str], events_path: str, rat
                        f"max {ordered[-1] * 1000:.1f} ms")
         if metrics_port:
             _say(_metrics_line(metrics_port))
-        missing = produced.sent - len(seen)
+        missing = produced.sent - len(seen) - len(dead)
         if missing > 0:
             _say(f"ERROR: {missing} verdict(s) did not arrive within {timeout:g} s")
+            return 1
+        if dead:
+            _say(f"ERROR: the worker refused {len(dead)} event(s) of {_shown(Path(events_path))} (dead letters)")
             return 1
         command = _loopwatch_command()
         _say(f"the same verdicts offline, without Kafka: {command} replay --key-by run "

@@ -148,3 +148,22 @@ def test_demo_never_leaves_its_worker_behind(kafka_bootstrap, how):
             proc.kill()
         for pid in _workers_of(app_id):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_demo_says_which_events_the_worker_refused_instead_of_waiting_for_their_verdicts(kafka_bootstrap, tmp_path):
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        '{"type": "tool_call", "run_id": "r"}\n'
+        '{"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c1", "tool_name": "read", '
+        '"args": {}, "result": null}\n', encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from streams.cli import main; main()", "demo", "--once", "--rate", "0",
+         "--bootstrap", kafka_bootstrap, "--metrics-port", "0", "--events", str(events), "--timeout", "60"],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    dead = [line for line in proc.stdout.splitlines() if line.startswith("[DEAD]")]
+    assert len(dead) == 1 and dead[0].endswith("schema: an event needs a session_id (or a session_key)")
+    assert "2 event(s) produced" in proc.stderr and "1 verdict(s) received, 1 refused by the worker" in proc.stderr
+    assert "did not arrive" not in proc.stderr  # it did not wait out --timeout

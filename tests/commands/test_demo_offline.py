@@ -63,7 +63,8 @@ class FakeProducer:
         verdict = {"type": event["type"], "event_id": event.get("event_id"), "run_id": event["run_id"],
                    "tool_name": event.get("tool_name"), "verdict": "allow",
                    "source": {"topic": topic, "partition": 0, "offset": offset}}
-        self.broker.verdicts.append(SimpleNamespace(value=json.dumps(verdict).encode(), timestamp=time.time() * 1000,
+        self.broker.verdicts.append(SimpleNamespace(topic="verdicts", value=json.dumps(verdict).encode(),
+                                                    timestamp=time.time() * 1000,
                                                     partition=0, offset=offset))
         future = asyncio.get_running_loop().create_future()
         future.set_result(SimpleNamespace(partition=0, offset=offset))
