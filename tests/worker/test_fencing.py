@@ -21,13 +21,12 @@ import threading
 import time
 from typing import Any
 
-import msgpack
 import pytest
 from aiokafka import AIOKafkaConsumer
 
 from streams.worker.processor import decode_state
-from tests.worker.test_rebalance import _events_applied, _ranges, _wait_until
-from tests.worker.test_worker import ENABLED, _fleet_stream, _free_port, _offline, _same, verdicts_by_source
+from tests.worker.test_rebalance import _events_applied, _wait_until, assert_every_verdict_once_as_offline
+from tests.worker.test_worker import ENABLED, _fleet_stream, _free_port, verdicts_by_source
 from tests.worker_harness import PacedProducer, WorkerProcess, create_topics, worker_settings
 
 pytestmark = [pytest.mark.kafka]
@@ -132,14 +131,6 @@ def test_a_worker_paused_past_its_session_timeout_writes_no_stale_state(kafka_bo
         assert "We experienced a crash" not in worker.log_text(), worker.log_text()[-3000:]
     back = _states_going_back(records)
     assert back == [], f"{len(back)} changelog states older than their key's previous one, e.g. {back[:3]}"
-    missing = [s for s in sources if s not in by_source]
-    assert missing == [], f"{len(missing)} events without a verdict, by partition: {_ranges(missing)}"
-    differing = sorted(s for s, v in by_source.items() if len(set(v)) > 1)
-    assert differing == [], f"{len(differing)} repeated verdicts differ, e.g. {differing[:5]}"
-    keys = [e["run_id"] for e in events[:len(sources)]]
-    want = _offline(events[:len(sources)], sources, ENABLED, keys)
-    got = [msgpack.unpackb(by_source[s][0]) for s in sources]
-    mismatches = [(i, sources[i]) for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
-    assert mismatches == [], f"{len(mismatches)} verdicts differ from the offline engine, e.g. {mismatches[:5]}"
+    got = assert_every_verdict_once_as_offline(events, sources, by_source)
     assert sum(g["verdict"] == "block" for g in got) > 0
     print(f"\n{len(sources)} events, {len(records)} changelog records; B applied {applied_b:.0f}")

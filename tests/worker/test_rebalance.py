@@ -51,6 +51,22 @@ def _wait_until(predicate: Any, timeout: float, what: str, *workers: WorkerProce
         time.sleep(0.1)
 
 
+def assert_every_verdict_once_as_offline(events: list[dict[str, Any]], sources: list[tuple[str, int, int]],
+                                         by_source: dict[tuple[str, int, int], list[bytes]]) -> list[dict[str, Any]]:
+    """Every event (by its source) has a verdict, a verdict published again is byte for byte the same,
+    and each equals the offline engine's on the same events; returns the verdicts, in event order."""
+    missing = [s for s in sources if s not in by_source]
+    assert missing == [], f"{len(missing)} events without a verdict, by partition: {_ranges(missing)}"
+    differing = sorted(s for s, v in by_source.items() if len(set(v)) > 1)
+    assert differing == [], f"{len(differing)} repeated verdicts differ, e.g. {differing[:5]}"
+    keys = [e["run_id"] for e in events[:len(sources)]]
+    want = _offline(events[:len(sources)], sources, ENABLED, keys)
+    got = [msgpack.unpackb(by_source[s][0]) for s in sources]
+    mismatches = [(i, sources[i]) for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
+    assert mismatches == [], f"{len(mismatches)} verdicts differ from the offline engine, e.g. {mismatches[:5]}"
+    return got
+
+
 def _ranges(sources: list[tuple[str, int, int]]) -> dict[int, list[int]]:
     """Offsets per partition (for failure messages)."""
     by_partition: dict[int, list[int]] = {}
@@ -119,17 +135,8 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
     assert worker_b.proc.returncode == 0, worker_b.log_text()[-3000:]
     assert "We experienced a crash" not in worker_b.log_text(), worker_b.log_text()[-3000:]
 
-    missing = [s for s in sources if s not in by_source]
-    assert missing == [], f"{len(missing)} events without a verdict, by partition: {_ranges(missing)}"
-    duplicates = {s: v for s, v in by_source.items() if len(v) > 1}
-    differing = sorted(s for s, v in duplicates.items() if len(set(v)) > 1)
-    assert differing == [], f"{len(differing)} repeated verdicts differ, e.g. {differing[:5]}"
-    keys = [e["run_id"] for e in events[:len(sources)]]
-    want = _offline(events[:len(sources)], sources, ENABLED, keys)
-    got = [msgpack.unpackb(by_source[s][0]) for s in sources]
-    mismatches = [(i, sources[i]) for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w)]
-    assert mismatches == [], f"{len(mismatches)} verdicts differ from the offline engine, e.g. {mismatches[:5]}"
+    got = assert_every_verdict_once_as_offline(events, sources, by_source)
     assert sum(g["verdict"] == "block" for g in got) > 0 and sum(g["verdict"] == "warn" for g in got) > 0
     print(f"\n{len(sources)} events; A applied {applied_a:.0f} (alone {applied_a_alone:.0f}) before its stop, "
           f"B {applied_b_shared:.0f} while sharing, {applied_b:.0f} in all; "
-          f"{len(duplicates)} byte-identical duplicate verdicts")
+          f"{sum(len(v) > 1 for v in by_source.values())} byte-identical duplicate verdicts")
