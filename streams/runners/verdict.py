@@ -98,6 +98,25 @@ class Verdict:
             return self.detection.get("message")
         return None
 
+    @property
+    def decided_by(self) -> tuple[str | None, int | None]:
+        """``(detector, count)`` behind a ``warn``, ``block`` or ``abort``; ``(None, None)`` otherwise.
+
+        The rule that decided: a loopwatch policy (the record's ``policy``, docs/policies.md), else the
+        post-compaction guard for an ``abort``, else the detection.
+        """
+        record = self.record or {}
+        if self.verdict not in ("warn", "block", "abort") or not record:
+            return None, None
+        policy = record.get("policy")
+        if policy and policy.get("verdict") == self.verdict:
+            return policy.get("detector"), policy.get("count")
+        if self.verdict == "abort":
+            guard = record.get("guard") or {}
+            return guard.get("detector") or "compaction_loop_persisted", guard.get("count")
+        detection = self.detection
+        return (detection.get("detector"), detection.get("count")) if detection is not None else (None, None)
+
     def _fallback_message(self) -> str:
         if self.error is not None:
             what = f"loopwatch: the event could not be sent ({self.error})"

@@ -186,3 +186,26 @@ def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
         assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="send_error"} 1.0' in metrics
     assert answers["allow"][1] == {}
     assert answers["block"][1]["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_event_answer_names_the_rule_that_decided_and_fails_closed_as_the_client_does():
+    from streams.runners.gateway.answers import event_answer
+    from streams.runners.verdict import Verdict
+
+    escalated = Verdict("e1", "abort", {"decision": "block", "detection": {"stuck": True, "detector": "generic_repeat",
+                                                                          "count": 20},
+                                        "policy": {"name": "escalation", "detector": "escalation", "verdict": "abort",
+                                                   "count": 3, "message": "CRITICAL: escalated"}})
+    answer = event_answer(escalated, "allow")
+    assert (answer["decision"], answer["detector"], answer["count"], answer["message"]) == \
+        ("abort", "escalation", 3, "CRITICAL: escalated")
+    guard = Verdict("e2", "abort", {"guard": {"abort": True, "detector": "compaction_loop_persisted", "count": 3,
+                                              "message": "CRITICAL: guard"}})
+    assert (event_answer(guard, "allow")["detector"], event_answer(guard, "allow")["count"]) == \
+        ("compaction_loop_persisted", 3)
+    # no verdict in time for a result, fail-closed: the client's stand-in (abort: stop the run), not "block"
+    late = Verdict("e3", "abort", None, timed_out=True, latency_s=2.0)
+    answer = event_answer(late, "block")
+    assert (answer["decision"], answer["timed_out"], answer["verdict"], answer["detector"]) == \
+        ("abort", True, None, None)
+    assert answer["message"].endswith("failing closed (on_timeout='block'): the run is stopped")

@@ -45,29 +45,21 @@ def parse_object(body: bytes) -> dict[str, Any]:
 def event_answer(verdict: Verdict, on_timeout: str) -> dict[str, Any]:
     """The ``/v1/events`` answer for ``verdict``.
 
-    ``decision`` is the worker's verdict (``ignore``, a result for a blocked or unknown call, answers
-    ``allow``: nothing to do) or, when no verdict came (``timed_out``, or Kafka refused the event:
-    ``error``), the ``on_timeout`` policy itself. ``detector`` and ``count`` name the detection behind
-    a warn/block (``compaction_loop_persisted`` for an abort); ``message`` is what to tell the model
-    (the block reason, the warning, the abort message, or what went wrong); ``verdict`` is the
-    worker's verdict record, None when there is none.
+    ``decision`` is the verdict as the Python client gives it (:class:`Verdict`): the worker's
+    (``ignore``, a result for a blocked or unknown call, answers ``allow``: nothing to do) or, when
+    no verdict came (``timed_out``, or Kafka refused the event: ``error``), the client's stand-in for
+    the ``on_timeout`` policy (fail-closed: ``block`` for a call, ``abort`` for a result or a
+    compaction). ``detector`` and ``count`` name the rule that decided (:attr:`Verdict.decided_by`);
+    ``message`` is what to tell the model (:attr:`Verdict.message`); ``verdict`` is the worker's
+    verdict record, None when there is none.
     """
     record = verdict.record
-    answer: dict[str, Any] = {"decision": on_timeout, "detector": None, "count": None,
+    detector, count = verdict.decided_by
+    answer: dict[str, Any] = {"decision": verdict.verdict if verdict.verdict in DECISIONS else "allow",
+                              "detector": detector, "count": count,
                               "message": verdict.message, "timed_out": verdict.timed_out,
-                              "on_timeout": on_timeout, "verdict": None, "event_id": verdict.event_id,
-                              "latency_ms": round(verdict.latency_s * 1000, 3)}
-    if record is None:
-        if verdict.error is not None:
-            answer["error"] = verdict.error
-        return answer
-    answer["decision"] = verdict.verdict if verdict.verdict in DECISIONS else "allow"
-    answer["verdict"] = dict(record)
-    if verdict.verdict == "abort":
-        guard = record.get("guard") or {}
-        answer["detector"] = guard.get("detector") or "compaction_loop_persisted"
-        answer["count"] = guard.get("count")
-    elif verdict.detection is not None and verdict.verdict in ("warn", "block"):
-        answer["detector"] = verdict.detection.get("detector")
-        answer["count"] = verdict.detection.get("count")
+                              "on_timeout": on_timeout, "verdict": dict(record) if record is not None else None,
+                              "event_id": verdict.event_id, "latency_ms": round(verdict.latency_s * 1000, 3)}
+    if record is None and verdict.error is not None:
+        answer["error"] = verdict.error
     return answer
