@@ -91,13 +91,14 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
                         await consume_all(BOOTSTRAP, settings.verdicts_topic, 12, 60)]
             await asyncio.sleep(2)  # time for a second, wrong, fleet_loop record to show up
             events = [decode_event(r.value) for r in
-                      await consume_all(BOOTSTRAP, settings.fleet_events_topic, 3, 10)]
+                      await consume_all(BOOTSTRAP, settings.fleet_events_topic, 100, 4)]  # all (a handful)
             return loops, {v["event_id"]: v for v in verdicts}, events
 
     loops, verdicts, events = asyncio.run(main())
     assert len(loops) == 1, loops
     [loop] = loops
-    assert [e["type"] for e in events].count("fleet_loop") == 1  # one record for the window, not one per run
+    # one record for the window, not one per run (a record published again keeps its id)
+    assert len({e["id"] for e in events if e["type"] == "fleet_loop"}) == 1
     assert loop["runs"] == 3 and [e["run"] for e in loop["examples"]] == ["run-0", "run-1", "run-2"]
     assert loop["agents"] == ["agent-0", "agent-1", "agent-2"] and loop["tool"] == "web_fetch"
     assert loop["first_seen"] == t0 and loop["last_seen"] == t0 + 2000
@@ -111,7 +112,14 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
         assert blocked["verdict"] == "allow" and blocked["rule"] == "openclaw"
         assert blocked["fleet"]["would_block"] is True and blocked["fleet"]["signature"] == loop["signature"]
     assert verdicts["e7.0"]["verdict"] == "allow" and verdicts["e7.0"]["rule"] == "openclaw"
-    [block_record] = [e for e in events if e["type"] == "fleet_block"]
+    # Runs 3 and 4 repeat the call too: when the worker learns of the loop before it reaches their
+    # calls (a race with the producer), the breaker takes them as well; never any other event. A
+    # rebalance may make the worker apply events again: their records then come again, byte for byte.
+    blocks = [e for e in events if e["type"] == "fleet_block"]
+    assert {b["event_id"] for b in blocks} <= {"e9.0", "e3.0", "e3.1", "e4.0", "e4.1"}, blocks
+    mine = [b for b in blocks if b["event_id"] == "e9.0"]
+    assert mine and all(b == mine[0] for b in mine), mine
+    block_record = mine[0]
     assert block_record["event_id"] == "e9.0" and block_record["shadow"] is (mode == "shadow")
     assert block_record["signature"] == loop["signature"]
 
