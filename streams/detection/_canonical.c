@@ -15,10 +15,12 @@
  * pure-Python serialiser, which handles those. The output is byte-identical
  * to streams.detection.canonical._exact_text(value).encode("utf-8").
  *
- * digest_hex(value, number_text, undefined, prefix) -> str
+ * digest_hex(value, number_text, undefined, prefix[, needle]) -> str | None
  *
  *   prefix + lower-case hex SHA-256 of those bytes, in one call (built only
  *   where OpenSSL's headers are present; the Python side uses hashlib else).
+ *   With `needle` (bytes): None instead when the canonical text contains it
+ *   (the 2026.9.6 outcome digest then takes the normalising Python path).
  *
  * Object keys sort by UTF-16 code unit, as JavaScript's default sort does.
  * Strings are escaped as JSON.stringify does: \" \\ \b \f \n \r \t, other
@@ -324,15 +326,31 @@ static PyObject *canonical_bytes(PyObject *self, PyObject *const *args, Py_ssize
 #ifdef LOOPWATCH_OPENSSL
 static EVP_MD *sha256_md = NULL; /* fetched once: implicit fetches cost per call in OpenSSL 3 */
 
+static int contains(const char *hay, Py_ssize_t hay_len, const char *needle, Py_ssize_t needle_len) {
+    if (needle_len == 0) return 1;
+    for (Py_ssize_t i = 0; i + needle_len <= hay_len; i++) {
+        const char *hit = memchr(hay + i, needle[0], (size_t)(hay_len - needle_len - i + 1));
+        if (!hit) return 0;
+        i = hit - hay;
+        if (memcmp(hit, needle, (size_t)needle_len) == 0) return 1;
+    }
+    return 0;
+}
+
 static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyUnicode_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "digest_hex(value, number_text, undefined, prefix: str)");
+    if ((nargs != 4 && nargs != 5) || !PyUnicode_Check(args[3]) || (nargs == 5 && !PyBytes_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError, "digest_hex(value, number_text, undefined, prefix: str[, needle: bytes])");
         return NULL;
     }
     Buf b = {NULL, 0, 0};
     if (put_value(&b, args[0], args[1], args[2], 0) < 0) {
         PyMem_Free(b.data);
         return NULL;
+    }
+    if (nargs == 5 && b.data
+            && contains(b.data, b.len, PyBytes_AS_STRING(args[4]), PyBytes_GET_SIZE(args[4]))) {
+        PyMem_Free(b.data);
+        Py_RETURN_NONE;
     }
     unsigned char md[32];
     unsigned int md_len = 0;
@@ -371,7 +389,8 @@ static PyMethodDef methods[] = {
      "canonical_bytes(value, number_text, undefined) -> bytes: OpenClaw's canonical text, UTF-8."},
 #ifdef LOOPWATCH_OPENSSL
     {"digest_hex", (PyCFunction)(void (*)(void))digest_hex, METH_FASTCALL,
-     "digest_hex(value, number_text, undefined, prefix) -> str: prefix + hex SHA-256 of the canonical text."},
+     "digest_hex(value, number_text, undefined, prefix[, needle]) -> str | None: prefix + hex SHA-256 of the "
+     "canonical text (None when it contains needle)."},
 #endif
     {NULL, NULL, 0, NULL},
 };

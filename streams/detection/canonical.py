@@ -36,9 +36,10 @@ import base64
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["UNDEFINED", "NotJSONData", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest", "js_number", "js_string"]
+__all__ = ["UNDEFINED", "NotJSONData", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest",
+           "normalized_digest", "js_number", "js_string"]
 
 
 class _Undefined:
@@ -156,8 +157,12 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
-    """Exact serialiser: appends the canonical text of ``value`` to ``parts``."""
+def _exact(value: Any, parts: list[str], ancestors: set[int], normalize: Callable[[str], str] | None = None) -> None:
+    """Exact serialiser: appends the canonical text of ``value`` to ``parts``.
+
+    ``normalize`` (2026.9 delta §4.1) rewrites every string value and key before it is
+    encoded; keys then sort by normalised key, then by original key.
+    """
     kind = type(value)
     if value is None:
         parts.append("null")
@@ -166,7 +171,7 @@ def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
     elif kind is bool:
         parts.append("true" if value else "false")
     elif kind is str:
-        parts.append(js_string(value))
+        parts.append(js_string(value if normalize is None else normalize(value)))
     elif kind is int or kind is float:
         parts.append(_number(value))
     elif isinstance(value, dict):
@@ -174,14 +179,19 @@ def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
             parts.append('"[Circular]"')
             return
         ancestors.add(id(value))
-        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: _utf16_key(kv[0]))
+        if normalize is None:
+            items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: _utf16_key(kv[0]))
+        else:
+            items = sorted(((normalize(str(k)), str(k), v) for k, v in value.items()),
+                           key=lambda kv: (_utf16_key(kv[0]), _utf16_key(kv[1])))
+            items = [(key, item) for key, _, item in items]
         parts.append("{")
         for index, (key, item) in enumerate(items):
             if index:
                 parts.append(",")
             parts.append(js_string(key))
             parts.append(":")
-            _exact(item, parts, ancestors)
+            _exact(item, parts, ancestors, normalize)
         parts.append("}")
         ancestors.discard(id(value))
     elif isinstance(value, (list, tuple)):
@@ -193,7 +203,7 @@ def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
         for index, item in enumerate(value):
             if index:
                 parts.append(",")
-            _exact(item, parts, ancestors)
+            _exact(item, parts, ancestors, normalize)
         parts.append("]")
         ancestors.discard(id(value))
     elif isinstance(value, (bytes, bytearray, memoryview)):
@@ -202,7 +212,7 @@ def _exact(value: Any, parts: list[str], ancestors: set[int]) -> None:
     elif isinstance(value, bool):
         parts.append("true" if value else "false")
     elif isinstance(value, str):
-        parts.append(js_string(str(value)))
+        parts.append(js_string(str(value) if normalize is None else normalize(str(value))))
     elif isinstance(value, (int, float)):
         parts.append(_number(value))
     else:
@@ -291,3 +301,31 @@ def digest(value: Any, prefix: str = "") -> str:
 
 
 _sha256 = hashlib.sha256
+
+
+def normalized_digest(value: Any, normalize: Callable[[str], str], needle: bytes, prefix: str = "") -> str:
+    """:func:`digest` of ``stableStringify(value, normalize)`` (2026.9 delta §4.1).
+
+    ``needle`` is a byte string that every string ``normalize`` changes contains, and
+    that JSON encoding leaves as it is: when the canonical text does not hold it,
+    nothing would change and the plain digest is the answer (the usual case; one
+    serialisation). Otherwise the exact path serialises with the normaliser.
+    """
+    if _c_digest_hex is not None:
+        try:  # one C call: serialise, look for the needle, hash
+            hexed = _c_digest_hex(value, _number, UNDEFINED, prefix, needle)
+        except (TypeError, UnicodeEncodeError):  # see digest(); an accelerator built before the needle argument
+            hexed = _plain_unless(value, needle, prefix)
+    else:
+        hexed = _plain_unless(value, needle, prefix)
+    if hexed is not None:
+        return hexed
+    parts: list[str] = []
+    _exact(value, parts, set(), normalize)
+    return prefix + _sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _plain_unless(value: Any, needle: bytes, prefix: str) -> str | None:
+    """:func:`digest` of ``value`` unless its canonical text contains ``needle`` (then None)."""
+    data = canonical_bytes(value)
+    return None if needle in data else prefix + _sha256(data).hexdigest()

@@ -8,7 +8,12 @@ blocks loop detection reads are looked at:
 * ``options.channelSendTools`` -- loopwatch's own addition (not OpenClaw
   config): tool names that behave like channel-plugin send tools (Spec §4.3 rule 7);
 * ``options.fleet`` -- loopwatch's own too: fleet loops and the opt-in fleet
-  breaker (:mod:`streams.detection.fleet`); never part of OpenClaw's blocks.
+  breaker (:mod:`streams.detection.fleet`); never part of OpenClaw's blocks;
+* ``options.profile`` and ``options.agentProfiles`` -- loopwatch's own: which
+  OpenClaw release's behaviour to reproduce, globally and per agent id
+  (:mod:`streams.detection.profiles`). Under ``openclaw-2026.9.6`` a block holds
+  only ``enabled``; every other key is refused at load time, as that release's
+  schema refuses it, and ignored at runtime (2026.9 delta §2).
 
 Three steps, as in OpenClaw:
 
@@ -35,6 +40,7 @@ import json5
 
 from .fingerprint import js_trim
 from .fleet import FleetSettings, fleet_settings, validate_fleet
+from .profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, check_profile
 
 __all__ = [
     "ConfigError",
@@ -47,7 +53,9 @@ __all__ = [
     "load_config",
     "validate",
     "merge_blocks",
+    "merge_blocks_2026_9",
     "resolve",
+    "resolve_2026_9",
     "normalize_agent_id",
 ]
 
@@ -110,6 +118,8 @@ class LoopDetectionSettings:
     known_poll_no_progress: bool = True
     ping_pong: bool = True
     window_size: int = DEFAULT_WINDOW_SIZE
+    profile: str = DEFAULT_PROFILE  # streams.detection.profiles
+    is_2026_9: bool = False  # profile == openclaw-2026.9.6: the engine's and detectors' branches test this
 
     @property
     def detectors_enabled(self) -> bool:
@@ -118,7 +128,10 @@ class LoopDetectionSettings:
 
     @property
     def records_calls(self) -> bool:
-        """Calls are recorded before execution unless ``enabled`` is exactly false."""
+        """Calls are recorded before execution unless ``enabled`` is exactly false
+        (2026.9.6: only when it is exactly true, 2026.9 delta §2.3)."""
+        if self.is_2026_9:
+            return self.enabled is True
         return self.enabled is not False
 
     @property
@@ -128,6 +141,7 @@ class LoopDetectionSettings:
 
 
 DEFAULTS = LoopDetectionSettings()
+DEFAULTS_2026_9 = LoopDetectionSettings(profile=OPENCLAW_2026_9_6, is_2026_9=True)
 
 
 # --------------------------------------------------------------------- validation
@@ -189,7 +203,31 @@ def _check_boolean(value: Any, path: str, issues: list[tuple[str, str]]) -> None
         issues.append((path, f"Expected boolean, received {_type_name(value)}"))
 
 
-def _validate_block(block: Any, path: str, issues: list[tuple[str, str]]) -> None:
+# What a user is told when a block holds a key 2026.9.6 retired (2026.9 delta §2.1: its schema accepts only
+# ``enabled``; OpenClaw's own message is zod's, the first sentence here).
+_RETIRED_KEYS_HINT = (
+    "profile openclaw-2026.9.6 reads only 'enabled' (OpenClaw 2026.9.6 fixes warning 10, critical 20, "
+    "global 30, unknown-tool 10, history 30 and guard window 3, and refuses these keys; `openclaw doctor --fix` "
+    "removes them). Remove them, or choose profile openclaw-2026.7 to keep your thresholds"
+)
+
+
+def _validate_block_2026_9(block: Any, path: str, issues: list[tuple[str, str]]) -> None:
+    """2026.9 delta §2.1: only ``enabled`` (a boolean); every other key is refused."""
+    if not _check_object(block, path, issues):
+        return
+    retired = [key for key in block if key != "enabled"]
+    if retired:
+        keys = ", ".join(f"'{key}'" for key in retired)
+        issues.append((path, f"Unrecognized key(s) in object: {keys}: {_RETIRED_KEYS_HINT}"))
+    if "enabled" in block:
+        _check_boolean(block["enabled"], f"{path}.enabled", issues)
+
+
+def _validate_block(block: Any, path: str, issues: list[tuple[str, str]], profile: str = DEFAULT_PROFILE) -> None:
+    if profile == OPENCLAW_2026_9_6:
+        _validate_block_2026_9(block, path, issues)
+        return
     if not _check_strict(block, _BLOCK_KEYS, path, issues):
         return
     numbers_ok: dict[str, bool] = {}
@@ -224,6 +262,44 @@ def _validate_block(block: Any, path: str, issues: list[tuple[str, str]]) -> Non
             ))
 
 
+_OPTION_KEYS = ("channelSendTools", "fleet", "profile", "agentProfiles")
+
+
+def _validate_profiles(options: Any, issues: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
+    """Check ``options.profile`` and ``options.agentProfiles``; return the default and the per-agent profiles
+    (normalised agent id -> profile) that validation of the blocks goes by."""
+    default, per_agent = _profiles_of(options)
+    if not isinstance(options, dict):
+        return default, per_agent
+    if "profile" in options:
+        problem = check_profile(options["profile"])
+        if problem:
+            issues.append(("options.profile", problem))
+    if "agentProfiles" in options:
+        table = options["agentProfiles"]
+        if _check_object(table, "options.agentProfiles", issues):
+            for agent_id, value in table.items():
+                problem = check_profile(value)
+                if problem:
+                    issues.append((f"options.agentProfiles.{agent_id}", problem))
+    return default, per_agent
+
+
+def _profiles_of(options: Any) -> tuple[str, dict[str, str]]:
+    """The default profile and normalised agent id -> profile of ``options`` (invalid entries skipped)."""
+    if not isinstance(options, dict):
+        return DEFAULT_PROFILE, {}
+    default = options.get("profile")
+    default = default if check_profile(default) is None else DEFAULT_PROFILE
+    table = options.get("agentProfiles")
+    per_agent = {}
+    if isinstance(table, dict):
+        for agent_id, value in table.items():
+            if isinstance(agent_id, str) and check_profile(value) is None:
+                per_agent.setdefault(normalize_agent_id(agent_id), value)
+    return default, per_agent
+
+
 def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     """Check the loop-detection blocks of an OpenClaw config (Spec §2.1).
 
@@ -231,7 +307,10 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     ``agents.list`` entry and its ``tools`` must be objects and
     ``agents.list`` an array, when present (otherwise the blocks inside would
     be ignored without a word), and loopwatch's own ``options`` and ``policies``
-    sections. Other keys of the file are not looked at.
+    sections. Other keys of the file are not looked at. Each block is checked by
+    the rules of its profile (``options.agentProfiles`` for an agent's block,
+    ``options.profile`` for the global one): under ``openclaw-2026.9.6`` every key
+    but ``enabled`` is refused, naming the keys and why.
 
     Raises:
         ConfigError: listing every issue with its path, e.g.
@@ -240,9 +319,17 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
             received object``.
     """
     issues: list[tuple[str, str]] = []
+    options = raw.get("options")
+    default_profile, agent_profiles = _validate_profiles(options, issues)
+
+    def agent_profile(agent_id: Any) -> str:
+        if isinstance(agent_id, str):
+            return agent_profiles.get(normalize_agent_id(agent_id), default_profile)
+        return default_profile
+
     tools = _object_member(raw, "tools", "tools", issues)
     if tools is not None and "loopDetection" in tools:
-        _validate_block(tools["loopDetection"], "tools.loopDetection", issues)
+        _validate_block(tools["loopDetection"], "tools.loopDetection", issues, default_profile)
     agents = _object_member(raw, "agents", "agents", issues)
     if agents is not None and "list" in agents:
         agent_list = agents["list"]
@@ -255,10 +342,21 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
                 continue
             entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
             if entry_tools is not None and "loopDetection" in entry_tools:
-                _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues)
-    options = raw.get("options")
+                _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues,
+                                agent_profile(entry.get("id")))
+    if agents is not None and "entries" in agents:  # 2026.9.6's agent table (2026.9 delta §2.4)
+        entries = agents["entries"]
+        if _check_object(entries, "agents.entries", issues):
+            for agent_id, entry in entries.items():
+                path = f"agents.entries.{agent_id}"
+                if not _check_object(entry, path, issues):
+                    continue
+                entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
+                if entry_tools is not None and "loopDetection" in entry_tools:
+                    _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues,
+                                    agent_profile(agent_id))
     if options is not None:
-        if _check_strict(options, ("channelSendTools", "fleet"), "options", issues) and "channelSendTools" in options:
+        if _check_strict(options, _OPTION_KEYS, "options", issues) and "channelSendTools" in options:
             names = options["channelSendTools"]
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 issues.append(("options.channelSendTools", "Expected array of strings"))
@@ -359,6 +457,26 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     )
 
 
+def merge_blocks_2026_9(global_block: Any, agent_block: Any) -> dict | None:
+    """2026.9 delta §2.4: no agent block -> the global one; no global block -> the agent's; both ->
+    ``{enabled: agent.enabled ?? global.enabled}`` (an agent ``enabled: null`` or absent falls back)."""
+    if not isinstance(agent_block, dict):
+        return global_block if isinstance(global_block, dict) else None
+    if not isinstance(global_block, dict):
+        return agent_block
+    enabled = agent_block.get("enabled")
+    return {"enabled": global_block.get("enabled") if enabled is None else enabled}
+
+
+def resolve_2026_9(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
+    """2026.9 delta §2.2-§2.3: every knob fixed; ``enabled`` is True only when exactly true, False only
+    when exactly false, else None (detectors and call recording off, guard on)."""
+    enabled = block.get("enabled") if isinstance(block, dict) else None
+    if enabled is True or enabled is False:
+        return LoopDetectionSettings(enabled=enabled, profile=OPENCLAW_2026_9_6, is_2026_9=True)
+    return DEFAULTS_2026_9
+
+
 def _entry_block(entry: dict) -> Any:
     """An ``agents.list`` entry's own ``tools.loopDetection`` block, or None."""
     tools = entry.get("tools")
@@ -374,9 +492,10 @@ class OpenClawConfig:
     Settings per agent id are computed once and cached.
     """
 
-    __slots__ = ("raw", "channel_send_tools", "fleet", "_global", "_agents", "_cache")
+    __slots__ = ("raw", "channel_send_tools", "fleet", "profile", "_agent_profiles", "_global", "_agents",
+                 "_entries", "_cache")
 
-    def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, raw: Mapping[str, Any] | None = None, profile: str | None = None) -> None:
         raw = dict(raw or {})
         self.raw = raw
         tools = raw.get("tools")
@@ -384,7 +503,19 @@ class OpenClawConfig:
         agents = raw.get("agents")
         agent_list = agents.get("list") if isinstance(agents, dict) else None
         self._agents: list[dict] = [a for a in agent_list if isinstance(a, dict)] if isinstance(agent_list, list) else []
+        entries = agents.get("entries") if isinstance(agents, dict) else None
+        self._entries: dict[str, Any] = {}  # agents.entries by normalised id (2026.9 delta §2.4), first key wins
+        for key, entry in (entries.items() if isinstance(entries, dict) else ()):
+            if isinstance(key, str):
+                self._entries.setdefault(normalize_agent_id(key), entry)
         options = raw.get("options")
+        # the default profile (``profile`` overrides ``options.profile``: a conformance scenario's) and per agent
+        self.profile, self._agent_profiles = _profiles_of(options)
+        if profile is not None:
+            problem = check_profile(profile)
+            if problem:
+                raise ValueError(f"profile: {problem}")
+            self.profile = profile
         names = options.get("channelSendTools") if isinstance(options, dict) else None
         self.channel_send_tools = frozenset(
             name.strip().lower() for name in names or () if isinstance(name, str)
@@ -394,9 +525,20 @@ class OpenClawConfig:
 
     @property
     def smallest_warning_threshold(self) -> int:
-        """The lowest resolved ``warningThreshold`` over the global block and every agent."""
+        """The lowest resolved ``warningThreshold`` over the global block and every agent, and 2026.9.6's
+        fixed 10 (any event may name that profile)."""
         ids = [entry.get("id") for entry in self._agents if isinstance(entry.get("id"), str)]
-        return min(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids])
+        return min(DEFAULT_WARNING_THRESHOLD,
+                   *(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids]))
+
+    def profile_for(self, agent_id: str | None, event_profile: str | None = None) -> str:
+        """The profile events of ``agent_id`` are judged by: the event's own ``profile`` field, else
+        ``options.agentProfiles`` (by normalised agent id), else the default (``options.profile``)."""
+        if event_profile is not None:
+            return event_profile
+        if agent_id and self._agent_profiles:
+            return self._agent_profiles.get(normalize_agent_id(agent_id), self.profile)
+        return self.profile
 
     @property
     def agents_with_blocks(self) -> list[str]:
@@ -421,18 +563,36 @@ class OpenClawConfig:
                 return _entry_block(entry)
         return None
 
-    def for_agent(self, agent_id: str | None) -> LoopDetectionSettings:
-        """Spec §2.4: effective settings for events of ``agent_id`` (None/empty: global only)."""
+    def for_agent(self, agent_id: str | None, profile: str | None = None) -> LoopDetectionSettings:
+        """Spec §2.4: effective settings for events of ``agent_id`` (None/empty: global only).
+
+        ``profile`` is the event's ``profile`` field (None: the agent's, :meth:`profile_for`).
+        """
+        key: Any = agent_id if profile is None else (profile, agent_id)
         try:
-            return self._cache[agent_id]
+            return self._cache[key]
         except KeyError:
             pass
+        if self.profile_for(agent_id, profile) == OPENCLAW_2026_9_6:
+            if isinstance(agent_id, str) and agent_id:
+                block = merge_blocks_2026_9(self._global, self._agent_block_2026_9(agent_id))
+            else:
+                block = self._global if isinstance(self._global, dict) else None
+            settings = self._cache[key] = resolve_2026_9(block)
+            return settings
         if isinstance(agent_id, str) and agent_id:
             block = merge_blocks(self._global, self._agent_block(agent_id))
         else:
             block = self._global if isinstance(self._global, dict) else None
-        settings = self._cache[agent_id] = resolve(block)
+        settings = self._cache[key] = resolve(block)
         return settings
+
+    def _agent_block_2026_9(self, agent_id: str) -> Any:
+        """2026.9 delta §2.4: an ``agents.entries`` entry for the id wins; else ``agents.list`` as before."""
+        entry = self._entries.get(normalize_agent_id(agent_id))
+        if entry is not None:
+            return _entry_block(entry) if isinstance(entry, dict) else None
+        return self._agent_block(agent_id)
 
 
 def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT) -> OpenClawConfig:

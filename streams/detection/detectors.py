@@ -1,7 +1,12 @@
-"""The five rolling detectors, their precedence, messages and warning keys (Spec §5).
+"""The rolling detectors, their precedence, messages and warning keys (Spec §5).
 
 :func:`detect` reads the session history *before* the call it judges is
 recorded, so the n-th identical call sees n - 1 records (Spec §3).
+
+Under the 2026.9.6 profile (``settings.is_2026_9``, 2026.9 delta §5) the
+no-progress streak counts veto records, ``exec`` has a second, terminal-failure
+walk, the argument-churn warning exists and two criticals read differently; each
+such rule sits beside the 2026.7 rule it changes.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import LoopDetectionSettings
+from .fingerprint import KIND_TERMINAL_EXEC_FAILURE, KIND_VETO
 from .state import CallRecord, SessionState, hash_key
 
 __all__ = [
@@ -19,6 +25,7 @@ __all__ = [
     "PING_PONG",
     "UNKNOWN_TOOL_REPEAT",
     "GLOBAL_CIRCUIT_BREAKER",
+    "ARGUMENT_CHURN",
     "WARNING",
     "CRITICAL",
 ]
@@ -28,6 +35,7 @@ KNOWN_POLL_NO_PROGRESS = "known_poll_no_progress"
 PING_PONG = "ping_pong"
 UNKNOWN_TOOL_REPEAT = "unknown_tool_repeat"
 GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
+ARGUMENT_CHURN = "argument_churn"  # 2026.9.6 only (2026.9 delta §5.2 rule 8)
 
 WARNING = "warning"
 CRITICAL = "critical"
@@ -37,12 +45,15 @@ class Detection:
     """A stuck verdict of one detector (Spec §5.2).
 
     ``evidence`` is the history records behind the detection, oldest first.
+    ``liveness_signal`` (2026.9.6 only) is ``"argument_churn"`` when argument
+    churn accompanies a warning (2026.9 delta §5.2 rules 4, 6 and 8).
     """
 
-    __slots__ = ("level", "detector", "count", "message", "warning_key", "paired_tool_name", "evidence")
+    __slots__ = ("level", "detector", "count", "message", "warning_key", "paired_tool_name", "evidence",
+                 "liveness_signal")
 
     def __init__(self, level: str, detector: str, count: int, message: str, warning_key: str,
-                 paired_tool_name: str | None, evidence: list[CallRecord]) -> None:
+                 paired_tool_name: str | None, evidence: list[CallRecord], liveness_signal: str | None = None) -> None:
         self.level = level
         self.detector = detector
         self.count = count
@@ -50,6 +61,7 @@ class Detection:
         self.warning_key = warning_key
         self.paired_tool_name = paired_tool_name
         self.evidence = evidence
+        self.liveness_signal = liveness_signal
 
     def as_dict(self) -> dict[str, Any]:
         """The ``detection`` field of a verdict (Spec §10)."""
@@ -63,6 +75,8 @@ class Detection:
         }
         if self.paired_tool_name is not None:
             out["paired_tool_name"] = self.paired_tool_name
+        if self.liveness_signal is not None:
+            out["liveness_signal"] = self.liveness_signal
         return out
 
 
@@ -74,6 +88,11 @@ def _unknown_tool_critical(name: str, count: int) -> str:
 
 def _global_critical(tool: str, count: int) -> str:
     return (f"CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. "
+            "Session execution blocked by global circuit breaker to prevent runaway loops.")
+
+
+def _global_critical_2026_9(tool: str, count: int) -> str:
+    return (f"CRITICAL: {tool} repeated identical no-progress outcomes {count} times. "
             "Session execution blocked by global circuit breaker to prevent runaway loops.")
 
 
@@ -102,6 +121,17 @@ def _ping_pong_warning(count: int) -> str:
 def _generic_critical(tool: str, count: int) -> str:
     return (f"CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. "
             "Session execution blocked to prevent runaway loops.")
+
+
+def _generic_critical_2026_9(tool: str, count: int) -> str:
+    return (f"CRITICAL: Called {tool} with identical outcomes {count} times. "
+            "Session execution blocked to prevent runaway loops.")
+
+
+def _churn_warning(tool: str, variants: int, count: int) -> str:
+    return (f"WARNING: {tool} has cycled through {variants} repeated argument patterns with the same stable "
+            f"outcome {count} times. Continued churn is treated as stalled run activity, but this tool call "
+            "remains allowed.")
 
 
 def _generic_warning(tool: str, count: int) -> str:
@@ -135,13 +165,16 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     history = state.history
     if call_key is None:
         call_key = hash_key(args_hash)
+    is_2026_9 = settings.is_2026_9
+    # 2026.9.6's exec terminal-failure walk reads records of other args too (from the run's newest record on)
+    other_args_count = is_2026_9 and tool == "exec"
     if call_key not in state.args_counts:
         # Nothing repeats this call: no streak, no recent count and no ping-pong
         # (which needs this args hash in the history). Only an unknown-tool
-        # streak of the run's newest records can still fire.
+        # streak of the run's newest records can still fire (2026.9.6: or exec's terminal-failure walk).
         for newest in reversed(history):
             if newest.run_id == run_id:
-                if newest.tool != tool or newest.unknown_tool is None:
+                if newest.tool != tool or (newest.unknown_tool is None and not other_args_count):
                     return None
                 break
         else:
@@ -150,28 +183,37 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     if not scoped:
         return None
     newest = scoped[-1]
+    other_args_count = other_args_count and newest.tool == tool
     # Records of this exact call (args hashes embed the tool name).
     recent = [record for record in scoped if record.args_key == call_key]
     unknown_possible = newest.tool == tool and newest.unknown_tool is not None
-    if not recent and not unknown_possible:
+    if not recent and not unknown_possible and not other_args_count:
         # Nothing repeats this call: no streak, no recent count, and no
         # ping-pong either (that needs this call's args hash in the history).
         return None
 
     # recentCount, the no-progress streak and the unknown-tool streak (Spec §5.1).
-    streak: list[CallRecord] = []
-    latest_result: str | None = None
-    for record in reversed(recent):
-        result = record.result_key
-        if result is None:
-            continue
-        if latest_result is None:
-            latest_result = result
-        elif result != latest_result:
-            break
-        streak.append(record)
-    if streak:
-        latest_result = streak[0].result_hash  # the newest resulted record keeps its full hash
+    if is_2026_9:
+        no_progress, streak, latest_result = _streak_2026_9(recent)
+        if other_args_count:
+            terminal = _terminal_streak(scoped, tool, call_key)
+            if terminal[0] > no_progress:
+                no_progress, streak, latest_result = terminal
+    else:
+        streak = []
+        latest_result = None
+        for record in reversed(recent):
+            result = record.result_key
+            if result is None:
+                continue
+            if latest_result is None:
+                latest_result = result
+            elif result != latest_result:
+                break
+            streak.append(record)
+        if streak:
+            latest_result = streak[0].result_hash  # the newest resulted record keeps its full hash
+        no_progress = len(streak)
     unknown: list[CallRecord] = []
     unknown_name = newest.unknown_tool
     if unknown_possible:
@@ -185,10 +227,10 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         return Detection(CRITICAL, UNKNOWN_TOOL_REPEAT, count, _unknown_tool_critical(unknown_name, count),
                          f"unknown-tool:{tool}:{unknown_name or 'unknown'}", None, unknown[::-1])
 
-    no_progress = len(streak)
     result_key = latest_result if latest_result is not None else "none"
     if no_progress >= settings.global_circuit_breaker_threshold:
-        return Detection(CRITICAL, GLOBAL_CIRCUIT_BREAKER, no_progress, _global_critical(tool, no_progress),
+        message = (_global_critical_2026_9 if is_2026_9 else _global_critical)(tool, no_progress)
+        return Detection(CRITICAL, GLOBAL_CIRCUIT_BREAKER, no_progress, message,
                          f"global:{tool}:{args_hash}:{result_key}", None, streak[::-1])
 
     if known_poll and settings.known_poll_no_progress:
@@ -198,21 +240,159 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
                              key, None, streak[::-1])
         if no_progress >= settings.warning_threshold:
             return Detection(WARNING, KNOWN_POLL_NO_PROGRESS, no_progress, _poll_warning(tool, no_progress),
-                             key, None, streak[::-1])
+                             key, None, streak[::-1], _liveness(is_2026_9, scoped, tool, call_key, recent))
 
     if settings.ping_pong:
         detection = _ping_pong(scoped, args_hash, call_key, settings)
         if detection is not None:
+            if detection.level == WARNING:
+                detection.liveness_signal = _liveness(is_2026_9, scoped, tool, call_key, recent)
             return detection
 
     if not known_poll and settings.generic_repeat:
         if no_progress >= settings.critical_threshold:
-            return Detection(CRITICAL, GENERIC_REPEAT, no_progress, _generic_critical(tool, no_progress),
+            message = (_generic_critical_2026_9 if is_2026_9 else _generic_critical)(tool, no_progress)
+            return Detection(CRITICAL, GENERIC_REPEAT, no_progress, message,
                              f"generic:{tool}:{args_hash}:{result_key}", None, streak[::-1])
+    if is_2026_9 and len(recent) >= _CHURN_STABLE:  # 2026.9 delta §5.2 rule 8, not gated by knownPoll
+        churn = _argument_churn(scoped, tool, call_key)
+        if churn is not None and churn[0] >= settings.warning_threshold:
+            count, variants, records = churn
+            return Detection(WARNING, ARGUMENT_CHURN, count, _churn_warning(tool, variants, count),
+                             f"argument-churn:{tool}", None, records[::-1], ARGUMENT_CHURN)
+    if not known_poll and settings.generic_repeat:
         if len(recent) >= settings.warning_threshold:
             return Detection(WARNING, GENERIC_REPEAT, len(recent), _generic_warning(tool, len(recent)),
                              f"generic:{tool}:{args_hash}", None, recent)
     return None
+
+
+# ------------------------------------------------------------------ 2026.9.6 measures (2026.9 delta §5.1)
+
+def _streak_2026_9(recent: list[CallRecord]) -> tuple[int, list[CallRecord], str | None]:
+    """noProgressStreak under 2026.9.6: veto records count, each joining the match that follows it.
+
+    Walks this call's records newest first: a veto adds 1 to a pending count;
+    records without a result hash are skipped; the first resulted record sets the
+    reference (streak = pending + 1), each later one with the same hash adds
+    pending + 1, a different hash stops (vetoes since the last match dropped).
+    With no resulted record the count is the number of vetoes.
+
+    Returns ``(count, records counted newest first, latest result hash or None)``.
+    """
+    pending: list[CallRecord] = []
+    streak: list[CallRecord] = []
+    reference: CallRecord | None = None
+    for record in reversed(recent):
+        if record.kind == KIND_VETO:
+            pending.append(record)
+            continue
+        result = record.result_key
+        if result is None:
+            continue
+        if reference is None:
+            reference = record
+        elif result != reference.result_key:
+            break
+        streak += pending
+        streak.append(record)
+        pending = []
+    if reference is None:
+        return len(pending), pending, None
+    return len(streak), streak, reference.result_hash
+
+
+def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tuple[int, list[CallRecord], str | None]:
+    """The exec terminal-failure walk (2026.9 delta §5.1): one failure across argument changes.
+
+    Newest first over the run's records: stop at another tool; veto records of
+    any args go to the pending count; records without a result hash are skipped;
+    a resulted record that is not a terminal exec failure stops the walk. The
+    first terminal failure is the reference; later ones continue the streak when
+    their result hash or failure identity equals the reference's. Once the walk
+    has met records of other args, it stops at the next record of the current ones.
+
+    Returns ``(count, records counted newest first, the reference's result hash)``; count 0 without a reference.
+    """
+    pending: list[CallRecord] = []
+    streak: list[CallRecord] = []
+    reference: CallRecord | None = None
+    left_current = False
+    for record in reversed(scoped):
+        if record.tool != tool:
+            break
+        if record.args_key != call_key:
+            left_current = True
+        elif left_current:
+            break
+        if record.kind == KIND_VETO:
+            pending.append(record)
+            continue
+        if record.result_key is None:
+            continue
+        if record.kind != KIND_TERMINAL_EXEC_FAILURE:
+            break
+        if reference is None:
+            reference = record
+        elif record.result_key != reference.result_key and record.failure_key != reference.failure_key:
+            break
+        streak += pending
+        streak.append(record)
+        pending = []
+    if reference is None:
+        return 0, [], None
+    return len(streak), streak, reference.result_hash
+
+
+_CHURN_STABLE = 3  # records that make an args variant stable
+
+
+def _argument_churn(scoped: list[CallRecord], tool: str, call_key: str) -> tuple[int, int, list[CallRecord]] | None:
+    """argumentChurn (2026.9 delta §5.1): no-progress outcomes cycling through a few argument variants.
+
+    Newest first over the run's records: stop at another tool; skip records
+    without a result hash; stop at a record that is not no-progress, and at one
+    whose args already showed another result hash. Churn needs two or more
+    stable variants (3+ records each), no other counted record, one shared
+    result hash, and 3+ records of the current args.
+
+    Returns ``(count, stable variants, records counted newest first)``, or None for no churn.
+    """
+    variants: dict[str, list] = {}  # args key -> [result key, records]
+    counted: list[CallRecord] = []
+    for record in reversed(scoped):
+        if record.tool != tool:
+            break
+        result = record.result_key
+        if result is None:
+            continue
+        if not record.no_progress:
+            break
+        variant = variants.get(record.args_key)
+        if variant is None:
+            variants[record.args_key] = [result, 1]
+        elif variant[0] != result:
+            break
+        else:
+            variant[1] += 1
+        counted.append(record)
+    if len(variants) < 2 or any(n < _CHURN_STABLE for _, n in variants.values()):
+        return None
+    if len({result for result, _ in variants.values()}) != 1:
+        return None
+    current = variants.get(call_key)
+    if current is None or current[1] < _CHURN_STABLE:
+        return None
+    return len(counted), len(variants), counted
+
+
+def _liveness(is_2026_9: bool, scoped: list[CallRecord], tool: str, call_key: str,
+              recent: list[CallRecord]) -> str | None:
+    """2026.9 delta §5.2 rules 4 and 6: ``argument_churn`` beside a warning when churn counts 10 or more."""
+    if not is_2026_9 or len(recent) < _CHURN_STABLE:
+        return None
+    churn = _argument_churn(scoped, tool, call_key)
+    return ARGUMENT_CHURN if churn is not None and churn[0] >= 10 else None
 
 
 def _ping_pong(scoped: list[CallRecord], args_hash: str, call_key: str,

@@ -29,6 +29,16 @@ all sessions.
 Verdict records carry the fields of the vectors' ``expected`` entries plus
 ``verdict`` (allow, warn, block, abort or ignore: what the runner should do)
 and ``evidence`` (the ``ref`` values of the records behind a detection).
+
+Profiles (:mod:`~streams.detection.profiles`): an event's optional ``profile``
+field, else the config, picks the OpenClaw release whose verdicts it gets. Each
+2026.9.6 rule (2026.9 delta §3) branches on ``settings.is_2026_9`` where the
+2026.7 rule stands: a critical verdict is a recorded veto with a recovery or
+terminal block (:meth:`Engine._veto`), an emitted warning carries the note the
+model sees, outcomes carry kind, no-progress and failure identity. Those
+verdicts add ``block_text``, ``tool_loop_recovery`` (a terminal block's
+``verdict`` is ``abort``: the run ends), ``veto_recorded``, ``warning.note``,
+``detection.liveness_signal``, ``run_terminated`` and the outcome fields.
 """
 
 from __future__ import annotations
@@ -38,9 +48,12 @@ from typing import Any, Mapping, MutableMapping
 from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
 from .detectors import CRITICAL, Detection, detect, is_known_poll
-from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_hash, outcome_profile, unknown_tool_name
+from .fingerprint import (KIND_VETO, OUTCOME_KINDS, Outcome, args_hash, js_trim, normalize_tool_name, outcome_2026_9,
+                          outcome_hash, outcome_profile, unknown_tool_name)
 from .policies import Policies, build as build_policies
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
+from .profiles import check_profile
+from .recovery import block_text, warning_note
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
 __all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "guard_key", "has_session_key",
@@ -81,6 +94,11 @@ def _check_envelope(event: Mapping[str, Any]) -> None:
     follows = get("outcome_follows")
     if follows is not None and type(follows) is not bool:
         raise EventError(f"outcome_follows must be true or false, got {type(follows).__name__}")
+    profile = get("profile")
+    if profile is not None:
+        problem = check_profile(profile)
+        if problem:
+            raise EventError(f"profile: {problem}")
 
 
 def validate_event(event: Any) -> str:
@@ -203,9 +221,9 @@ class Engine:
     # ---------------------------------------------------------------- event kinds
 
     def _context(self, event: Mapping[str, Any]) -> tuple[LoopDetectionSettings, str | None, str | None]:
-        """Settings of the event's agent, and its raw and trimmed run id."""
+        """Settings of the event's agent and profile, and its raw and trimmed run id."""
         raw_run = event.get("run_id")
-        settings = self.config.for_agent(event.get("agent_id"))
+        settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
         run_id = (js_trim(raw_run) or None) if raw_run else None
         return settings, raw_run, run_id
 
@@ -225,7 +243,8 @@ class Engine:
                    guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
         settings, raw_run, run_id = self._context(event)
-        tool = normalize_tool_name(event.get("tool_name"))
+        is_2026_9 = settings.is_2026_9
+        tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
         args = event.get("args", UNDEFINED)
         call_hash = args_hash(tool, args)  # may raise RecursionError: before any change to state
         call_key = hash_key(call_hash)
@@ -245,10 +264,13 @@ class Engine:
         follows = event.get("outcome_follows") is True
 
         if detection is not None and detection.level == CRITICAL:
-            # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
             if follows and call_id:
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
             run = self._run(event, state, guards, settings)
+            if is_2026_9:  # 2026.9 delta §3.1 step 3: a recorded veto, with one recovery chance per attempt
+                return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
+                                  marks)
+            # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
             return {
                 "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
@@ -257,10 +279,10 @@ class Engine:
                 "evidence": _evidence(detection.evidence), **marks,
             }
 
-        profile = outcome_profile(tool, args, self.config.channel_send_tools)
+        profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
         # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
         can_record = not follows and (keyed or bool(session_id))
-        outcome = _outcome(profile, event.get("result"), event.get("error")) if can_record else None
+        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if can_record else None
         run = self._run(event, state, guards, settings)
         warning = None
         decision = "allow"
@@ -268,10 +290,16 @@ class Engine:
             warning = self._dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
+                if is_2026_9 and call_id is not None:  # 2026.9 delta §3.1 step 4: the model sees a note
+                    warning["note"] = warning_note(detection.count)
+        if is_2026_9 and settings.enabled is True and (keyed or session_id):
+            _rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
         recorded_call = keyed and settings.records_calls
         if recorded_call:
             state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key),
                          settings.history_size)
+            if follows or outcome is None:
+                state.maybe_pending = True  # the record stays pending (for now)
         verdict: dict[str, Any] = {
             "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": decision,
             "detection": detection.as_dict() if detection is not None else {"stuck": False},
@@ -287,6 +315,8 @@ class Engine:
         else:
             self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref)
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
+        if is_2026_9:
+            verdict["run_terminated"] = run.terminated
         if "evidence" not in verdict:
             verdict["evidence"] = _evidence(detection.evidence) if detection is not None else []
         if marks:
@@ -298,28 +328,32 @@ class Engine:
         """Spec §9: a result for a pending call, for a blocked call, or for no pending call."""
         call_id = event.get("tool_call_id")  # non-empty: validate_event
         settings, _, run_id = self._context(event)
+        is_2026_9 = settings.is_2026_9
         call = state.calls.get(call_id)
         if call is None or call.blocked:
             # The event's own tool name and args (absent: "tool" and undefined);
             # hashed before any change to the state (RecursionError).
-            tool = normalize_tool_name(event.get("tool_name"))
+            tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
             args = event.get("args", UNDEFINED)
             call_hash = args_hash(tool, args)
             if call is not None:  # blocked: OpenClaw never ran it
                 del state.calls[call_id]
                 run = self._run(event, state, guards, settings)
-                return {
+                ignored = {
                     "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
                     "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": run.aborted, "verdict": "ignore",
                     "evidence": [],
                 }
+                if is_2026_9:
+                    ignored["run_terminated"] = run.terminated
+                return ignored
             # No pending call (never seen, already answered, or its state expired):
             # recorded as step 6 records any outcome, carrying the event's call id.
-            profile = outcome_profile(tool, args, self.config.channel_send_tools)
+            profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
             record_run = run_id
         else:
             tool, call_hash, record_run, profile = call.tool, call.args_hash, call.run_id, call.profile
-        outcome = _outcome(profile, event.get("result"), event.get("error"))
+        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9)
         if call is not None:
             del state.calls[call_id]
         run = self._run(event, state, guards, settings)
@@ -328,19 +362,56 @@ class Engine:
                              append_call_id=call_id if call is None else None)
         verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
         verdict.setdefault("evidence", [])
+        if is_2026_9:
+            verdict["run_terminated"] = run.terminated
         return verdict
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState | None,
                           guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
-        """Arms the event's guard (Spec §7); no session state is read or changed (Spec §8.1)."""
-        settings = self.config.for_agent(event.get("agent_id"))
+        """Arms the event's guard (Spec §7); no session state is read or changed (Spec §8.1).
+
+        Under 2026.9.6 the retry is a new attempt: it clears the run's recovery flag (2026.9 delta §3.3).
+        """
+        settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
         run = self._run(event, state, guards, settings)
         arm(run)
+        if settings.is_2026_9:
+            run.recovery = False
         return {
             "type": "compaction_retry",
             "guard": {"enabled": run.guard_enabled, "window_size": run.window_size,
                       "armed": run.remaining > 0, "remaining": run.remaining},
             "verdict": "allow", "evidence": [],
+        }
+
+    @staticmethod
+    def _veto(event: Mapping[str, Any], state: SessionState, settings: LoopDetectionSettings, run: RunState,
+              detection: Detection, tool: str, call_hash: str, call_key: str, run_id: str | None, ref: Any,
+              marks: dict[str, Any]) -> dict[str, Any]:
+        """2026.9 delta §3.1 step 3 and §3.3: a critical call under 2026.9.6.
+
+        A veto record joins the history (counts keep growing through blocks);
+        the run's recovery flag picks the block: clear -> ``recovery`` (the flag
+        is set, the run goes on, loopwatch verdict ``block``); set -> ``terminal``
+        (the run ends: ``run_terminated``, loopwatch verdict ``abort``).
+        """
+        call_id = event.get("tool_call_id")
+        state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key, kind=KIND_VETO),
+                     settings.history_size)
+        terminal = run.recovery
+        if terminal:
+            run.terminated = True
+        else:
+            run.recovery = True
+        return {
+            "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
+            "detection": detection.as_dict(), "warning": None, "blocked": True,
+            "block_reason": detection.message,
+            "block_text": block_text(detection.message, terminal, call_id is not None),
+            "tool_loop_recovery": "terminal" if terminal else "recovery", "veto_recorded": True,
+            "recorded_call": False, "outcome": dict(_NOT_RECORDED), "guard": guard_status(run),
+            "run_aborted": run.aborted, "run_terminated": run.terminated, "verdict": "abort" if terminal else "block",
+            "evidence": _evidence(detection.evidence), **marks,
         }
 
     # ------------------------------------------------------------------- helpers
@@ -358,43 +429,77 @@ class Engine:
     @staticmethod
     def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                         run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
-                        outcome: tuple[str, str | None] | None, ref: Any, append_call_id: str | None = None) -> None:
+                        outcome: Outcome | None, ref: Any, append_call_id: str | None = None) -> None:
         """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
 
         ``append_call_id`` is the call id a record appended here carries (a
-        result with no pending call keeps the event's, Spec §9).
+        result with no pending call keeps the event's, Spec §9). A record with an
+        outcome kind is never matched, and only an outcome with a result hash is
+        observed by the guard (2026.9 delta §3.1 steps 6-7; under 2026.7 every
+        recorded outcome has a hash and no kind).
         """
         if outcome is None:
             verdict["outcome"] = dict(_NOT_RECORDED)
             verdict["guard"] = guard_status(run)
             verdict["run_aborted"] = run.aborted
             return
-        result_hash, unknown = outcome
+        result_hash, unknown, kind, no_progress, failure_hash = outcome
         call_key = hash_key(call_hash)
         for record in reversed(state.history):
             if (record.result_key is None and record.run_id == run_id and record.tool == tool
-                    and record.args_key == call_key and (not call_id or record.call_id == call_id)):
-                record.set_result(result_hash, unknown, ref)
+                    and record.args_key == call_key and (not call_id or record.call_id == call_id)
+                    and not record.kind):
+                record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
                 break
         else:
-            state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref),
+            state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref, kind=kind,
+                                    no_progress=no_progress,
+                                    failure_key=hash_key(failure_hash) if failure_hash is not None else None),
                          settings.history_size)
-        verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
-        verdict["guard"] = observe(run, tool, call_hash, result_hash, ref)
+        shown = verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
+        if no_progress:
+            shown["no_progress"] = True
+        if kind:
+            shown["outcome_kind"] = OUTCOME_KINDS[kind]
+        if failure_hash is not None:
+            shown["failure_identity_hash"] = failure_hash
+        verdict["guard"] = observe(run, tool, call_hash, result_hash, ref) if result_hash is not None \
+            else guard_status(run)
         verdict["run_aborted"] = run.aborted
         if verdict["guard"]["abort"]:
             verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
 
 
-def _outcome(profile: int, result: Any, error: Any) -> tuple[str, str | None] | None:
-    """``(result hash, unknown tool name)`` of an outcome (Spec §4.3, §4.4); None when nothing is recorded.
+def _outcome(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> Outcome | None:
+    """The :class:`~streams.detection.fingerprint.Outcome` to record (Spec §4.3, §4.4; 2026.9 delta §4.3 for
+    ``is_2026_9``); None when nothing is recorded.
 
     Raises RecursionError for a result or thrown value nested too deeply to hash.
     """
+    if is_2026_9:
+        return outcome_2026_9(profile, result, error)
     result_hash = outcome_hash(profile, result, error)
     if result_hash is None:
         return None
-    return result_hash, unknown_tool_name(error) if error is not None else None
+    return Outcome(result_hash, unknown_tool_name(error) if error is not None else None, 0, False, None)
+
+
+def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id: str | None, call_hash: str,
+                    call_key: str) -> None:
+    """2026.9 delta §3.1 step 5(a): before this call's record exists, the run's newest pending record of the same
+    tool (no result hash, no outcome kind) and the same call id (any, when this call has none) takes this call's
+    args hash."""
+    if not state.maybe_pending:
+        return
+    pending = False
+    for record in reversed(state.history):
+        if record.result_key is None and not record.kind:
+            pending = True
+            if record.run_id == run_id and record.tool == tool and (not call_id or record.call_id == call_id):
+                if record.args_key != call_key:
+                    state.rebind(record, call_hash)
+                return
+    state.maybe_pending = pending
 
 
 def _evidence(records: list[CallRecord]) -> list[Any]:

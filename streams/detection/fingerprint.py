@@ -6,10 +6,11 @@ All functions are pure and take decoded JSON values.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
-from .canonical import UNDEFINED, digest, js_number, stable_stringify
+from .canonical import UNDEFINED, digest, js_number, normalized_digest, stable_stringify
 
 __all__ = [
     "normalize_tool_name",
@@ -18,8 +19,15 @@ __all__ = [
     "OutcomeProfile",
     "outcome_profile",
     "outcome_hash",
+    "Outcome",
+    "outcome_2026_9",
+    "normalize_untrusted_markers",
+    "mask_volatile",
     "error_text",
     "unknown_tool_name",
+    "KIND_VETO",
+    "KIND_TERMINAL_EXEC_FAILURE",
+    "OUTCOME_KINDS",
 ]
 
 # JavaScript String#trim removes WhiteSpace and LineTerminator code points.
@@ -29,6 +37,8 @@ _JS_WHITESPACE = (
 )
 
 _TOOL_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
+# 2026.9 delta §3.1 step 1: one alias more, and the lookup is a Map (``constructor`` stays a plain name, as here)
+_TOOL_ALIASES_2026_9 = {**_TOOL_ALIASES, "cron": "automations"}
 
 
 def js_trim(text: str) -> str:
@@ -37,28 +47,31 @@ def js_trim(text: str) -> str:
 
 
 _TOOL_NAME_CACHE: dict[str, str] = {}
-_TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered
+_TOOL_NAME_CACHE_2026_9: dict[str, str] = {}
+_TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered (per profile)
 
 
-def normalize_tool_name(name: Any) -> str:
-    """Spec §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases.
+def normalize_tool_name(name: Any, is_2026_9: bool = False) -> str:
+    """Spec §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases
+    (2026.9.6, ``is_2026_9``: ``cron`` -> ``automations`` too).
 
     An absent or empty name is ``tool`` (before trimming, so a blank name
     normalises to the empty string).
     """
+    cache = _TOOL_NAME_CACHE_2026_9 if is_2026_9 else _TOOL_NAME_CACHE
     if type(name) is str:
-        cached = _TOOL_NAME_CACHE.get(name)
+        cached = cache.get(name)
         if cached is not None:
             return cached
     if name is None or name is UNDEFINED or name == "":
         return "tool"
     raw = name if isinstance(name, str) else stable_stringify(name)
     normalized = js_trim(raw).lower()
-    normalized = _TOOL_ALIASES.get(normalized, normalized)
+    normalized = (_TOOL_ALIASES_2026_9 if is_2026_9 else _TOOL_ALIASES).get(normalized, normalized)
     if type(name) is str:
-        if len(_TOOL_NAME_CACHE) >= _TOOL_NAME_CACHE_SIZE:
-            _TOOL_NAME_CACHE.clear()
-        _TOOL_NAME_CACHE[name] = normalized
+        if len(cache) >= _TOOL_NAME_CACHE_SIZE:
+            cache.clear()
+        cache[name] = normalized
     return normalized
 
 
@@ -87,14 +100,24 @@ PROFILE_EXEC = 1
 PROFILE_PROCESS_POLL = 2
 PROFILE_PROCESS_LOG = 3
 PROFILE_SEND = 4
+PROFILE_WRITE = 5  # 2026.9.6 only: ``write``'s unchanged rule (2026.9 delta §4.3 rule 6)
 
 OutcomeProfile = int
 
+# 2026.9 delta §4.3 rule 7: these always count as outbound sends too
+_SEND_TOOLS_2026_9 = frozenset({"sessions_send", "conversations_send", "conversations_turn"})
 
-def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str]) -> OutcomeProfile:
-    """Which outcome rule of Spec §4.3 (rules 5-8) applies to a call of ``tool`` with ``args``."""
+
+def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str], is_2026_9: bool = False) -> OutcomeProfile:
+    """Which outcome rule of Spec §4.3 (rules 5-8) applies to a call of ``tool`` with ``args``
+    (``is_2026_9``: with the sends and the ``write`` rule of the 2026.9 delta §4.3)."""
     if tool == "exec":
         return PROFILE_EXEC
+    if is_2026_9:
+        if tool == "write":
+            return PROFILE_WRITE
+        if tool in _SEND_TOOLS_2026_9:
+            return PROFILE_SEND
     is_object = isinstance(args, dict)
     if tool == "process" and is_object:
         action = args.get("action")
@@ -249,6 +272,154 @@ def outcome_hash(profile: OutcomeProfile, result: Any, error: Any) -> str | None
     elif profile == PROFILE_SEND:
         return digest(_strip_volatile(details))
     return digest({"details": details, "text": text})
+
+
+# ------------------------------------------------------------ 2026.9.6 outcomes
+
+KIND_VETO = 1  # outcomeKind "tool-loop-veto" (2026.9 delta §1)
+KIND_TERMINAL_EXEC_FAILURE = 2  # outcomeKind "terminal-exec-failure" (§4.3 rule 5)
+OUTCOME_KINDS = {KIND_VETO: "tool-loop-veto", KIND_TERMINAL_EXEC_FAILURE: "terminal-exec-failure"}
+
+
+class Outcome(NamedTuple):
+    """A recorded outcome under 2026.9.6 (2026.9 delta §4.3): hashes are None when absent, ``kind`` 0 = none."""
+
+    result_hash: str | None
+    unknown_tool: str | None
+    kind: int
+    no_progress: bool
+    failure_hash: str | None
+
+
+_MARKER_OPEN = "<<<EXTERNAL_UNTRUSTED_CONTENT id="
+_MARKER = re.compile(
+    r'<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)"([0-9a-f]{16})\1">>>'
+    r'((?:(?!<<<EXTERNAL_UNTRUSTED_CONTENT|<<<END_EXTERNAL_UNTRUSTED_CONTENT).)*?)'
+    r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\1"\2\1">>>',
+    re.DOTALL,
+)
+_QUOTED_RUN = re.compile(r'(\\*)"')  # k backslashes and a quote; a bare quote is k = 0
+_ZERO_ID = "0" * 16
+
+
+def _marker_rewrite(match: re.Match[str]) -> str:
+    escape, body = match.group(1), match.group(3)
+    step = len(escape) + 1
+    if step & (step - 1):  # n + 1 is not a power of two
+        return match.group(0)
+    if any((len(run) + 1) % step for run in _QUOTED_RUN.findall(body)):
+        return match.group(0)
+    return (f'<<<EXTERNAL_UNTRUSTED_CONTENT id={escape}"{_ZERO_ID}{escape}">>>{body}'
+            f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id={escape}"{_ZERO_ID}{escape}">>>')
+
+
+def normalize_untrusted_markers(text: str) -> str:
+    """2026.9 delta §4.3: the untrusted-content marker normaliser.
+
+    Each well-formed marker pair (16 lower-case hex digits, the same id and the
+    same escaping E of n backslashes at all four places, no other marker inside)
+    gets both ids ``0000000000000000`` when n + 1 is a power of two and every
+    ``"`` in its body, with the k backslashes before it (k = 0 for a bare quote),
+    has n + 1 dividing k + 1: the body is escaped as deep as the marker. Other
+    pairs are left as they are. Matches do not overlap.
+    """
+    if _MARKER_OPEN not in text:
+        return text
+    return _MARKER.sub(_marker_rewrite, text)
+
+
+_NEEDLE = _MARKER_OPEN.encode()
+
+
+def _digest_2026_9(value: Any, prefix: str = "") -> str:
+    """An outcome digest under 2026.9.6: every string and key through :func:`normalize_untrusted_markers`."""
+    return normalized_digest(value, normalize_untrusted_markers, _NEEDLE, prefix)
+
+
+# 2026.9 delta §4.3 rule 5: what varies between runs of one failing command, masked to "#" in this order.
+# Each pattern comes with a cheap test that must pass for it to match at all (regex scans of long outputs are
+# what costs here): every pattern needs a digit, the first two a ":", the word patterns their word.
+_JS_SPACE = "[" + re.escape(_JS_WHITESPACE) + "]"
+_VOLATILE = tuple((re.compile(pattern, re.ASCII), needs) for pattern, needs in (
+    (r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})?", ":"),  # date-time
+    (r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b", ":"),  # clock time
+    (r"(?i:\b(?:attempt|retry)\b)(?:" + _JS_SPACE + r"|[#:=])*\d+", ("attempt", "retry")),  # attempt counters
+    (r"\b\d+(?:\.\d+)?" + _JS_SPACE + r"?(?i:ns|us|ms|s|seconds?|minutes?|hours?)\b", None),  # durations
+    (r"(?i:\b(?:pid|ppid)\b)(?:" + _JS_SPACE + r"|[#:=])*\d+", ("pid",)),  # process ids
+))
+_DIGITS = "0123456789"
+
+
+def mask_volatile(output: str) -> str:
+    """2026.9 delta §4.3 rule 5: ``output`` with timestamps, clock times, attempt counters, durations and pids
+    replaced by ``#``."""
+    if not any(digit in output for digit in _DIGITS):
+        return output
+    lowered = None
+    for pattern, needs in _VOLATILE:
+        if type(needs) is str:
+            if needs not in output:
+                continue
+        elif needs is not None:
+            if lowered is None:
+                lowered = output.lower()  # ASCII letters fold as the patterns' (?i) does; others do not matter
+            if not any(word in lowered for word in needs):
+                continue
+        output = pattern.sub("#", output)
+    return output
+
+
+def _terminal_failure(details: dict, fingerprint: dict) -> str | None:
+    """The failure identity hash of a terminal exec failure (2026.9 delta §4.3 rule 5), or None for another outcome."""
+    exit_code = details.get("exitCode")
+    if not _is_number(exit_code) or exit_code == 0 or not math.isfinite(exit_code):
+        return None
+    if fingerprint["status"] not in ("completed", "failed") or fingerprint["timedOut"]:
+        return None
+    output = fingerprint["output"]
+    if output == "" or output == f"(Command exited with code {js_number(exit_code)})":
+        return None
+    return _digest_2026_9({**fingerprint, "output": mask_volatile(output)})
+
+
+def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome | None:
+    """The outcome of Spec §4.3 as 2026.9.6 records it (2026.9 delta §4.3), or None when nothing is recorded.
+
+    Changes against :func:`outcome_hash`: every digest uses the marker normaliser;
+    a thrown value and a ``write`` that changed nothing are no-progress; the
+    detector's own veto is recorded (kind :data:`KIND_VETO`, no hash); a terminal
+    exec failure gets its kind and a failure identity.
+    """
+    if error is not None:
+        return Outcome(_digest_2026_9(error_text(error), "error:"), unknown_tool_name(error), 0, True, None)
+    if result is None or result is UNDEFINED:
+        return None
+    if not isinstance(result, dict):
+        return Outcome(_digest_2026_9(result), None, 0, False, None)
+    details = result.get("details")
+    if not isinstance(details, dict):
+        details = {}
+    if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
+        return Outcome(None, None, KIND_VETO, False, None)
+    text = _content_text(result)
+    if profile == PROFILE_EXEC:
+        fingerprint = _exec_fingerprint(details, text)
+        if fingerprint is not None:
+            failure = _terminal_failure(details, fingerprint) if "exitCode" in fingerprint else None
+            if failure is not None:
+                return Outcome(_digest_2026_9(fingerprint), None, KIND_TERMINAL_EXEC_FAILURE, False, failure)
+            return Outcome(_digest_2026_9(fingerprint), None, 0, False, None)
+    elif profile == PROFILE_WRITE and details.get("changed") is False:
+        return Outcome(digest({"status": "unchanged"}), None, 0, True, None)
+    if profile == PROFILE_PROCESS_POLL:
+        value: Any = _process_fingerprint("poll", details, text)
+    elif profile == PROFILE_PROCESS_LOG:
+        value = _process_fingerprint("log", details, text)
+    elif profile == PROFILE_SEND:
+        value = _strip_volatile(details)
+    else:
+        value = {"details": details, "text": text}
+    return Outcome(_digest_2026_9(value), None, 0, False, None)
 
 
 # JavaScript's /i (without /u) folds case for ASCII only here, so the literal

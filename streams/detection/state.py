@@ -40,6 +40,8 @@ from typing import Any
 
 import msgpack
 
+from .fingerprint import KIND_TERMINAL_EXEC_FAILURE
+
 __all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS"]
 
 MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
@@ -67,14 +69,20 @@ class CallRecord:
     ``result_key`` (:func:`hash_key`) are what detectors compare; after a
     round trip through :meth:`SessionState.from_bytes` the full hashes of
     records that can no longer be printed are None.
+
+    Kept by the 2026.9.6 profile only (2026.9 delta §1; 0/False/None otherwise):
+    ``kind`` (``outcomeKind``: 0 none, :data:`~streams.detection.fingerprint.KIND_VETO`
+    for a veto record, :data:`~streams.detection.fingerprint.KIND_TERMINAL_EXEC_FAILURE`),
+    ``no_progress`` and ``failure_key`` (:func:`hash_key` of the failure identity hash).
     """
 
     __slots__ = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key",
-                 "unknown_tool", "ref", "_packed")
+                 "unknown_tool", "ref", "kind", "no_progress", "failure_key", "_packed")
 
     def __init__(self, tool: str, args_hash: str | None, call_id: str | None, run_id: str | None,
                  result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None,
-                 *, args_key: str | None = None, result_key: str | None = None) -> None:
+                 *, args_key: str | None = None, result_key: str | None = None, kind: int = 0,
+                 no_progress: bool = False, failure_key: str | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash
         self.args_key = args_key if args_key is not None else hash_key(args_hash)
@@ -84,35 +92,56 @@ class CallRecord:
         self.result_key = result_key if result_key is not None or result_hash is None else hash_key(result_hash)
         self.unknown_tool = unknown_tool
         self.ref = ref
+        self.kind = kind
+        self.no_progress = no_progress
+        self.failure_key = failure_key
         self._packed: bytes | None = None  # serialised form, built once (records rarely change)
 
-    def set_result(self, result_hash: str, unknown_tool: str | None, ref: Any = None) -> None:
-        """Attach an outcome to this pending record (Spec §3 step 6).
+    def set_result(self, result_hash: str | None, unknown_tool: str | None, ref: Any = None, kind: int = 0,
+                   no_progress: bool = False, failure_hash: str | None = None) -> None:
+        """Attach an outcome to this pending record (Spec §3 step 6; 2026.9 delta §3.1 step 6 for the rest).
 
         The call id is dropped (only pending records are matched by it); ``ref``
         is kept when the record has none yet.
         """
         self.result_hash = result_hash
-        self.result_key = hash_key(result_hash)
+        self.result_key = hash_key(result_hash) if result_hash is not None else None
         self.unknown_tool = unknown_tool
+        self.kind = kind
+        self.no_progress = no_progress
+        self.failure_key = hash_key(failure_hash) if failure_hash is not None else None
         self.call_id = None
         if self.ref is None:
             self.ref = ref
         self._packed = None
 
+    def rebind(self, args_hash: str) -> None:
+        """Give this pending record another args hash (2026.9 delta §3.1 step 5a); the caller re-counts
+        :attr:`SessionState.args_counts`."""
+        self.args_hash = args_hash
+        self.args_key = hash_key(args_hash)
+        self._packed = None
+
     def packed(self) -> bytes:
-        """The msgpack of ``[tool, args key, call id, result key, unknown tool, ref]``, keys as raw bytes (cached)."""
+        """The msgpack of ``[tool, args key, call id, result key, unknown tool, ref]``, keys as raw bytes (cached),
+        plus ``kind, no_progress, failure key`` when any is set (2026.9.6 records)."""
         packed = self._packed
         if packed is None:
-            packed = self._packed = _packb([
+            row = [
                 self.tool, bytes.fromhex(self.args_key[len(self.tool) + 1:]), self.call_id,
                 _pack_hash(self.result_key) if self.result_key is not None else None,
                 self.unknown_tool, self.ref,
-            ])
+            ]
+            if self.kind or self.no_progress or self.failure_key is not None:
+                row += [self.kind, int(self.no_progress),
+                        _pack_hash(self.failure_key) if self.failure_key is not None else None]
+            packed = self._packed = _packb(row)
         return packed
 
-    _IDENTITY = ("tool", "args_key", "call_id", "run_id", "result_key", "unknown_tool", "ref")
-    _SHOWN = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key", "unknown_tool", "ref")
+    _IDENTITY = ("tool", "args_key", "call_id", "run_id", "result_key", "unknown_tool", "ref", "kind",
+                 "no_progress", "failure_key")
+    _SHOWN = ("tool", "args_hash", "args_key", "call_id", "run_id", "result_hash", "result_key", "unknown_tool", "ref",
+              "kind", "no_progress", "failure_key")
 
     def __eq__(self, other: object) -> bool:
         """Records are equal when detectors cannot tell them apart (full hashes
@@ -132,17 +161,25 @@ class RunState:
     ``guard_enabled`` and ``window_size`` are fixed when the run is first seen,
     for the run's agent; ``window`` holds ``(tool, args_hash, result_hash)``
     observations since the last arming, each with the caller's ``ref``.
+
+    Under 2026.9.6, keyed like the guard (2026.9 delta §3.3): ``recovery`` is the
+    critical-tool-loop recovery flag (set by a recovery block, cleared by a
+    ``compaction_retry``: a retry starts a new attempt) and ``terminated`` says a
+    terminal block ended the run.
     """
 
-    __slots__ = ("guard_enabled", "window_size", "remaining", "window", "aborted")
+    __slots__ = ("guard_enabled", "window_size", "remaining", "window", "aborted", "recovery", "terminated")
 
     def __init__(self, guard_enabled: bool, window_size: int, remaining: int = 0,
-                 window: list[tuple[str, str, str, Any]] | None = None, aborted: bool = False) -> None:
+                 window: list[tuple[str, str, str, Any]] | None = None, aborted: bool = False,
+                 recovery: bool = False, terminated: bool = False) -> None:
         self.guard_enabled = guard_enabled
         self.window_size = window_size
         self.remaining = remaining
         self.window = window if window is not None else []
         self.aborted = aborted
+        self.recovery = recovery
+        self.terminated = terminated
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RunState) and all(
@@ -152,7 +189,7 @@ class RunState:
     @property
     def idle(self) -> bool:
         """Nothing here that a fresh RunState would not also say."""
-        return not self.remaining and not self.aborted
+        return not self.remaining and not self.aborted and not self.recovery and not self.terminated
 
 
 class PendingCall:
@@ -180,7 +217,9 @@ class PendingCall:
 class SessionState:
     """Mutable per-partition-key state; see the module docstring."""
 
-    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts", "policy_runs")
+    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts", "policy_runs",
+                 "maybe_pending")
+    _COMPARED = __slots__[:-1]  # maybe_pending is a hint, not state
 
     def __init__(self) -> None:
         # Change ``history`` only through append/trim/reindex: ``args_counts``
@@ -197,10 +236,14 @@ class SessionState:
         # raw run id -> what loopwatch's run policies remember (streams.detection.policies.run_rules);
         # empty, and absent from the serialised form, unless a run policy is on.
         self.policy_runs: dict[str, list] = {}
+        # False only when no record of ``history`` is pending without an outcome kind: lets 2026.9.6's
+        # pre-launch rebind (engine._rebind_pending) skip its scan. The engine sets it when it leaves
+        # such a record; reindex() and that scan make it exact again.
+        self.maybe_pending = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SessionState) and all(
-            getattr(self, name) == getattr(other, name) for name in self.__slots__
+            getattr(self, name) == getattr(other, name) for name in self._COMPARED
         )
 
     def __repr__(self) -> str:
@@ -230,11 +273,27 @@ class SessionState:
                     del counts[record.args_key]
             del self.history[:excess]
 
+    def rebind(self, record: CallRecord, args_hash: str) -> None:
+        """Give a pending record of ``history`` another args hash (2026.9 delta §3.1 step 5a), keeping
+        ``args_counts`` right."""
+        counts = self.args_counts
+        left = counts[record.args_key] - 1
+        if left:
+            counts[record.args_key] = left
+        else:
+            del counts[record.args_key]
+        record.rebind(args_hash)
+        counts[record.args_key] = counts.get(record.args_key, 0) + 1
+
     def reindex(self) -> None:
         """Recount ``args_counts`` after ``history`` was replaced or extended wholesale."""
         counts: dict[str, int] = {}
+        pending = False
         for record in self.history:
             counts[record.args_key] = counts.get(record.args_key, 0) + 1
+            if record.result_key is None and not record.kind:
+                pending = True
+        self.maybe_pending = pending
         self.args_counts = counts
 
     def store_warning_bucket(self, key: str, bucket: int) -> None:
@@ -328,11 +387,11 @@ class SessionState:
                     frequent.discard(group)
                     if r.result_hash is not None:
                         full_results[index] = bytes.fromhex(r.result_hash[-32:])
-        runs = {
-            key: [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
-                  [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
-            for key, run in self.runs.items()
-        }
+        for index, r in enumerate(history):
+            # 2026.9.6's terminal-failure streak can print the result hash of a record of other args
+            if r.kind == KIND_TERMINAL_EXEC_FAILURE and r.result_hash is not None:
+                full_results[index] = bytes.fromhex(r.result_hash[-32:])
+        runs = {key: _pack_run(run) for key, run in self.runs.items()}
         calls = {
             key: [c.tool, _pack_hash(c.args_hash[len(c.tool) + 1:]), c.run_id, c.profile, int(c.blocked)]
             for key, c in self.calls.items()
@@ -360,23 +419,29 @@ class SessionState:
         full_args, full_results, buckets, runs, calls, offsets, *policy_runs = rest
         state = cls()
         history = state.history
-        for index, (tool, args_bin, call_id, result_bin, unknown, ref) in enumerate(rows):
+        for index, (tool, args_bin, call_id, result_bin, unknown, ref, *extra) in enumerate(rows):
             args_key = tool + ":" + args_bin.hex()
             result_key = _unpack_hash(result_bin) if result_bin is not None else None
             tail = full_args.get(index)
             result_tail = full_results.get(index)
-            history.append(CallRecord(
+            record = CallRecord(
                 tool, args_key + tail.hex() if tail is not None else None, call_id,
                 run_ids[run_of[index] if run_of is not None else 0],
                 result_key + result_tail.hex() if result_tail is not None else None, unknown, ref,
                 args_key=args_key, result_key=result_key,
-            ))
+            )
+            if extra:  # a 2026.9.6 record: kind, no-progress, failure key
+                kind, no_progress, failure_bin = extra
+                record.kind, record.no_progress = kind, bool(no_progress)
+                record.failure_key = _unpack_hash(failure_bin) if failure_bin is not None else None
+            history.append(record)
         state.reindex()
         state.warning_buckets = dict(buckets)
-        for key, (enabled, window_size, remaining, aborted, window) in runs.items():
+        for key, (enabled, window_size, remaining, aborted, window, *flags) in runs.items():
             state.runs[key] = RunState(
                 bool(enabled), window_size, remaining,
                 [(t, t + ":" + _unpack_hash(a), _unpack_hash(h), ref) for t, a, h, ref in window], bool(aborted),
+                *(bool(flag) for flag in flags),
             )
         for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
             state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
@@ -384,6 +449,16 @@ class SessionState:
         if policy_runs:
             state.policy_runs = dict(policy_runs[0])
         return state
+
+
+def _pack_run(run: RunState) -> list:
+    """``[guard enabled, window size, remaining, aborted, window]``, plus ``recovery, terminated`` when either
+    is set (2026.9.6 runs; other states stay byte-identical)."""
+    packed = [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
+              [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
+    if run.recovery or run.terminated:
+        packed += [int(run.recovery), int(run.terminated)]
+    return packed
 
 
 # surrogatepass: ids and tool names from JSON input may hold lone surrogates; they round-trip exactly.

@@ -2,8 +2,9 @@
 
 A scenario file is JSON Lines, one scenario per line (Spec §10):
 ``{"name", "description", "config", "events", "expected"}`` where
-``expected[i]`` is OpenClaw's outcome for ``events[i]``. Every scenario starts
-from empty state. :func:`run_scenario` replays one through the engine and
+``expected[i]`` is OpenClaw's outcome for ``events[i]``, and an optional
+``profile`` names the OpenClaw behaviour (absent: ``openclaw-2026.7``;
+:mod:`~streams.detection.profiles`). Every scenario starts from empty state. :func:`run_scenario` replays one through the engine and
 returns the first difference, if any.
 """
 
@@ -17,12 +18,14 @@ from typing import Any, Iterator
 from streams.wire.codecs import json_loads
 from streams.detection import Engine, OpenClawConfig, SessionStore
 
-__all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "scenario_lines", "run_scenario", "spec_view"]
+__all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "scenario_lines", "scenario_config", "run_scenario",
+           "spec_view"]
 
-# The verdict fields a scenario's ``expected`` entries pin (Spec §10).
+# The verdict fields a scenario's ``expected`` entries pin (Spec §10; the 2026.9.6 profile's, 2026.9 delta §9/10).
 SPEC_FIELDS = frozenset({
     "type", "tool_name", "args_hash", "decision", "detection", "warning", "blocked", "block_reason",
     "recorded_call", "outcome", "guard", "run_aborted", "ignored",
+    "block_text", "tool_loop_recovery", "veto_recorded", "run_terminated",
 })
 
 
@@ -86,9 +89,21 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
     return None if expected == actual else (path, expected, actual)
 
 
+def scenario_config(scenario: dict[str, Any]) -> OpenClawConfig:
+    """The config a scenario is replayed with: its ``config``, judged by its ``profile`` (absent: the default).
+
+    Raises ``ValueError`` for a profile name loopwatch does not know.
+    """
+    return OpenClawConfig(scenario.get("config") or {}, profile=scenario.get("profile"))
+
+
 def run_scenario(scenario: dict[str, Any]) -> Mismatch | None:
     """Replay one scenario from empty state; the first mismatch, or None if all events agree."""
-    store = SessionStore(Engine(OpenClawConfig(scenario.get("config") or {})))
+    try:
+        config = scenario_config(scenario)
+    except ValueError as exc:
+        return Mismatch(scenario["name"], 0, "(profile)", "a known profile", str(exc))
+    store = SessionStore(Engine(config))
     events, expected = scenario["events"], scenario["expected"]
     name = scenario["name"]
     if len(events) != len(expected):

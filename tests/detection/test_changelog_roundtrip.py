@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 
 from bench.workload import generate
-from streams.offline.conformance import spec_view
+from streams.offline.conformance import scenario_config, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, state_key
+from streams.detection.profiles import OPENCLAW_2026_9_6
+from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path
 
 VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+SCENARIO_FILES = [VECTORS, OWN_2026_9, *(shared_path(name) for name in FILES_2026_9)]
 
 CONFIGS = {
     "defaults-enabled": {"tools": {"loopDetection": {"enabled": True}}},
@@ -25,9 +28,10 @@ CONFIGS = {
 }
 
 
+@pytest.mark.parametrize("profile", [None, OPENCLAW_2026_9_6])
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_round_trip_between_every_event_keeps_every_verdict(name: str) -> None:
-    engine = Engine(OpenClawConfig(CONFIGS[name]))
+def test_round_trip_between_every_event_keeps_every_verdict(name: str, profile: str | None) -> None:
+    engine = Engine(OpenClawConfig(CONFIGS[name], profile=profile))
     keep = engine.config.smallest_warning_threshold
     in_memory: dict[str, SessionState] = {}
     serialised: dict[str, bytes] = {}
@@ -49,11 +53,14 @@ def test_smallest_warning_threshold_spans_agents() -> None:
     assert OpenClawConfig({}).smallest_warning_threshold == 10
 
 
-def test_conformance_scenarios_with_a_round_trip_before_every_event() -> None:
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=[path.name for path in SCENARIO_FILES])
+def test_conformance_scenarios_with_a_round_trip_before_every_event(path: Path) -> None:
+    if not path.is_file():
+        pytest.skip(f"no shared conformance file at {path}")
     failures = []
-    for line in VECTORS.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         scenario = json.loads(line)
-        engine = Engine(OpenClawConfig(scenario["config"]))
+        engine = Engine(scenario_config(scenario))
         keep = engine.config.smallest_warning_threshold
         stored: dict[str, bytes] = {}
         for index, (event, want) in enumerate(zip(scenario["events"], scenario["expected"])):
