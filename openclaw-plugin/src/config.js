@@ -10,6 +10,7 @@
  * | `timeoutMs`         | 5000                      | per request, queueing behind earlier events of the same session included |
  * | `failMode`          | `"open"`                  | what to do when no verdict can be had: `"open"` lets the tool run, `"closed"` blocks it |
  * | `reportCompactions` | true                      | report `after_compaction` as a compaction retry (arms the post-compaction guard) |
+ * | `profile`           | `"auto"`                  | loopwatch behaviour profile the events ask for: `"auto"` (from the host's version, src/host.js), `"openclaw-2026.7"`, `"openclaw-2026.9.6"` or `"none"` (loopwatch's configured default) |
  *
  * `timeoutMs` must stay under OpenClaw's own `before_tool_call` budget (15 s by default,
  * `plugins.entries.<id>.hooks.timeoutMs`): when OpenClaw's budget expires first, OpenClaw
@@ -28,9 +29,11 @@ export const TOKEN_ENV = "LOOPWATCH_GATEWAY_TOKEN";
  * @property {number} timeoutMs positive integer, milliseconds
  * @property {"open" | "closed"} failMode
  * @property {boolean} reportCompactions
+ * @property {"auto" | "none" | "openclaw-2026.7" | "openclaw-2026.9.6"} profile
  */
 
-const KNOWN = new Set(["gatewayUrl", "token", "timeoutMs", "failMode", "reportCompactions"]);
+const KNOWN = new Set(["gatewayUrl", "token", "timeoutMs", "failMode", "reportCompactions", "profile"]);
+export const PROFILE_CHOICES = ["auto", "none", "openclaw-2026.7", "openclaw-2026.9.6"];
 
 /** A setting that does not fit; the message names the setting and what it got. */
 export class ConfigError extends Error {
@@ -89,7 +92,15 @@ export function resolveConfig(raw, env = process.env) {
     throw new ConfigError(`reportCompactions must be true or false, got ${describe(reportCompactions)}`);
   }
 
-  return { gatewayUrl: gatewayUrl.replace(/\/+$/, ""), token, timeoutMs, failMode, reportCompactions };
+  const profile = given.profile ?? "auto";
+  if (typeof profile !== "string" || !PROFILE_CHOICES.includes(profile)) {
+    throw new ConfigError(`profile must be one of ${PROFILE_CHOICES.map((p) => JSON.stringify(p)).join(", ")}, got ${describe(profile)}`);
+  }
+
+  return {
+    gatewayUrl: gatewayUrl.replace(/\/+$/, ""), token, timeoutMs, failMode, reportCompactions,
+    profile: /** @type {LoopwatchPluginConfig["profile"]} */ (profile),
+  };
 }
 
 /** @param {string} text */

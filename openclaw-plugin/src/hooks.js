@@ -1,29 +1,38 @@
 /**
- * The three hook handlers: ask loopwatch before a tool call, report its outcome after, report
- * compactions; and turn loopwatch's decision into what OpenClaw understands.
+ * The hook handlers: ask loopwatch before a tool call, report its outcome after, report
+ * compactions, hand the model a warning's note; and turn loopwatch's verdict into what OpenClaw
+ * understands.
  *
- * | loopwatch decision | `before_tool_call` returns                     | also |
- * | ------------------ | ---------------------------------------------- | ---- |
- * | allow              | nothing (no decision: the tool runs)           | |
- * | warn               | nothing (OpenClaw's warnings are advisory, spec §3 step 3) | the warning is logged |
- * | block              | `{block: true, blockReason: <message>}`        | the call's later outcome is not reported (spec §9) |
- * | abort              | `{block: true, blockReason: <message>}`        | every later call of the run is blocked with it |
+ * | loopwatch verdict                         | `before_tool_call` returns                  | also |
+ * | ----------------------------------------- | ------------------------------------------- | ---- |
+ * | allow                                     | nothing (no decision: the tool runs)        | |
+ * | warn                                      | nothing (OpenClaw's warnings are advisory)  | logged; its `warning.note` (2026.9.6 profile) is appended to the call's tool result |
+ * | block                                     | `{block: true, blockReason: <model text>}`  | the call's later outcome is not reported (spec §9) |
+ * | abort (guard or policy abort, `run_ended`, 2026.9.6 terminal block) | `{block: true, blockReason: <model text>}` | the run has ended: every later call of it is blocked |
  *
- * `{block: true, blockReason}` is OpenClaw's `PluginHookBeforeToolCallResult`: terminal, lower
- * priority handlers are skipped (docs/plugins/hooks.md, "Tool call policy").
+ * The model text is the verdict's `block_text` when it has one (the 2026.9.6 profile: the
+ * message with OpenClaw's recovery or terminal paragraph), else the gateway's `message` (the bare
+ * `block_reason`), as OpenClaw itself words it (CONTRACTS 2).
  *
- * Aborts. OpenClaw's post-compaction guard aborts a run after a tool outcome (spec §7). A
- * plugin cannot end a run from `after_tool_call`, an observation hook whose return value is
- * ignored (docs/plugins/hooks/tool-policy.md, "Tool call observation"). So an abort verdict on
- * an outcome is remembered for the run (the guard's identity, spec §7: the run id, or the
- * session when there is none), and every later `before_tool_call` of that run is blocked with
- * the guard's message without asking the gateway again: the run can make no further progress.
+ * Ending a run. OpenClaw's plugin API has no run abort: `before_tool_call` can only block one call
+ * (`{block, blockReason}`, whose tool result OpenClaw builds without `terminate`), and
+ * `after_tool_call` is an observation hook whose return value is ignored (checked in the code of
+ * 2026.7.35 and 2026.9.6: docs/runners/openclaw.md, "How a run ends"). So a run loopwatch ends is
+ * ended here: it is remembered (by the guard's identity, spec §7: the run id, or the session when
+ * there is none), and every later `before_tool_call` of it is blocked whatever the gateway answers
+ * (the call is still reported, so loopwatch's record holds every call the model made, as OpenClaw's
+ * session does). No later call of an ended run executes.
+ *
+ * Calls loopwatch never judged. OpenClaw raises `after_tool_call` also for calls that never ran
+ * because its own loop detection or another plugin blocked them before this plugin was asked. The
+ * plugin remembers the calls it asked about (bounded) and does not report the outcome of any
+ * other call: loopwatch treats it as OpenClaw treats the result of a call it blocked (spec §9).
  *
  * Failures (no verdict: gateway down, timeout, 401, 413, ...). `failMode: "open"` lets the tool
- * run and logs why; `"closed"` blocks the call (before_tool_call) or treats the run as aborted
- * (an outcome or compaction that could not be reported), as loopwatch's Python client does with
- * `on_timeout="block"`. When the gateway itself answers `timed_out: true`, its decision
- * already applies the gateway operator's `on_timeout` and is followed as any other.
+ * run and logs why; `"closed"` blocks the call (before_tool_call) or ends the run (an outcome or
+ * compaction that could not be reported), as loopwatch's Python client does with
+ * `on_timeout="block"`. When the gateway itself answers `timed_out: true`, its decision already
+ * applies the gateway operator's `on_timeout` and is followed as any other.
  */
 
 import { BoundedMap } from "./bounded.js";
@@ -39,6 +48,8 @@ const REMEMBERED = 10000; // runs / tool calls / sessions kept in each memory ma
  * @typedef {import("./events.js").HookContext} HookContext
  * @typedef {{info?: (m: string) => void, warn?: (m: string) => void, error?: (m: string) => void, debug?: (m: string) => void}} Logger
  * @typedef {{block: true, blockReason: string}} BlockResult
+ * @typedef {{message: {role?: string, content?: unknown} & Record<string, unknown>, toolCallId?: string, toolName?: string}} PersistEvent
+ * @typedef {{sessionKey?: string, toolCallId?: string, agentId?: string}} PersistContext
  */
 
 /**
@@ -46,16 +57,26 @@ const REMEMBERED = 10000; // runs / tool calls / sessions kept in each memory ma
  * @param {LoopwatchPluginConfig} options.config
  * @param {{send: (event: Record<string, unknown>, timeoutMs: number) => Promise<import("./gateway-client.js").SendOutcome>}} options.client
  * @param {Logger} [options.logger] OpenClaw's `api.logger`
+ * @param {string | null} [options.profile] loopwatch behaviour profile put on every event (src/host.js); null: none
  * @param {() => number} [options.now] milliseconds clock (tests)
  */
-export function createHooks({ config, client, logger = {}, now = Date.now }) {
+export function createHooks({ config, client, logger = {}, profile = null, now = Date.now }) {
   const queue = new SessionQueue();
-  /** @type {BoundedMap<string, string>} guard identity -> the abort message */
-  const abortedRuns = new BoundedMap(REMEMBERED);
+  /** @type {BoundedMap<string, string>} guard identity -> why the run ended (the text its calls get) */
+  const endedRuns = new BoundedMap(REMEMBERED);
   /** @type {BoundedMap<string, true>} tool calls that did not run because of us */
   const blockedCalls = new BoundedMap(REMEMBERED);
+  /** @type {BoundedMap<string, true>} tool calls loopwatch was asked about (their outcomes are reported) */
+  const judgedCalls = new BoundedMap(REMEMBERED);
+  /** @type {BoundedMap<string, string>} session key + tool call id -> warning note for its tool result */
+  const notes = new BoundedMap(REMEMBERED);
   /** @type {BoundedMap<string, string>} session -> its latest run id (for compactions without one) */
   const latestRun = new BoundedMap(REMEMBERED);
+
+  /** @param {Record<string, unknown>} event */
+  function stamped(event) {
+    return profile ? { ...event, profile } : event;
+  }
 
   /**
    * Send `event` after the session's earlier events; the deadline counts from the hook's call.
@@ -69,7 +90,7 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
       if (left <= 0) {
         return /** @type {const} */ ({ ok: false, reason: `no answer within ${config.timeoutMs} ms (waiting behind this session's earlier events)` });
       }
-      return client.send(event, left);
+      return client.send(stamped(event), left);
     });
   }
 
@@ -85,14 +106,21 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
       return undefined; // OpenClaw records nothing for a call without session key or id (spec §8.1)
     }
     const guard = guardIdentity(id);
-    const abortMessage = abortedRuns.get(guard);
-    if (abortMessage !== undefined) {
-      return block(event, ctx, abortMessage);
-    }
     if (id.run_id !== null) {
       latestRun.set(session, id.run_id);
     }
+    const callId = toolCallId(event, ctx);
     const outcome = await ask(session, toolCallEvent(event, ctx));
+    if (callId !== null) {
+      judgedCalls.set(callKey(id, callId), true);
+    }
+    const ended = endedRuns.get(guard);
+    if (ended !== undefined) {
+      // the run is over: no call of it runs again, whatever the answer (or its absence) says
+      const denied = outcome.ok && (outcome.answer.decision === "block" || outcome.answer.decision === "abort");
+      const text = denied ? modelText(outcome.answer) : null;
+      return block(event, ctx, text ?? ended);
+    }
     if (!outcome.ok) {
       if (config.failMode === "closed") {
         const reason = `loopwatch: no verdict (${outcome.reason}); failing closed: the tool call is blocked`;
@@ -104,21 +132,27 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
     }
     const answer = outcome.answer;
     noteTimeout(answer);
-    if (answer.decision === "abort" || answer.verdict?.run_aborted === true) {
-      const message = answer.message ?? guardMessage(answer) ?? "loopwatch: this run was aborted by the post-compaction guard";
-      abortedRuns.set(guard, message);
-      logger.error?.(`loopwatch: ${message}`);
-      return block(event, ctx, message);
+    if (endsRun(answer)) {
+      const text = modelText(answer) ?? "loopwatch: this run was ended by a loop detector";
+      endedRuns.set(guard, text);
+      logger.error?.(`loopwatch: ${text}`);
+      return block(event, ctx, text);
     }
     if (answer.decision === "block") {
-      const message = answer.message ?? (answer.timed_out
+      const text = modelText(answer) ?? (answer.timed_out
         ? "loopwatch: no verdict in time; the loopwatch gateway fails closed (on_timeout: block)"
         : "loopwatch: the tool call was blocked");
-      logger.error?.(`loopwatch: blocked ${event.toolName}: ${message}`);
-      return block(event, ctx, message);
+      logger.error?.(`loopwatch: blocked ${event.toolName}: ${text}`);
+      return block(event, ctx, text);
     }
-    if (answer.decision === "warn" && answer.message) {
-      logger.warn?.(`loopwatch: ${answer.message}`);
+    if (answer.decision === "warn") {
+      if (answer.message) {
+        logger.warn?.(`loopwatch: ${answer.message}`);
+      }
+      const note = warningNote(answer);
+      if (note !== null && callId !== null) {
+        notes.set(noteKey(id.session_key, callId), note);
+      }
     }
     return undefined;
   }
@@ -140,11 +174,42 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
       logger.debug?.(`loopwatch: outcome of ${event.toolName} not reported: it has no tool call id`);
       return;
     }
-    if (blockedCalls.delete(callKey(id, callId))) {
+    const key = callKey(id, callId);
+    if (blockedCalls.delete(key)) {
+      judgedCalls.delete(key);
       return; // the call never ran in OpenClaw; any outcome reported for it is not one (spec §9)
+    }
+    if (!judgedCalls.delete(key)) {
+      // OpenClaw's own loop detection or another plugin stopped this call before loopwatch was asked
+      logger.debug?.(`loopwatch: outcome of ${event.toolName} (${callId}) not reported: loopwatch never judged the call`);
+      return;
     }
     const outcome = await ask(session, toolResultEvent(event, ctx));
     afterReport(id, outcome, "the tool outcome");
+  }
+
+  /**
+   * `tool_result_persist` (synchronous, OpenClaw's only hook that rewrites a tool result): append
+   * the emitted warning's note to the result of the call it was emitted for, as OpenClaw 2026.9.6
+   * appends its own (spec 2026.9 §3.1 step 4). Nothing to do for other results.
+   *
+   * @param {PersistEvent} event
+   * @param {PersistContext} ctx
+   * @returns {{message: Record<string, unknown>} | undefined}
+   */
+  function toolResultPersist(event, ctx = {}) {
+    const callId = typeof event?.toolCallId === "string" ? event.toolCallId : ctx.toolCallId;
+    if (typeof callId !== "string" || !event?.message) {
+      return undefined;
+    }
+    const key = noteKey(typeof ctx.sessionKey === "string" ? ctx.sessionKey : null, callId);
+    const note = notes.get(key);
+    if (note === undefined) {
+      return undefined;
+    }
+    notes.delete(key);
+    const content = Array.isArray(event.message.content) ? event.message.content : [];
+    return { message: { ...event.message, content: [...content, { type: "text", text: note }] } };
   }
 
   /**
@@ -180,7 +245,7 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
     if (!outcome.ok) {
       if (config.failMode === "closed") {
         const reason = `loopwatch: ${what} could not be reported (${outcome.reason}); failing closed: the run is stopped`;
-        abortedRuns.set(guard, reason);
+        endedRuns.set(guard, reason);
         logger.warn?.(reason);
       } else {
         logger.warn?.(`loopwatch: ${what} could not be reported (${outcome.reason}); failing open`);
@@ -191,10 +256,10 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
     noteTimeout(answer);
     // a gateway failing closed answers its on_timeout ("block") for an outcome too: for a run
     // whose outcome went unchecked that means stopping it, as the Python client's "abort"
-    if (answer.decision === "abort" || (answer.decision === "block" && answer.timed_out)) {
-      const message = answer.message ?? guardMessage(answer) ?? "loopwatch: the post-compaction guard aborted this run";
-      abortedRuns.set(guard, message);
-      logger.error?.(`loopwatch: ${message}`);
+    if (endsRun(answer) || (answer.decision === "block" && answer.timed_out)) {
+      const text = modelText(answer) ?? "loopwatch: the post-compaction guard aborted this run";
+      endedRuns.set(guard, text);
+      logger.error?.(`loopwatch: ${text}`);
     }
   }
 
@@ -219,7 +284,50 @@ export function createHooks({ config, client, logger = {}, now = Date.now }) {
     }
   }
 
-  return { beforeToolCall, afterToolCall, afterCompaction, queue, abortedRuns };
+  return { beforeToolCall, afterToolCall, afterCompaction, toolResultPersist, queue, endedRuns };
+}
+
+/**
+ * Does this verdict end the run? A loopwatch `abort` (the guard's `compaction_loop_persisted`, a
+ * policy abort, a 2026.9.6 terminal block, a call of a run that already ended: CONTRACTS 2 and
+ * 3), or a record that says so even under another decision.
+ * @param {GatewayAnswer} answer
+ */
+export function endsRun(answer) {
+  const verdict = answer.verdict ?? {};
+  return answer.decision === "abort" || verdict.run_aborted === true || verdict.run_terminated === true
+    || verdict.tool_loop_recovery === "terminal" || (verdict.run_ended !== undefined && verdict.run_ended !== null);
+}
+
+/**
+ * What the model reads for a blocked call: `block_text` (2026.9.6 profile), else the gateway's
+ * message (the bare `block_reason`, or the guard's message), else the record's `block_reason`.
+ * @param {GatewayAnswer} answer
+ * @returns {string | null}
+ */
+export function modelText(answer) {
+  const verdict = answer.verdict ?? {};
+  if (typeof verdict.block_text === "string" && verdict.block_text !== "") {
+    return verdict.block_text;
+  }
+  if (answer.message) {
+    return answer.message;
+  }
+  if (typeof verdict.block_reason === "string" && verdict.block_reason !== "") {
+    return verdict.block_reason;
+  }
+  const guard = /** @type {Record<string, unknown> | undefined} */ (verdict.guard);
+  return guard && typeof guard.message === "string" ? guard.message : null;
+}
+
+/**
+ * The note an emitted warning appends to its call's tool result (`warning.note`, 2026.9.6 profile).
+ * @param {GatewayAnswer} answer
+ * @returns {string | null}
+ */
+export function warningNote(answer) {
+  const warning = /** @type {Record<string, unknown> | undefined} */ (answer.verdict?.warning);
+  return warning && typeof warning.note === "string" && warning.note !== "" ? warning.note : null;
 }
 
 /**
@@ -249,8 +357,12 @@ function callKey(id, callId) {
   return `${id.run_id ?? ""}\u0000${callId}`;
 }
 
-/** @param {GatewayAnswer} answer */
-function guardMessage(answer) {
-  const guard = /** @type {Record<string, unknown> | undefined} */ (answer.verdict?.guard);
-  return guard && typeof guard.message === "string" ? guard.message : null;
+/**
+ * Warning notes are matched in `tool_result_persist`, whose context has the session key and the
+ * tool call id but no run id.
+ * @param {string | null} sessionKey
+ * @param {string} callId
+ */
+function noteKey(sessionKey, callId) {
+  return `${sessionKey ?? ""}\u0000${callId}`;
 }

@@ -3,15 +3,15 @@ import { test } from "node:test";
 
 import { ConfigError, resolveConfig } from "../src/config.js";
 
-test("defaults: local gateway, 5 s, fail open, compactions reported, no token", () => {
+test("defaults: local gateway, 5 s, fail open, compactions reported, no token, profile from the host", () => {
   assert.deepEqual(resolveConfig(undefined, {}), {
-    gatewayUrl: "http://127.0.0.1:8787", token: null, timeoutMs: 5000, failMode: "open", reportCompactions: true,
+    gatewayUrl: "http://127.0.0.1:8787", token: null, timeoutMs: 5000, failMode: "open", reportCompactions: true, profile: "auto",
   });
 });
 
 test("settings are taken as given; a trailing slash is dropped from the URL", () => {
-  const config = resolveConfig({ gatewayUrl: "https://lw.internal:9000/", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false }, {});
-  assert.deepEqual(config, { gatewayUrl: "https://lw.internal:9000", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false });
+  const config = resolveConfig({ gatewayUrl: "https://lw.internal:9000/", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false, profile: "openclaw-2026.7" }, {});
+  assert.deepEqual(config, { gatewayUrl: "https://lw.internal:9000", token: "s3cret", timeoutMs: 800, failMode: "closed", reportCompactions: false, profile: "openclaw-2026.7" });
 });
 
 test("the token falls back to LOOPWATCH_GATEWAY_TOKEN; the setting wins over it", () => {
@@ -27,6 +27,7 @@ for (const [name, raw, pattern] of [
   ["failMode typo", { failMode: "close" }, /failMode must be "open" or "closed", got "close"/],
   ["token not a string", { token: 42 }, /token must be a string, got number 42/],
   ["not an object", ["x"], /must be an object, got an array/],
+  ["unknown profile", { profile: "openclaw-2026.8" }, /profile must be one of "auto", "none", "openclaw-2026.7", "openclaw-2026.9.6", got "openclaw-2026.8"/],
 ]) {
   test(`rejected with a clear message: ${name}`, () => {
     assert.throws(() => resolveConfig(raw, {}), (error) => error instanceof ConfigError && pattern.test(error.message));

@@ -58,8 +58,12 @@ export function answer(decision, extra = {}) {
   };
 }
 
-/** A fake OpenClaw plugin API that records registrations and log lines. */
-export function fakeApi(pluginConfig) {
+/**
+ * A fake OpenClaw plugin API that records registrations and log lines.
+ * @param {unknown} pluginConfig `api.pluginConfig`
+ * @param {{version?: string}} [runtime] `api.runtime` (OpenClaw's version is `runtime.version`)
+ */
+export function fakeApi(pluginConfig, runtime = undefined) {
   /** @type {Array<{name: string, handler: Function, opts: any}>} */
   const registered = [];
   /** @type {Array<[string, string]>} */
@@ -71,7 +75,7 @@ export function fakeApi(pluginConfig) {
     debug: (m) => logs.push(["debug", m]),
   };
   return {
-    api: { pluginConfig, logger, on: (name, handler, opts) => registered.push({ name, handler, opts }) },
+    api: { pluginConfig, logger, runtime, on: (name, handler, opts) => registered.push({ name, handler, opts }) },
     registered,
     logs,
     /** @param {string} name */

@@ -18,10 +18,10 @@ const ABORT = "CRITICAL: tool read repeated 3 times with identical arguments and
  * @param {Parameters<typeof startFakeGateway>[0]} respond
  * @param {Record<string, unknown>} [settings] plugin config besides gatewayUrl
  */
-async function loaded(respond, settings = {}) {
+async function loaded(respond, settings = {}, runtime = undefined) {
   const server = await startFakeGateway(respond);
   servers.push(server);
-  const fake = fakeApi({ gatewayUrl: server.url, ...settings });
+  const fake = fakeApi({ gatewayUrl: server.url, ...settings }, runtime);
   plugin.register(fake.api);
   return {
     server,
@@ -30,13 +30,14 @@ async function loaded(respond, settings = {}) {
     before: fake.handler("before_tool_call"),
     after: fake.handler("after_tool_call"),
     compaction: () => fake.handler("after_compaction"),
+    persist: fake.handler("tool_result_persist"),
   };
 }
 
-test("registers before_tool_call, after_tool_call and after_compaction with api.on", async () => {
+test("registers before_tool_call, after_tool_call, tool_result_persist and after_compaction with api.on", async () => {
   const { registered } = await loaded(() => answer("allow"));
   assert.deepEqual(registered.map((entry) => [entry.name, entry.opts.priority]), [
-    ["before_tool_call", 1000], ["after_tool_call", 1000], ["after_compaction", 1000],
+    ["before_tool_call", 1000], ["after_tool_call", 1000], ["tool_result_persist", 1000], ["after_compaction", 1000],
   ]);
   assert.equal(registered[0].opts.timeoutMs, undefined, "5 s fits OpenClaw's default 15 s budget");
 });
@@ -69,14 +70,15 @@ test("block: OpenClaw's {block: true, blockReason}, and the blocked call's outco
   assert.equal(server.requests.length, 1, "no tool_result for a call that never ran");
 });
 
-test("abort on an outcome: every later call of that run is blocked with the guard's message, without asking", async () => {
+test("abort on an outcome: every later call of that run is blocked with the guard's message, whatever the gateway answers", async () => {
   const { server, before, after } = await loaded((request) =>
     request.body.type === "tool_result" ? answer("abort", { detector: "compaction_loop_persisted", count: 3, message: ABORT }) : answer("allow"));
   await before(oc.beforeToolCall("read", { path: "a" }, { call: "c1" }), oc.toolContext({ call: "c1" }));
   await after(oc.afterToolCallResult("read", { path: "a" }, oc.textResult("same"), { call: "c1" }), oc.toolContext({ call: "c1" }));
   const next = await before(oc.beforeToolCall("exec", { command: "ls" }, { call: "c2" }), oc.toolContext({ call: "c2" }));
   assert.deepEqual(next, { block: true, blockReason: ABORT });
-  assert.equal(server.requests.length, 2, "the aborted run's next call was not sent");
+  assert.equal(server.requests.length, 3, "the ended run's next call is still reported (loopwatch records every call made)");
+  assert.equal(server.requests[2].body.tool_call_id, "c2");
   const otherRun = await before(oc.beforeToolCall("read", { path: "a" }, { run: "run-2", call: "c3" }), oc.toolContext({ run: "run-2", call: "c3" }));
   assert.equal(otherRun, undefined, "another run of the session goes on");
 });
@@ -86,7 +88,7 @@ test("abort answered to a tool call (a run already aborted): blocked, and so are
   const first = await before(oc.beforeToolCall("read", { path: "a" }, { call: "c1" }), oc.toolContext({ call: "c1" }));
   const second = await before(oc.beforeToolCall("read", { path: "b" }, { call: "c2" }), oc.toolContext({ call: "c2" }));
   assert.deepEqual([first, second], [{ block: true, blockReason: ABORT }, { block: true, blockReason: ABORT }]);
-  assert.equal(server.requests.length, 1);
+  assert.equal(server.requests.length, 2);
 });
 
 test("a returned result and a thrown error are reported apart (result vs error)", async () => {
@@ -208,7 +210,7 @@ test("after_compaction without a run id arms the session's latest run", async ()
 
 test("reportCompactions: false registers no compaction hook", async () => {
   const { registered } = await loaded(() => answer("allow"), { reportCompactions: false });
-  assert.deepEqual(registered.map((entry) => entry.name), ["before_tool_call", "after_tool_call"]);
+  assert.deepEqual(registered.map((entry) => entry.name), ["before_tool_call", "after_tool_call", "tool_result_persist"]);
 });
 
 test("a long timeout raises OpenClaw's per-hook budget above it, so failMode decides first", async () => {
