@@ -69,8 +69,26 @@ def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
         detail = f"guard armed for {guard.get('remaining')} outcome(s)"
     elif record.get("verdict") == "ignore":
         detail = _short(record.get("ignored"), 60)
+    ended = record.get("run_ended")
+    if ended:  # an event of a run that had already ended: refused
+        detail = f"run ended ({ended.get('by')})"
+    late = _late(record, _time_of(record, ts))
+    if late:
+        detail = f"{detail}  {late}" if detail else late
     return (f"{_clock(_time_of(record, ts))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
             f"{_short(what, 24):<24} {verdict:<6} {detail}").rstrip()
+
+
+def _late(record: Mapping[str, Any], ts: Any) -> str | None:
+    """``LATE ...`` for a verdict no runner waited for: the call ran without it (``late``), or the verdict of a
+    call was produced after the deadline its runner sent (``deadline`` against the record's time ``ts``)."""
+    if record.get("late"):
+        return "LATE: ran without a verdict"
+    deadline = record.get("deadline")
+    if record.get("type") == "tool_call" and isinstance(deadline, (int, float)) and isinstance(ts, (int, float)) \
+            and not isinstance(deadline, bool) and ts > deadline:
+        return f"LATE: {(ts - deadline) / 1000:.1f} s after the runner's deadline"
+    return None
 
 
 def format_loop_event(record: Mapping[str, Any], ts: float | None = None) -> str:

@@ -16,6 +16,7 @@ Event shapes (Spec §10, the conformance vectors' schema):
 * ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
   ``tool_call_id``, optional ``tool_name`` and ``args`` (the call's, as
   OpenClaw's after-tool-call hook has them), ``result``, ``error``;
+  optional ``ran_without_verdict`` and ``judged`` (see below);
 * ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
   optional ``agent_id``.
 
@@ -39,6 +40,23 @@ model sees, outcomes carry kind, no-progress and failure identity. Those
 verdicts add ``block_text``, ``tool_loop_recovery`` (a terminal block's
 ``verdict`` is ``abort``: the run ends), ``veto_recorded``, ``warning.note``,
 ``detection.liveness_signal``, ``run_terminated`` and the outcome fields.
+
+What the runner really did (loopwatch's fields, docs/events-and-verdicts.md):
+
+* a run that ended (guard or policy abort, terminal block) stays over: every
+  later event of it gets ``verdict: "abort"`` and ``run_ended``
+  (:mod:`~streams.detection.run_end`); OpenClaw's fields stay as computed;
+* ``tool_call.deadline`` (epoch ms): when a fail-open runner stops waiting
+  and runs the call without a verdict. Informational here (the verdict does
+  not depend on any clock); copied to the verdict record;
+* ``tool_result.ran_without_verdict: true``: the runner ran the call without
+  its verdict (it gave up waiting and failed open). The call is applied as
+  executed: a call the rules had blocked is recorded with its outcome and
+  fed to the guard instead of being ignored; the verdict gets ``late: true``;
+* ``tool_result.judged: false`` (optional ``blocked_by``): loopwatch never
+  judged the call (another plugin or the runner's own detector refused it
+  first): not applied, as OpenClaw treats a result of a call it blocked
+  (Spec §9); ``verdict: "ignore"``.
 """
 
 from __future__ import annotations
@@ -54,14 +72,16 @@ from .policies import Policies, build as build_policies
 from .post_compaction_guard import abort_evidence, arm, guard_status, observe
 from .profiles import check_profile
 from .recovery import block_text, warning_note
+from .run_end import ending, refuse
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
 __all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "guard_key", "has_session_key",
-           "BLOCKED_RESULT_IGNORED"]
+           "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw"
+UNJUDGED_RESULT_IGNORED = "loopwatch never judged this tool call (judged: false); its result is not applied"
 
 _NOT_RECORDED = {"recorded": False, "result_hash": None, "unknown_tool_name": None}
 
@@ -70,7 +90,9 @@ class EventError(ValueError):
     """An event that does not fit the schema; ``str()`` says which field and why."""
 
 
-_STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id")
+_STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id",
+                  "blocked_by")
+_BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
 
 
 def _check_envelope(event: Mapping[str, Any]) -> None:
@@ -88,12 +110,17 @@ def _check_envelope(event: Mapping[str, Any]) -> None:
             raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
     if not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
-    ts = get("ts")
-    if ts is not None and (type(ts) is bool or not isinstance(ts, (int, float))):
-        raise EventError(f"ts must be epoch milliseconds (a number), got {type(ts).__name__}")
-    follows = get("outcome_follows")
-    if follows is not None and type(follows) is not bool:
-        raise EventError(f"outcome_follows must be true or false, got {type(follows).__name__}")
+    for field in ("ts", "deadline"):
+        value = get(field)
+        if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
+            raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
+    for field in _BOOL_FIELDS:
+        value = get(field)
+        if value is not None and type(value) is not bool:
+            raise EventError(f"{field} must be true or false, got {type(value).__name__}")
+    if get("judged") is False and get("ran_without_verdict") is True:
+        raise EventError("judged: false (loopwatch was never asked) contradicts ran_without_verdict: true "
+                         "(asked, not waited for)")
     profile = get("profile")
     if profile is not None:
         problem = check_profile(profile)
@@ -199,6 +226,9 @@ class Engine:
         """
         kind = validate_event(event)
         policies = self.policies
+        run_key = guard_key(event)
+        known_run = (guards if guards is not None else state.runs).get(run_key)
+        ended = known_run.ended if known_run is not None else None  # before this event
         try:
             if policies is not None:
                 event = policies.prepare(event)
@@ -216,6 +246,13 @@ class Engine:
             # a compaction_retry from the offline store comes without a session state; the run
             # rules count tool calls and outcomes only, so it needs no policy memory
             policies.decide(verdict, state.policy_runs if state is not None else {}, event.get("run_id"))
+        if kind == "tool_result" and event.get("ran_without_verdict") is True:
+            verdict["late"] = True
+        if ended is not None:
+            return refuse(verdict, ended)
+        end = ending(verdict)
+        if end is not None:  # every path above created the run's state
+            (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
         return verdict
 
     # ---------------------------------------------------------------- event kinds
@@ -265,7 +302,8 @@ class Engine:
 
         if detection is not None and detection.level == CRITICAL:
             if follows and call_id:
-                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, 0, blocked=True))
+                profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
+                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=True))
             run = self._run(event, state, guards, settings)
             if is_2026_9:  # 2026.9 delta §3.1 step 3: a recorded veto, with one recovery chance per attempt
                 return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
@@ -325,11 +363,20 @@ class Engine:
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any,
                      guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
-        """Spec §9: a result for a pending call, for a blocked call, or for no pending call."""
+        """Spec §9: a result for a pending call, for a blocked call, or for no pending call.
+
+        A result the runner ran without loopwatch's verdict (``ran_without_verdict``) of a call the
+        rules blocked is applied as the result of a call that ran; one of a call loopwatch never
+        judged (``judged: false``) is not applied (the module docstring).
+        """
         call_id = event.get("tool_call_id")  # non-empty: validate_event
         settings, _, run_id = self._context(event)
         is_2026_9 = settings.is_2026_9
+        if event.get("judged") is False:
+            return self._unjudged_result(event, state, guards, settings)
         call = state.calls.get(call_id)
+        if call is not None and call.blocked and event.get("ran_without_verdict") is True:
+            call = PendingCall(call.tool, call.args_hash, call.run_id, call.profile, blocked=False)
         if call is None or call.blocked:
             # The event's own tool name and args (absent: "tool" and undefined);
             # hashed before any change to the state (RecursionError).
@@ -365,6 +412,23 @@ class Engine:
         if is_2026_9:
             verdict["run_terminated"] = run.terminated
         return verdict
+
+    def _unjudged_result(self, event: Mapping[str, Any], state: SessionState,
+                         guards: MutableMapping[str, RunState] | None,
+                         settings: LoopDetectionSettings) -> dict[str, Any]:
+        """A result of a call loopwatch never judged: not applied (Spec §9, as for a blocked call)."""
+        tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
+        call_hash = args_hash(tool, event.get("args", UNDEFINED))  # before any change (RecursionError)
+        run = self._run(event, state, guards, settings)
+        by = event.get("blocked_by")
+        ignored = {
+            "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
+            "ignored": UNJUDGED_RESULT_IGNORED + (f" (blocked by {by})" if by else ""),
+            "run_aborted": run.aborted, "verdict": "ignore", "evidence": [],
+        }
+        if settings.is_2026_9:
+            ignored["run_terminated"] = run.terminated
+        return ignored
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState | None,
                           guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:

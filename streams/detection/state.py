@@ -6,7 +6,7 @@ A :class:`SessionState` holds (Spec §1, §6, §7):
   at ``historySize`` for the whole state (Spec §8.2: the cap is per session);
 * ``warning_buckets`` -- the warning dedupe map, insertion-ordered, at most
   256 keys, first-inserted key evicted (Spec §6);
-* ``runs`` -- the post-compaction guards (and aborted flags) of the events
+* ``runs`` -- the post-compaction guards (with OpenClaw's aborted flag and loopwatch's run end) of the events
   applied to this state, by guard identity (Spec §7,
   :func:`~streams.detection.engine.guard_key`), when the caller keeps them
   with the state (the stream processor does; the offline store keeps one map
@@ -156,7 +156,7 @@ class CallRecord:
 
 
 class RunState:
-    """Per-run state: the post-compaction guard (Spec §7) and whether the run was aborted.
+    """Per-run state: the post-compaction guard (Spec §7), whether the run was aborted, whether it ended.
 
     ``guard_enabled`` and ``window_size`` are fixed when the run is first seen,
     for the run's agent; ``window`` holds ``(tool, args_hash, result_hash)``
@@ -166,13 +166,18 @@ class RunState:
     critical-tool-loop recovery flag (set by a recovery block, cleared by a
     ``compaction_retry``: a retry starts a new attempt) and ``terminated`` says a
     terminal block ended the run.
+
+    ``aborted`` is OpenClaw's flag (the guard's abort, ``run_aborted`` of a
+    verdict); ``ended`` is loopwatch's: ``(by, reason, ref)`` once anything
+    ended the run (:mod:`~streams.detection.run_end`), else None.
     """
 
-    __slots__ = ("guard_enabled", "window_size", "remaining", "window", "aborted", "recovery", "terminated")
+    __slots__ = ("guard_enabled", "window_size", "remaining", "window", "aborted", "recovery", "terminated", "ended")
 
     def __init__(self, guard_enabled: bool, window_size: int, remaining: int = 0,
                  window: list[tuple[str, str, str, Any]] | None = None, aborted: bool = False,
-                 recovery: bool = False, terminated: bool = False) -> None:
+                 recovery: bool = False, terminated: bool = False,
+                 ended: tuple[str, str | None, Any] | None = None) -> None:
         self.guard_enabled = guard_enabled
         self.window_size = window_size
         self.remaining = remaining
@@ -180,6 +185,7 @@ class RunState:
         self.aborted = aborted
         self.recovery = recovery
         self.terminated = terminated
+        self.ended = ended
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RunState) and all(
@@ -189,7 +195,8 @@ class RunState:
     @property
     def idle(self) -> bool:
         """Nothing here that a fresh RunState would not also say."""
-        return not self.remaining and not self.aborted and not self.recovery and not self.terminated
+        return (not self.remaining and not self.aborted and not self.recovery and not self.terminated
+                and self.ended is None)
 
 
 class PendingCall:
@@ -339,7 +346,8 @@ class SessionState:
 
         Layout (format 3): ``[3, run_ids, run_of_record, rows, full_args,
         full_results, warning_buckets, runs, calls, last_offsets]``, plus
-        ``policy_runs`` as an 11th element when a run policy keeps memory, where
+        ``policy_runs`` as an 11th element when a run policy keeps memory (a
+        run as :func:`_pack_run` packs it), where
         ``rows[i]`` is ``[tool, args key, call id, result key, unknown tool,
         ref]`` (:meth:`CallRecord.packed`, encoded once per record: a state is
         re-encoded at every checkpoint that follows a change, and its history
@@ -437,11 +445,11 @@ class SessionState:
             history.append(record)
         state.reindex()
         state.warning_buckets = dict(buckets)
-        for key, (enabled, window_size, remaining, aborted, window, *flags) in runs.items():
+        for key, (enabled, window_size, remaining, aborted, window, *rest) in runs.items():
             state.runs[key] = RunState(
                 bool(enabled), window_size, remaining,
                 [(t, t + ":" + _unpack_hash(a), _unpack_hash(h), ref) for t, a, h, ref in window], bool(aborted),
-                *(bool(flag) for flag in flags),
+                *(bool(flag) for flag in rest[:2]), ended=tuple(rest[2]) if len(rest) > 2 else None,
             )
         for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
             state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
@@ -453,11 +461,14 @@ class SessionState:
 
 def _pack_run(run: RunState) -> list:
     """``[guard enabled, window size, remaining, aborted, window]``, plus ``recovery, terminated`` when either
-    is set (2026.9.6 runs; other states stay byte-identical)."""
+    is set (2026.9.6 runs) or the run ended, plus ``[by, reason, ref]`` when it ended (loopwatch's run end);
+    other states stay byte-identical."""
     packed = [int(run.guard_enabled), run.window_size, run.remaining, int(run.aborted),
               [[t, _pack_hash(a[len(t) + 1:]), _pack_hash(h), ref] for t, a, h, ref in run.window]]
-    if run.recovery or run.terminated:
+    if run.recovery or run.terminated or run.ended is not None:
         packed += [int(run.recovery), int(run.terminated)]
+    if run.ended is not None:
+        packed.append(list(run.ended))
     return packed
 
 

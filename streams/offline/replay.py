@@ -52,6 +52,8 @@ def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) 
     }
     if "ts" in event:
         record["event_ts"] = event["ts"]
+    if "deadline" in event:
+        record["deadline"] = event["deadline"]  # the runner's: when it stopped waiting (fail-open)
     if "source" in event:
         record["source"] = event["source"]  # where a recorded session had the call (importers)
     record.update(verdict)
@@ -69,6 +71,8 @@ class ReplaySummary:
     runs: set = field(default_factory=set)
     sessions: set = field(default_factory=set)
     bad: int = 0
+    refused: int = 0  # events of an ended run (run_ended)
+    late: int = 0  # results of calls run without a verdict (late)
     fleet_loops: list = field(default_factory=list)  # fleet_loop records, in publication order
     fleet_blocks: Counter = field(default_factory=Counter)  # "blocked" / "would_block" -> calls
 
@@ -77,6 +81,8 @@ class ReplaySummary:
         self.verdicts[verdict["verdict"]] += 1
         self.runs.add((event.get("session_id"), event.get("run_id")))
         self.sessions.add(event.get("session_key") or event.get("session_id"))
+        self.refused += "run_ended" in verdict
+        self.late += bool(verdict.get("late"))
         findings = policy_findings(verdict)
         if "policy" in verdict:
             self.policies[(verdict["policy"]["name"], "decided")] += 1
@@ -98,8 +104,11 @@ class ReplaySummary:
             f"events:     {total} ({by_type}); {self.bad} bad record(s) skipped",
             f"sessions:   {len(self.sessions)}, runs: {len(self.runs)}",
             "verdicts:   " + (", ".join(f"{n} {v}" for v, n in sorted(self.verdicts.items())) or "none"),
-            f"blocks:     {self.verdicts['block']}, aborts: {self.verdicts['abort']}",
+            f"blocks:     {self.verdicts['block']}, aborts: {self.verdicts['abort'] - self.refused}",
         ]
+        if self.refused or self.late:
+            out.append(f"run ended:  {self.refused} later event(s) refused; late: {self.late} call(s) run "
+                       "without a verdict")
         if self.detections:
             out.append("detections (detector / level / action: count):")
             for (detector, level, action), n in sorted(self.detections.items()):

@@ -239,6 +239,8 @@ class Totals:
     blocks: int = 0
     aborts: int = 0
     compactions: int = 0
+    refused: int = 0  # events of a run that had already ended (run_ended), not counted in aborts
+    late: int = 0  # results of calls the runner ran without their verdict (late: true)
     # (detector, level, action) -> count
     detections: Counter = field(default_factory=Counter)
 
@@ -268,8 +270,12 @@ class Totals:
                     self.warnings_suppressed += 1
         elif kind == "compaction_retry":
             self.compactions += 1
-        if record.get("verdict") == "abort":
+        if "run_ended" in record:
+            self.refused += 1
+        elif record.get("verdict") == "abort":
             self.aborts += 1
+        if record.get("late"):
+            self.late += 1
         for row in rows:
             self.detections[(row.detector, row.level, row.action)] += 1
 
@@ -420,8 +426,12 @@ class Report:
             ))
         elif kind == "compaction_retry":
             run.items.append(Compaction(record.get("event_id"), source))
-        elif kind == "tool_result" and record.get("verdict") == "abort":
-            _attach_abort(run, record, source)
+        elif kind == "tool_result":
+            if record.get("late") and _ran_after_all(run, record):
+                session.totals.blocks -= 1  # the call ran: not a block, whatever its verdict said
+                self.totals.blocks -= 1
+            if record.get("verdict") == "abort" and "run_ended" not in record:
+                _attach_abort(run, record, source)
         run.detections.extend(rows)
         session.totals.add_record(record, rows)
         self.totals.add_record(record, rows)
@@ -431,6 +441,19 @@ def _policy_abort(record: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``policy`` field of a verdict a loopwatch policy turned into an abort, else None."""
     policy = record.get("policy")
     return policy if policy and policy.get("verdict") == "abort" else None
+
+
+def _ran_after_all(run: RunReport, record: Mapping[str, Any]) -> bool:
+    """A late result (``late: true``): its call ran without its verdict. True when that call's verdict was a
+    block, now shown as ``allow`` (it ran)."""
+    call_id = record.get("tool_call_id")
+    for item in reversed(run.items):
+        if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
+            if item.status == "block":
+                item.status = "allow"
+                return True
+            return False
+    return False
 
 
 def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None) -> None:

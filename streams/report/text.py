@@ -151,6 +151,9 @@ def render_text(report: Report, relative_to: str | None = None, top: int | None 
     out += report.input_notes()
     out += ["", "fleet summary"]
     out += _totals_lines(t)
+    if t.refused or t.late:
+        out.append(f"  after their run ended: {plural(t.refused, 'event')} refused (run_ended); "
+                   f"{plural(t.late, 'call')} the runner ran without a verdict (late)")
     out += [""] + _fleet_lines(report, top)
     out += ["", "detections by detector"]
     out += _detector_lines(t)

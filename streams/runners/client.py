@@ -91,7 +91,26 @@ kind per 10 s, counting the rest).
 
 Fail-open keeps agents working when loopwatch is unavailable (a loop may then
 go undetected); fail-closed stops them instead. A verdict that arrives after
-its timeout is dropped. Invalid events (see *Validation*) and stopping the
+its timeout is dropped.
+
+Fail-open, and what loopwatch learns of it
+------------------------------------------
+With ``on_timeout="allow"`` a runner runs a call whose verdict did not come.
+So that loopwatch's state follows what really ran (docs/events-and-verdicts.md,
+"Late calls"):
+
+* every ``tool_call`` is sent with ``deadline`` (epoch ms, when the client
+  stops waiting for its verdict) unless it has one;
+* the client remembers the calls (record key and ``tool_call_id``) it let run
+  without a verdict (a timeout, a failed send, Kafka unreachable), and sends
+  their ``tool_result`` with ``ran_without_verdict: true``: the worker applies
+  the call as executed (never as a block after the fact), its verdict
+  ``late: true``;
+* a ``tool_result`` with ``ran_without_verdict: true`` (set here or by the
+  caller) is not waited for: the runner has already waited out one timeout for
+  that call, so fail-open costs one timeout per call, not two. Its
+  :class:`Verdict` comes at once: ``allow``, ``record`` None, ``waited``
+  False (:attr:`Verdict.late` True). Invalid events (see *Validation*) and stopping the
 client are not covered: they raise.
 
 Large events: the producer refuses a record over ``max_request_size``
@@ -113,7 +132,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Literal, Mapping
+from collections import OrderedDict
+from typing import Any, Callable, Literal, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
@@ -142,6 +162,7 @@ DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a heal
 DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
 DEFAULT_STOP_TIMEOUT_S = 5.0  # stop(): longest wait for Kafka to take the records the producer holds
 _FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
+MAX_LATE_CALLS = 65_536        # calls run without a verdict whose result is still to be sent (oldest forgotten)
 
 class ClientClosedError(RuntimeError):
     """The client was stopped (or never started) while an event waited for its verdict."""
@@ -177,6 +198,7 @@ class LoopwatchClient:
             :class:`aiokafka.AIOKafkaProducer` / :class:`aiokafka.AIOKafkaConsumer`
             (e.g. security settings, or ``max_request_size`` for events over
             1 MiB: the topic's ``max.message.bytes`` must allow them too).
+        clock: the wall clock, seconds since the epoch (``ts`` and ``deadline`` of events); tests pass a fake.
     Raises:
         ValueError: an unknown ``on_timeout``, ``codec`` or ``key_by``, a
             ``timeout`` that is not positive, or a ``bootstrap`` entry without
@@ -215,6 +237,7 @@ class LoopwatchClient:
         stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
         producer_options: Mapping[str, Any] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if on_timeout not in TIMEOUT_VERDICTS:
             raise ValueError(f"on_timeout must be 'allow' (fail-open) or 'block' (fail-closed), got {on_timeout!r}")
@@ -232,6 +255,10 @@ class LoopwatchClient:
         self.timeout = timeout
         self.key_by = key_by
         self._completer = EventCompleter()
+        self._clock = clock
+        # (record key, tool_call_id) of calls let run without a verdict, until their result is sent
+        self._late_calls: OrderedDict[tuple[bytes, str], None] = OrderedDict()
+        self._background: set[asyncio.Task] = set()  # sends of results not waited for
         self.start_timeout = start_timeout
         self._encode = record_encoder(codec)
         self._producer_options = dict(producer_options or {})
@@ -295,6 +322,8 @@ class LoopwatchClient:
             if not future.done():
                 future.set_exception(ClientClosedError("loopwatch client stopped"))
         self._pending.clear()
+        if self._background:  # results not waited for: give their sends the stop budget, then the producer's flush
+            await asyncio.wait(list(self._background), timeout=self.stop_timeout)
         self._producer = self._consumer = None
         await self._connection.close(self.stop_timeout)
 
@@ -411,34 +440,45 @@ class LoopwatchClient:
         event_id = event.get("event_id")
         if not isinstance(event_id, str) or not event_id:
             event_id = event["event_id"] = uuid.uuid4().hex
+        now_ms = self._clock() * 1000
         if "ts" not in event:
-            event["ts"] = int(time.time() * 1000)
+            event["ts"] = int(now_ms)
+        wait = self.timeout if timeout is None else timeout
+        if not wait > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {wait!r}")
+        call_id = event.get("tool_call_id")
+        fails_open = TIMEOUT_VERDICTS[self.on_timeout]["tool_call"] == "allow"
+        if kind == "tool_call" and fails_open and "deadline" not in event:
+            event["deadline"] = int(now_ms + wait * 1000)
+        if kind == "tool_result" and (key, call_id) in self._late_calls:
+            del self._late_calls[(key, call_id)]
+            event.setdefault("ran_without_verdict", True)
         try:
             value = self._encode(event)
         except ValueError as exc:
             raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
-        wait = self.timeout if timeout is None else timeout
-        if not wait > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {wait!r}")
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         arrived: asyncio.Future = loop.create_future()
         self._pending[event_id] = arrived
 
         def fallback(timed_out: bool, error: str | None = None) -> Verdict:
+            if kind == "tool_call" and fails_open and isinstance(call_id, str):
+                self._remember_late(key, call_id)  # the runner runs it without a verdict
             return Verdict(event_id, TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
                            time.monotonic() - started, error)
+
+        if kind == "tool_result" and event.get("ran_without_verdict") is True:
+            # the runner already waited out this call's timeout: send, do not wait again
+            self._pending.pop(event_id, None)
+            await self._send_unwaited(key, value, wait, event_id)
+            return _resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
+                                           time.monotonic() - started, None, waited=False))
 
         if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now
             self._pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=False, error=f"not connected to Kafka at {self.bootstrap} "
                                                                   f"({self._connection.unreachable}); reconnecting"))
-
-        async def send() -> None:
-            await self._ensure_partition(key)
-            assert self._producer is not None
-            delivered = await self._producer.send(self.events_topic, value=value, key=key)
-            await delivered
 
         async def verdict() -> Verdict:
             try:
@@ -451,7 +491,7 @@ class LoopwatchClient:
             return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
 
         try:
-            await asyncio.wait_for(send(), wait)
+            await asyncio.wait_for(self._send_record(key, value), wait)
         except asyncio.TimeoutError:
             self._pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=True))
@@ -470,6 +510,47 @@ class LoopwatchClient:
         return asyncio.ensure_future(verdict())
 
     # -------------------------------------------------------------- internals
+
+    def _remember_late(self, key: bytes, call_id: str) -> None:
+        late = self._late_calls
+        late[(key, call_id)] = None
+        late.move_to_end((key, call_id))
+        if len(late) > MAX_LATE_CALLS:
+            late.popitem(last=False)
+
+    async def _send_unwaited(self, key: bytes, value: bytes, wait: float, event_id: str) -> None:
+        """Hand a record to the producer (in order with the events that follow) and await its delivery in the
+        background; a failure is logged, not raised: loopwatch then does not learn that the call ran."""
+        def failed(exc: BaseException) -> None:
+            log.warning("loopwatch client: result %s of a call run without a verdict not sent (%s: %s)",
+                        event_id, type(exc).__name__, exc)
+
+        if not self._connection.ready or self._producer is None:
+            failed(ConnectionError(f"not connected to Kafka at {self.bootstrap}"))
+            return
+        try:
+            delivered = await asyncio.wait_for(self._producer.send(self.events_topic, value=value, key=key), wait)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            failed(exc)
+            return
+
+        async def delivery() -> None:
+            try:
+                await asyncio.wait_for(delivered, wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # KafkaError, TimeoutError
+                failed(exc)
+
+        task = asyncio.ensure_future(delivery())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_record(self, key: bytes, value: bytes) -> None:
+        await self._ensure_partition(key)
+        assert self._producer is not None
+        delivered = await self._producer.send(self.events_topic, value=value, key=key)
+        await delivered
 
     def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
         """What :attr:`Verdict.error` says for an event the producer or the broker refused."""

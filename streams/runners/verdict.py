@@ -55,6 +55,9 @@ class Verdict:
             1,500,265 bytes as a Kafka record, over the producer's
             max_request_size ..."``); None when it was (``timed_out`` then says
             whether its verdict came).
+        waited: False for a ``tool_result`` sent with ``ran_without_verdict`` (its call ran without a
+            verdict, after one timeout already): the client sent it and did not wait; ``verdict`` is
+            ``allow`` and ``record`` None.
     """
 
     event_id: str
@@ -63,11 +66,30 @@ class Verdict:
     timed_out: bool = False
     latency_s: float = 0.0
     error: str | None = None
+    waited: bool = True
 
     @property
     def allowed(self) -> bool:
         """True when the runner may go on: ``allow``, ``warn`` or ``ignore``."""
         return self.verdict in ("allow", "warn", "ignore")
+
+    @property
+    def run_ended(self) -> Mapping[str, Any] | None:
+        """``{by, reason, message}`` when the event belongs to a run that had already ended, else None.
+
+        The runner must refuse the call (and stop the run as firmly as it can): the run is over.
+        """
+        ended = (self.record or {}).get("run_ended")
+        return ended if ended else None
+
+    @property
+    def late(self) -> bool:
+        """True for a verdict that applied a call the runner ran without waiting for its verdict.
+
+        The worker's record says ``late: true`` (a result sent with ``ran_without_verdict``); a
+        result the client sent that way and did not wait for (:attr:`waited` False) is late too.
+        """
+        return bool((self.record or {}).get("late")) or not self.waited
 
     @property
     def detection(self) -> Mapping[str, Any] | None:
@@ -87,7 +109,13 @@ class Verdict:
         """
         if self.record is None and (self.timed_out or self.error is not None):
             return self._fallback_message()
+        if not self.waited:
+            return ("loopwatch: this call ran without a verdict (its check timed out and the runner failed open); "
+                    "its result is reported with ran_without_verdict and not waited for")
         record = self.record or {}
+        ended = record.get("run_ended")
+        if ended and self.verdict == "abort":  # an event of a run that had ended before it
+            return ended.get("message")
         if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
             return record["policy"]["message"]
         if self.verdict == "abort":
@@ -102,12 +130,16 @@ class Verdict:
     def decided_by(self) -> tuple[str | None, int | None]:
         """``(detector, count)`` behind a ``warn``, ``block`` or ``abort``; ``(None, None)`` otherwise.
 
-        The rule that decided: a loopwatch policy (the record's ``policy``, docs/policies.md), else the
+        The rule that decided: what ended the run for an event of an ended run (``run_ended.by``,
+        no count), else a loopwatch policy (the record's ``policy``, docs/policies.md), else the
         post-compaction guard for an ``abort``, else the detection.
         """
         record = self.record or {}
         if self.verdict not in ("warn", "block", "abort") or not record:
             return None, None
+        ended = record.get("run_ended")
+        if ended and self.verdict == "abort":
+            return ended.get("by"), None
         policy = record.get("policy")
         if policy and policy.get("verdict") == self.verdict:
             return policy.get("detector"), policy.get("count")

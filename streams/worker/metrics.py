@@ -30,6 +30,8 @@ __all__ = [
     "FLEET_BREAKER",
     "FLEET_WINDOWS",
     "FENCED",
+    "LATE_VERDICTS",
+    "RUN_ENDED_EVENTS",
     "METRIC_NAMES",
     "observe_many",
 ]
@@ -117,12 +119,25 @@ FENCED = Counter(
     "was removed from the group, e.g. paused past the session timeout): its states of them were dropped.",
     registry=REGISTRY,
 )
+LATE_VERDICTS = Counter(
+    "loopwatch_late_verdicts",
+    "Verdicts no runner waited for, by reason: ran_without_verdict (a result the runner sent for a call it ran "
+    "without its verdict, after its timeout, fail-open: applied as executed, verdict late: true) and past_deadline "
+    "(a tool_call verdict produced after the deadline its runner sent, by the worker's clock).",
+    ["reason"], registry=REGISTRY,
+)
+RUN_ENDED_EVENTS = Counter(
+    "loopwatch_run_ended_events",
+    "Events of a run that had already ended (guard or policy abort, terminal block), refused with verdict abort "
+    "and run_ended: calls a runner tried after it was told to stop.",
+    registry=REGISTRY,
+)
 
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(
     name
     for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED,
-                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER, FENCED)
+                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER, FENCED, LATE_VERDICTS, RUN_ENDED_EVENTS)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix

@@ -51,9 +51,9 @@ a verdict also depends on the fleet loops active at that moment.
 from __future__ import annotations
 
 import reprlib
-from time import perf_counter as _perf_counter
+from time import perf_counter as _perf_counter, time as _wall_clock
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import msgpack
 
@@ -280,13 +280,15 @@ class Processor:
         fleet: the fleet breaker (:mod:`streams.detection.fleet_breaker`), or None (off: every
             verdict is the engine's). With it, a verdict also depends on the fleet loops active when
             the event is applied, which are not part of the state: see :mod:`streams.worker.fleet`.
+        clock: the wall clock, seconds since the epoch, for the ``past_deadline`` count of
+            ``loopwatch_late_verdicts_total`` only (tests pass a fake).
     """
 
-    __slots__ = ("engine", "key_by", "codec", "fleet", "_encode", "_event_counts", "_verdict_counts",
-                 "_engine_times", "_redelivered")
+    __slots__ = ("engine", "key_by", "codec", "fleet", "clock", "_encode", "_event_counts", "_verdict_counts",
+                 "_engine_times", "_redelivered", "_late_counts", "_run_ended")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
-                 fleet: FleetBreaker | None = None) -> None:
+                 fleet: FleetBreaker | None = None, clock: Callable[[], float] = _wall_clock) -> None:
         if codec not in ("msgpack", "json"):
             raise ValueError(f"codec must be msgpack or json, got {codec!r}")
         self.engine = engine
@@ -299,6 +301,9 @@ class Processor:
         self._verdict_counts: dict[Any, int] = {}
         self._engine_times: list[float] = []
         self._redelivered = 0
+        self.clock = clock  # metrics only (past_deadline): no verdict depends on it
+        self._late_counts: dict[str, int] = {}
+        self._run_ended = 0
 
     # ---------------------------------------------------------------- decoding
 
@@ -375,6 +380,7 @@ class Processor:
         counts = self._verdict_counts
         kind = record["verdict"]
         counts[kind] = counts.get(kind, 0) + 1
+        self._count_late(record)
         events = loop_events(record)
         if events:
             self._count_detections(events)
@@ -395,6 +401,21 @@ class Processor:
         encoded = self._encode(shortened(record, size))
         return encoded if fits(key, encoded) else self._encode(shortened(record, size, stub=True))
 
+    def _count_late(self, record: Mapping[str, Any]) -> None:
+        """Late verdicts (``late: true``, or a call's verdict past its runner's deadline) and refusals of ended runs."""
+        reason = None
+        if record.get("late"):
+            reason = "ran_without_verdict"
+        elif record.get("type") == "tool_call":
+            deadline = record.get("deadline")
+            if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and \
+                    self.clock() * 1000.0 > deadline:
+                reason = "past_deadline"
+        if reason is not None:
+            self._late_counts[reason] = self._late_counts.get(reason, 0) + 1
+        if "run_ended" in record:
+            self._run_ended += 1
+
     def flush_metrics(self) -> None:
         """Publish the metric updates of the events applied since the last call (once per batch)."""
         for counts, metric in ((self._event_counts, EVENTS_BY_TYPE), (self._verdict_counts, VERDICTS_BY_NAME)):
@@ -406,6 +427,12 @@ class Processor:
         if self._redelivered:
             metrics.REDELIVERED.inc(self._redelivered)
             self._redelivered = 0
+        for reason, count in self._late_counts.items():
+            metrics.LATE_VERDICTS.labels(reason).inc(count)
+        self._late_counts.clear()
+        if self._run_ended:
+            metrics.RUN_ENDED_EVENTS.inc(self._run_ended)
+            self._run_ended = 0
 
     @staticmethod
     def _count_detections(events: list[dict[str, Any]]) -> None:

@@ -30,8 +30,9 @@ EVENTS = [
 SUMMARY = [
     "events:     5 (1 compaction_retry, 3 tool_call, 1 tool_result); 0 bad record(s) skipped",
     "sessions:   1, runs: 1",
-    "verdicts:   1 abort, 4 allow",
+    "verdicts:   2 abort, 3 allow",
     "blocks:     0, aborts: 1",
+    "run ended:  1 later event(s) refused; late: 0 call(s) run without a verdict",
     "detections (detector / level / action: count):",
     "  compaction_loop_persisted  critical  abort      1",
 ]
@@ -52,9 +53,11 @@ def test_replay_jsonl_verdicts_and_summary(tmp_path):
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["event_id"] for r in records] == ["e1", "e2", "e3", "e4", "e5"]
-    # e5 answers no pending call: recorded as OpenClaw records it (Spec §9), here nothing since it returned nothing
-    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "allow"]
+    # e5 answers no pending call: recorded as OpenClaw records it (Spec §9), here nothing since it returned nothing;
+    # its run ended at e4, so it is refused
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "abort"]
     assert records[4]["outcome"] == {"recorded": False, "result_hash": None, "unknown_tool_name": None}
+    assert records[4]["run_ended"]["by"] == "compaction_loop_persisted" and "run_ended" not in records[3]
     assert all(r["key"] == "s1" and r["run_id"] == "r1" and r["session_id"] == "s1" for r in records)
     abort = records[3]
     assert abort["guard"]["detector"] == "compaction_loop_persisted" and abort["guard"]["count"] == 3

@@ -23,3 +23,22 @@ def test_tail_formats_each_stream():
     line = format_dead_letter({"reason_class": "decode", "reason": "invalid msgpack",
                                "source": {"topic": "t", "partition": 1, "offset": 7}, "key": b"r1"})
     assert line.startswith("DECODE") and "t:1@7" in line and "key='r1'" in line
+
+
+def test_tail_shows_ended_runs_and_late_verdicts():
+    from streams.commands.tail import format_verdict
+
+    line = format_verdict({"type": "tool_call", "run_id": "r", "tool_name": "exec", "verdict": "abort",
+                           "decision": "allow", "detection": {"stuck": False},
+                           "run_ended": {"by": "compaction_loop_persisted", "reason": "CRITICAL: ..."}}, ts=0)
+    assert "ABORT" in line and line.endswith("run ended (compaction_loop_persisted)")
+    line = format_verdict({"type": "tool_result", "run_id": "r", "tool_name": "exec", "verdict": "allow",
+                           "late": True, "guard": {"abort": False}}, ts=0)
+    assert line.endswith("ALLOW  LATE: ran without a verdict")
+    # a call's verdict produced 13.8 s after its runner stopped waiting (the record's Kafka time)
+    call = {"type": "tool_call", "run_id": "r", "tool_name": "read", "verdict": "block", "blocked": True,
+            "deadline": 1_000_000, "detection": {"stuck": True, "detector": "generic_repeat", "level": "critical",
+                                                 "count": 20}}
+    assert format_verdict(call, ts=1_013_800).endswith(
+        "generic_repeat critical x20  LATE: 13.8 s after the runner's deadline")
+    assert format_verdict(call, ts=999_000).endswith("generic_repeat critical x20")

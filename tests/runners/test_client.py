@@ -165,7 +165,7 @@ def _sending_client(**kwargs) -> tuple[LoopwatchClient, _RecordingProducer]:
     ("args", {"text": "lone \ud800"}),   # not encodable as UTF-8
 ], ids=["huge-int", "lone-surrogate"])
 def test_an_event_msgpack_cannot_carry_is_sent_as_json_the_worker_applies(codec, field, value):
-    client, producer = _sending_client(codec=codec)
+    client, producer = _sending_client(codec=codec, clock=lambda: 2.0)
     event = {"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c", "tool_name": "read",
              "args": {}, "result": None, "error": None, "event_id": "e1", "ts": 1000, field: value}
 
@@ -176,7 +176,7 @@ def test_an_event_msgpack_cannot_carry_is_sent_as_json_the_worker_applies(codec,
     assert (verdict.event_id, verdict.verdict, verdict.timed_out) == ("e1", "allow", True)  # no worker here
     [(key, sent)] = producer.records
     assert key == b"r" and sent.startswith(b"{")
-    assert decode_event(sent) == event
+    assert decode_event(sent) == {**event, "deadline": 2010}  # fail-open: the clock's now + the 0.01 s timeout
     outcome = Processor(Engine()).apply(key, decode_event(sent), Source("events", 0, 0), SessionState(), sent)
     assert outcome.kind == APPLIED and outcome.record["event_id"] == "e1"
 
@@ -273,8 +273,9 @@ def test_an_event_kafka_refuses_gets_the_on_timeout_verdict_with_the_reason(on_t
     async def run() -> tuple:
         call = await client.check({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c",
                                    "tool_name": "read", "args": {}, "result": big, "error": None}, timeout=5)
+        # another call's result: the result of "c", which ran without a verdict, is not waited for (below)
         result = await client.report_result({"type": "tool_result", "run_id": "r", "session_id": "s",
-                                             "tool_call_id": "c", "result": big, "error": None}, timeout=5)
+                                             "tool_call_id": "c0", "result": big, "error": None}, timeout=5)
         return call, result
 
     with caplog.at_level(logging.WARNING, logger="streams.runners.client"):

@@ -209,3 +209,33 @@ def test_event_answer_names_the_rule_that_decided_and_fails_closed_as_the_client
     assert (answer["decision"], answer["timed_out"], answer["verdict"], answer["detector"]) == \
         ("abort", True, None, None)
     assert answer["message"].endswith("failing closed (on_timeout='block'): the run is stopped")
+
+
+def test_fail_open_costs_one_timeout_per_hook_call_and_the_result_says_the_call_ran():
+    """A PreToolUse that times out (no worker) answers allow; its PostToolUse is sent marked and answered
+    without a second wait; the events carry the deadline and ran_without_verdict."""
+    from streams.wire.codecs import decode_event
+
+    from .test_client import _sending_client
+
+    client, producer = _sending_client(clock=lambda: 5_000.0)
+    pre = {"hook_event_name": "PreToolUse", "session_id": "S", "transcript_path": "/nonexistent", "cwd": "/",
+           "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "tu1"}
+    post = {**pre, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "a"}}
+
+    async def main():
+        async with served(client, GatewayConfig(timeout=0.05, on_timeout="allow")) as http:
+            first = await (await http.post("/v1/hooks/claude-code", json=pre)).json()
+            second = await (await http.post("/v1/hooks/claude-code", json=post)).json()
+            metrics = await (await http.get("/metrics")).text()
+        return first, second, metrics
+
+    first, second, metrics = _run(main())
+    assert first == {} and second == {}  # allow: the tool runs; nothing to say after it
+    sent = [decode_event(value) for _, value in producer.records]
+    assert [e["type"] for e in sent] == ["tool_call", "tool_result"]
+    assert sent[0]["deadline"] == 5_000_050 and "ran_without_verdict" not in sent[0]
+    assert sent[1]["ran_without_verdict"] is True and sent[1]["tool_call_id"] == "tu1"
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="timeout"} 1.0' in metrics
+    assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="not_waited"} 1.0' in metrics
+    assert 'loopwatch_gateway_timeouts_total{endpoint="/v1/hooks/claude-code"} 1.0' in metrics

@@ -51,7 +51,8 @@ def event_answer(verdict: Verdict, on_timeout: str) -> dict[str, Any]:
     the ``on_timeout`` policy (fail-closed: ``block`` for a call, ``abort`` for a result or a
     compaction). ``detector`` and ``count`` name the rule that decided (:attr:`Verdict.decided_by`);
     ``message`` is what to tell the model (:attr:`Verdict.message`); ``verdict`` is the worker's
-    verdict record, None when there is none.
+    verdict record, None when there is none. ``waited: false`` is added for a result sent with
+    ``ran_without_verdict`` that the client did not wait for (docs/events-and-verdicts.md, "Late calls").
     """
     record = verdict.record
     detector, count = verdict.decided_by
@@ -62,4 +63,6 @@ def event_answer(verdict: Verdict, on_timeout: str) -> dict[str, Any]:
                               "event_id": verdict.event_id, "latency_ms": round(verdict.latency_s * 1000, 3)}
     if record is None and verdict.error is not None:
         answer["error"] = verdict.error
+    if not verdict.waited:  # a result of a call run without its verdict: sent, not waited for
+        answer["waited"] = False
     return answer

@@ -140,6 +140,8 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         return event_answer(verdict, config.on_timeout)
 
     def outcome_of(answer: dict[str, Any]) -> str:
+        if answer.get("waited") is False:
+            return "not_waited"
         if answer["timed_out"]:
             return "timeout"
         if answer["verdict"] is None:

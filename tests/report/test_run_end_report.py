@@ -1,0 +1,41 @@
+"""Reports agree with what ran: refusals of an ended run are not more aborts, a call the runner ran
+without its verdict is not a block."""
+
+from streams.detection import Engine, OpenClawConfig
+from streams.offline.replay import Replayer
+from streams.report import build_report
+from streams.report.text import render_text
+
+
+def _records(events, config=None):
+    replayer = Replayer(Engine(OpenClawConfig(config or {})))
+    return [replayer.apply(event, event["event_id"]) for event in events]
+
+
+def _call(i, **extra):
+    return {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}", "tool_name": "read",
+            "args": {"path": "/a"}, "event_id": f"e{i}", **extra}
+
+
+def test_a_blocked_call_that_ran_late_counts_as_run_not_as_a_block():
+    events = [_call(i, result="same", error=None) for i in range(20)]
+    events += [_call(20, outcome_follows=True),
+               {"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": "c20", "result": "same",
+                "error": None, "ran_without_verdict": True, "event_id": "x20"}]
+    records = _records(events, {"tools": {"loopDetection": {"enabled": True}}})
+    assert records[20]["verdict"] == "block" and records[21]["late"] is True
+    report = build_report(records)
+    assert (report.totals.blocks, report.totals.late) == (0, 1)
+    [run] = report.sessions["s1"].runs.values()
+    assert run.calls[-1].status == "allow"
+    assert "1 call the runner ran without a verdict (late)" in render_text(report)
+
+
+def test_events_of_an_ended_run_are_refusals_not_more_aborts():
+    events = [{"type": "compaction_retry", "run_id": "r1", "session_id": "s1", "event_id": "k"}]
+    events += [_call(i, result="same", error=None) for i in range(5)]
+    records = _records(events)
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "abort", "abort"]
+    totals = build_report(records).totals
+    assert (totals.aborts, totals.refused) == (1, 2)
+    assert "2 events refused (run_ended)" in render_text(build_report(records))

@@ -1,0 +1,69 @@
+"""The worker's records and metrics for late calls and ended runs, without Kafka (a fake wall clock)."""
+
+from __future__ import annotations
+
+import msgpack
+
+from streams.detection import Engine, OpenClawConfig, SessionState
+from streams.worker import metrics
+from streams.worker.processor import APPLIED, Processor, Source
+
+ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
+
+
+def call(i: int, **extra) -> dict:
+    return {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}", "tool_name": "read",
+            "args": {"path": "/a"}, "outcome_follows": True, "event_id": f"e{i}", **extra}
+
+
+def result(i: int, **extra) -> dict:
+    return {"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}", "result": "same",
+            "error": None, "event_id": f"r{i}", **extra}
+
+
+def sample(name: str, labels: dict | None = None) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_late_verdicts_are_counted_by_the_fake_clock_and_the_runners_report():
+    now = [1_000.0]  # seconds
+    proc = Processor(Engine(ENABLED), clock=lambda: now[0])
+    state = SessionState()
+    before = {reason: sample("loopwatch_late_verdicts_total", {"reason": reason})
+              for reason in ("past_deadline", "ran_without_verdict")}
+    offset = 0
+
+    def apply(event: dict) -> dict:
+        nonlocal offset
+        out = proc.apply(b"r1", event, Source("events", 0, offset), state)
+        offset += 1
+        assert out.kind == APPLIED
+        return msgpack.unpackb(out.verdict)
+
+    on_time = apply(call(0, deadline=1_000_500))  # 0.5 s left by the clock
+    assert on_time["deadline"] == 1_000_500 and "late" not in on_time
+    apply(result(0))
+    now[0] = 1_002.0
+    past = apply(call(1, deadline=1_001_000))  # the clock is past it: the runner has stopped waiting
+    assert past["deadline"] == 1_001_000 and past["verdict"] == "allow" and "late" not in past  # no clock in records
+    reported = apply(result(1, ran_without_verdict=True))
+    assert reported["late"] is True
+    proc.flush_metrics()
+    assert sample("loopwatch_late_verdicts_total", {"reason": "past_deadline"}) - before["past_deadline"] == 1
+    assert sample("loopwatch_late_verdicts_total", {"reason": "ran_without_verdict"}) - \
+        before["ran_without_verdict"] == 1
+
+
+def test_refusals_of_an_ended_run_are_counted():
+    proc = Processor(Engine(OpenClawConfig({})))
+    state = SessionState()
+    before = sample("loopwatch_run_ended_events_total")
+    events = [{"type": "compaction_retry", "run_id": "r1", "session_id": "s1", "event_id": "k"}]
+    events += [{**call(i), "outcome_follows": False, "result": "same", "error": None} for i in range(5)]
+    records = [msgpack.unpackb(proc.apply(b"r1", e, Source("events", 0, n), state).verdict)
+               for n, e in enumerate(events)]
+    assert [r["verdict"] for r in records] == ["allow", "allow", "allow", "abort", "abort", "abort"]
+    assert ["run_ended" in r for r in records] == [False] * 4 + [True] * 2
+    assert records[4]["evidence"] == [["e2", 0, 3]]  # the event that ended the run
+    proc.flush_metrics()
+    assert sample("loopwatch_run_ended_events_total") - before == 2
