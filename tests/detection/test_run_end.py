@@ -219,3 +219,19 @@ def test_a_result_of_a_call_loopwatch_never_judged_is_not_applied():
 def test_bad_fields_are_schema_errors(fields, match):
     with pytest.raises(EventError, match=match):
         Engine(OpenClawConfig({})).process(tool_result("c", **fields), SessionState())
+
+
+def test_a_terminal_block_of_the_2026_9_6_profile_ends_the_run():
+    session = Session({"enabled": True})
+    verdicts = session.repeat(22, profile="openclaw-2026.9.6")
+    recovery, terminal = verdicts[20], verdicts[21]
+    assert (recovery["tool_loop_recovery"], recovery["verdict"]) == ("recovery", "block")
+    assert (terminal["tool_loop_recovery"], terminal["verdict"], terminal["run_terminated"]) == \
+        ("terminal", "abort", True)
+    assert "run_ended" not in terminal
+    other = session.call(tool="exec", args={"command": "date"}, result=text_result("now"),
+                         profile="openclaw-2026.9.6")
+    assert other["decision"] == "allow" and other["run_terminated"] is True  # OpenClaw's view
+    assert other["verdict"] == "abort"
+    assert other["run_ended"]["by"] == "generic_repeat"
+    assert other["run_ended"]["reason"] == terminal["block_text"]
