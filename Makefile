@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js run
+.PHONY: venv kafka-start kafka-stop test test-js ci run
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -24,6 +24,11 @@ kafka-stop:
 # it here (also on failure or Ctrl-C), and exits with pytest's status.
 test: venv test-js
 	deploy/kafka/kafka.sh with $(PY) -m pytest -q
+
+# CI (.ci/run): the tests, then the install a new user makes (deploy/check-wheel.sh: wheel, fresh
+# virtualenv, demo and replay), against one broker started for both.
+ci: venv test-js
+	deploy/kafka/kafka.sh with sh -c '$(PY) -m pytest -q && deploy/check-wheel.sh "$$LOOPWATCH_KAFKA_BOOTSTRAP"'
 
 # The OpenClaw plugin's tests, with node's own test runner (the plugin has no npm dependencies).
 test-js:

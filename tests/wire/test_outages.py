@@ -82,7 +82,8 @@ def test_a_client_asked_again_and_again_while_the_broker_is_down_tries_a_few_tim
         return count
 
     assert asyncio.run(refreshes(paced=False)) > 200  # what aiokafka does on its own
-    assert 3 <= asyncio.run(refreshes(paced=True)) <= 6  # 0.1 + 0.2 + 0.4 + 0.4 ... in 1.5 s
+    # 0.1 + 0.2 + 0.4 + 0.4 ... in 1.5 s: at most 6; a loaded machine may fit fewer, never more
+    assert 1 <= asyncio.run(refreshes(paced=True)) <= 6
 
 
 @pytest.mark.timeout(60)
@@ -97,7 +98,7 @@ def test_stopping_a_consumer_and_a_producer_while_the_broker_is_down_ends_in_bou
         return time.monotonic() - started, delivered
 
     took, delivered = asyncio.run(run())
-    assert took < 3.0 and delivered
+    assert took < 2.0 + 3.0 and delivered  # the producer's 2 s bound, and slack for a loaded machine
 
 
 @pytest.mark.timeout(30)

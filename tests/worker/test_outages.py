@@ -1,9 +1,9 @@
 """The worker on a broker of its own that the tests start, stop and restart (tests/private_broker.py).
 
 * A fresh start on topics that do not exist yet: "Ready" only once the input
-  partitions are read, and the first event after it answered within a second
-  (the first assignment used to miss the input topics just created: verdicts
-  came ~6 s later, at the next metadata refresh).
+  partitions are read, and the first event after it answered at once (the
+  first assignment used to miss the input topics just created: verdicts came
+  ~6 s later, at the next metadata refresh).
 * SIGINT and SIGTERM while the broker is down end the worker within
   ``shutdown_timeout_s`` with status 0, one line saying there was no last
   checkpoint, and no traceback (it used to log "Closing event loop" and keep
@@ -30,7 +30,10 @@ from tests.worker_harness import WorkerProcess, encode, worker_settings
 
 pytestmark = pytest.mark.kafka
 
-FIRST_VERDICT_S = 1.0  # from the first event sent after "Ready" to its verdict (a healthy worker: ~20 ms)
+# From the first event sent after "Ready" to its verdict: a healthy worker takes ~20 ms, one that missed
+# its input partitions waited for the next metadata refresh (5 s); the bound sits between, with room for a
+# loaded machine.
+FIRST_VERDICT_S = 3.0
 SHUTDOWN_S = 10.0  # WorkerSettings.shutdown_timeout_s, the documented bound
 SLACK_S = 5.0  # a loaded 2-core machine: signal delivery, interpreter exit
 
@@ -88,7 +91,7 @@ def _signal_all(workers: list[WorkerProcess], signals: tuple[signal.Signals, ...
 
 
 @pytest.mark.timeout(150)
-def test_a_fresh_start_is_ready_when_it_reads_its_input_and_answers_within_a_second(broker, tmp_path):
+def test_a_fresh_start_is_ready_when_it_reads_its_input_and_answers_at_once(broker, tmp_path):
     # Three at once, as a fleet's deployment does: the race was not lost at every single start
     workers = []
     for name in ("a", "b", "c"):
@@ -152,6 +155,8 @@ def test_sigint_and_sigterm_during_an_outage_end_the_worker_within_the_bound(bro
         assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
         assert log.count("loopwatch: no last checkpoint: Kafka did not acknowledge it") == 1, log[-3000:]
     twice = workers[2].log_text()  # still stopping at the second Ctrl-C (no checkpoint can be written): exits at once
-    assert twice_status == 0 and twice_took < 2.0, f"{twice_status} after {twice_took:.1f} s:\n{twice[-3000:]}"
+    # at once: well before the bound (SHUTDOWN_S after the first signal) it would otherwise wait out
+    assert twice_status == 0 and twice_took < SHUTDOWN_S / 2, (
+        f"{twice_status} after {twice_took:.1f} s:\n{twice[-3000:]}")
     assert "loopwatch: a second signal: exiting now, without a last checkpoint" in twice, twice[-3000:]
     assert "Traceback" not in twice and "KeyboardInterrupt" not in twice, twice[-3000:]
