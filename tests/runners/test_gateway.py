@@ -239,3 +239,27 @@ def test_fail_open_costs_one_timeout_per_hook_call_and_the_result_says_the_call_
     assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="timeout"} 1.0' in metrics
     assert 'loopwatch_gateway_requests_total{endpoint="/v1/hooks/claude-code",outcome="not_waited"} 1.0' in metrics
     assert 'loopwatch_gateway_timeouts_total{endpoint="/v1/hooks/claude-code"} 1.0' in metrics
+
+
+def test_a_command_hooks_timeout_shortens_the_gateways_wait_so_the_gateway_gives_up_first():
+    from streams.runners.hooks.command import TIMEOUT_HEADER
+    from streams.wire.codecs import decode_event
+
+    from .test_client import _sending_client
+
+    client, producer = _sending_client(clock=lambda: 5_000.0)
+    pre = {"hook_event_name": "PreToolUse", "session_id": "S", "transcript_path": "/nonexistent", "cwd": "/",
+           "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "tu1"}
+
+    async def main():
+        async with served(client, GatewayConfig(timeout=20.0, on_timeout="allow")) as http:
+            await http.post("/v1/hooks/claude-code", json=pre, headers={TIMEOUT_HEADER: "0.4"})
+        async with served(client, GatewayConfig(timeout=0.05, on_timeout="allow")) as http:
+            for header in ("nan", "x", "0", "60"):  # not a timeout, or a longer one: the gateway's own
+                await http.post("/v1/hooks/claude-code", json={**pre, "tool_use_id": header},
+                                headers={TIMEOUT_HEADER: header})
+
+    _run(main())
+    deadlines = [decode_event(sent)["deadline"] for _, sent in producer.records]
+    # 0.4 s less the 0.25 s left for the hook's round trip; then the gateway's 0.05 s
+    assert deadlines == [5_000_150] + [5_000_050] * 4

@@ -29,6 +29,7 @@ from aiohttp import web
 from streams.detection import Engine, EventError, SessionState
 from streams.runners.client import ClientClosedError, Verdict
 from streams.runners.hooks import HookInputError, RunTracker, mapper
+from streams.runners.hooks.command import TIMEOUT_HEADER
 from streams.wire.codecs import encode_json
 from .answers import BadRequest, event_answer, parse_object
 from .health import KafkaProbe
@@ -37,6 +38,8 @@ from .metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 __all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYTES", "METRICS_KEY"]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+HOOK_MARGIN_S = 0.25  # of a command hook's timeout, left for its HTTP round trip to the gateway
+MIN_HOOK_WAIT_S = 0.05
 METRICS_KEY: web.AppKey = web.AppKey("metrics", GatewayMetrics)
 
 
@@ -121,14 +124,14 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
     # refuses with 400 what the worker would dead-letter, instead of a wait for the on_timeout answer.
     probe_engine = Engine()
 
-    async def verdict_of(event: dict[str, Any], endpoint: str) -> dict[str, Any]:
+    async def verdict_of(event: dict[str, Any], endpoint: str, timeout: float | None = None) -> dict[str, Any]:
         try:
             probe_engine.process(event, SessionState())
         except EventError as exc:
             raise BadRequest(400, f"invalid event (the worker would dead-letter it): {exc}") from None
         started = time.monotonic()
         try:
-            future = await client.publish(event, timeout=config.timeout)
+            future = await client.publish(event, timeout=timeout or config.timeout)
         except ClientClosedError as exc:
             raise BadRequest(503, f"loopwatch gateway is stopping: {exc}") from None
         except ValueError as exc:  # EventError included: the worker would dead-letter it
@@ -154,6 +157,18 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         metrics.requests.labels("/v1/events", outcome_of(answer)).inc()
         return _json(200, answer)
 
+    def hook_wait(request: web.Request) -> float:
+        """How long to wait for a hook call's verdict: the gateway's timeout, shortened to end before the
+        calling hook's own (``X-Loopwatch-Timeout``, minus :data:`HOOK_MARGIN_S` for the HTTP round trip), so
+        that the gateway, not the hook, is the one that gives up and can mark the call's result."""
+        try:
+            hook = float(request.headers.get(TIMEOUT_HEADER, ""))
+        except ValueError:
+            return config.timeout
+        if not hook > 0:  # NaN, 0, negative: not a timeout
+            return config.timeout
+        return max(MIN_HOOK_WAIT_S, min(config.timeout, hook - HOOK_MARGIN_S))
+
     def hook_handler(runner: str):
         hooks = mappers[runner]
         endpoint = f"/v1/hooks/{runner}"
@@ -167,7 +182,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             if event is None:
                 metrics.requests.labels(endpoint, "none").inc()
                 return _json(200, {})
-            answer = await verdict_of(event, endpoint)
+            answer = await verdict_of(event, endpoint, hook_wait(request))
             metrics.requests.labels(endpoint, outcome_of(answer)).inc()
             return _json(200, hooks.answer(payload, answer))
 

@@ -30,6 +30,7 @@ from typing import Any
 __all__ = ["ask_gateway", "GatewayUnavailable", "runner_exit", "run", "fast_main", "RUNNERS", "DEFAULT_URL"]
 
 URL_ENV = "LOOPWATCH_GATEWAY_URL"
+TIMEOUT_HEADER = "X-Loopwatch-Timeout"  # the hook's own timeout, seconds: the gateway gives up before it
 TOKEN_ENV = "LOOPWATCH_GATEWAY_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT_S = 5.0
@@ -94,11 +95,15 @@ def _unchunk(data: bytes) -> bytes:
 def ask_gateway(url: str, runner: str, body: bytes, timeout: float, token: str | None) -> dict[str, Any]:
     """POST ``body`` (the hook JSON) to ``<url>/v1/hooks/<runner>``; the answer object.
 
+    The request says the hook's ``timeout`` (header ``X-Loopwatch-Timeout``), so that the gateway stops
+    waiting for the verdict before the hook does: the gateway then knows the call runs without a
+    verdict and marks its result (docs/events-and-verdicts.md, "Late calls").
+
     Raises:
         GatewayUnavailable: unreachable, timed out, a non-2xx status (its ``error`` quoted) or an
             answer that is not a JSON object.
     """
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", TIMEOUT_HEADER: f"{timeout:g}"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
