@@ -359,7 +359,9 @@ class LoopwatchClient:
             timeout: seconds for send + verdict (default: the client's ``timeout``).
         Returns:
             The :class:`Verdict`: ``allow``/``warn`` (execute), ``block`` (do not
-            execute), ``abort`` (only when the outcome was inline). When no
+            execute), ``abort`` (do not execute and stop the run: its run had
+            ended before, :attr:`Verdict.run_ended`; or the guard's abort on an
+            inline outcome). When no
             verdict comes in time (``timed_out``) or the event cannot be
             published (``error``, e.g. larger than Kafka takes), the
             ``on_timeout`` choice: ``allow`` (fail-open) or ``block``
@@ -388,9 +390,12 @@ class LoopwatchClient:
             timeout: seconds for send + verdict (default: the client's ``timeout``).
         Returns:
             The :class:`Verdict`: ``abort`` when the post-compaction guard stops
-            the run, ``allow`` otherwise, ``ignore`` for a result of a blocked
-            call (a result whose call the worker never saw is recorded, as
-            OpenClaw records it). On a timeout or a failed send (e.g. a result
+            the run (or its run had ended before), ``allow`` otherwise, ``ignore``
+            for a result of a blocked call or one sent with ``judged: false`` (a
+            result whose call the worker never saw is recorded, as OpenClaw
+            records it). A result of a call that ran without its verdict
+            (``ran_without_verdict``) is not waited for: ``allow`` at once,
+            ``waited`` False (module docstring). On a timeout or a failed send (e.g. a result
             larger than Kafka takes), the ``on_timeout`` choice: ``allow``
             (fail-open) or ``abort`` (fail-closed), as :meth:`check`.
         Raises:
