@@ -377,6 +377,8 @@ class Engine:
         call = state.calls.get(call_id)
         if call is not None and call.blocked and event.get("ran_without_verdict") is True:
             call = PendingCall(call.tool, call.args_hash, call.run_id, call.profile, blocked=False)
+            if is_2026_9:  # its veto record becomes the record of the call that ran
+                _unveto(state, call_id)
         if call is None or call.blocked:
             # The event's own tool name and args (absent: "tool" and undefined);
             # hashed before any change to the state (RecursionError).
@@ -532,6 +534,15 @@ class Engine:
         verdict["run_aborted"] = run.aborted
         if verdict["guard"]["abort"]:
             verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
+
+
+def _unveto(state: SessionState, call_id: str) -> None:
+    """2026.9.6: the newest veto record of ``call_id``, still without an outcome, turns into its call's record."""
+    for record in reversed(state.history):
+        if record.call_id == call_id and record.kind == KIND_VETO and record.result_key is None:
+            record.unveto()
+            state.maybe_pending = True
+            return
 
 
 def _outcome(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> Outcome | None:

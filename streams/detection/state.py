@@ -115,6 +115,12 @@ class CallRecord:
             self.ref = ref
         self._packed = None
 
+    def unveto(self) -> None:
+        """A vetoed call the runner ran all the same (``ran_without_verdict``): this veto record becomes the
+        call's pending record, for its outcome to attach to (the caller sets ``SessionState.maybe_pending``)."""
+        self.kind = 0
+        self._packed = None
+
     def rebind(self, args_hash: str) -> None:
         """Give this pending record another args hash (2026.9 delta §3.1 step 5a); the caller re-counts
         :attr:`SessionState.args_counts`."""

@@ -235,3 +235,18 @@ def test_a_terminal_block_of_the_2026_9_6_profile_ends_the_run():
     assert other["verdict"] == "abort"
     assert other["run_ended"]["by"] == "generic_repeat"
     assert other["run_ended"]["reason"] == terminal["block_text"]
+
+
+def test_under_2026_9_6_a_vetoed_call_that_ran_late_is_one_executed_record():
+    profile = "openclaw-2026.9.6"
+    session = Session({"enabled": True})
+    session.repeat(20, profile=profile)
+    size = len(session.state.history)
+    vetoed = session.call(profile=profile, outcome_follows=True)
+    assert (vetoed["verdict"], vetoed["veto_recorded"]) == ("block", True)
+    assert len(session.state.history) == size + 1 and session.state.history[-1].kind  # the veto record
+    late = session.result(f"call-{session.calls}", ran_without_verdict=True, profile=profile)
+    assert late["late"] is True and late["outcome"]["recorded"] is True
+    assert len(session.state.history) == size + 1  # the veto record became the call's record, not a second one
+    record = session.state.history[-1]
+    assert (record.kind, record.result_hash) == (0, late["outcome"]["result_hash"])
