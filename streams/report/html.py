@@ -82,7 +82,7 @@ td.zero { color: #cbd5e1; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; margin-left: 4px; }
 .badge.warn, .badge.suppressed { background: #fef3c7; color: #92400e; }
 .badge.block { background: #fee2e2; color: #991b1b; } .badge.abort { background: #ede9fe; color: #5b21b6; }
-.badge.clean { background: #dcfce7; color: #166534; }
+.badge.clean { background: #dcfce7; color: #166534; } .badge.late { background: #e0f2fe; color: #075985; }
 .run { display: grid; grid-template-columns: 250px 1fr; gap: 10px; padding: 4px 0; border-top: 1px dashed #eef2f7; }
 .run-label { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; color: #475569;
              display: flex; gap: 8px; white-space: nowrap; padding-top: 1px; }
@@ -219,7 +219,8 @@ def _badges(session: SessionReport) -> str:
     t = session.totals
     out = []
     for cls, n, word in (("warn", t.warnings_emitted, "warned"), ("suppressed", t.warnings_suppressed, "suppressed"),
-                         ("block", t.blocks, "blocked"), ("abort", t.aborts, "aborted")):
+                         ("block", t.blocks, "blocked"), ("abort", t.aborts, "aborted"),
+                         ("abort", t.refused, "refused after the run ended"), ("late", t.late, "late")):
         if n:
             out.append(f'<span class="badge {cls}">{n} {word}</span>')
     return "".join(out) or '<span class="badge clean">no detections</span>'
@@ -305,6 +306,9 @@ def _summary(report: Report, top: int | None = None) -> str:
             ("warnings_emitted", "warn", t.warnings_emitted, "warnings emitted"),
             ("warnings_suppressed", "warn", t.warnings_suppressed, "warnings suppressed"),
             ("blocks", "block", t.blocks, "blocks"), ("aborts", "abort", t.aborts, "aborts"),
+            # only when there are any: events of ended runs refused, calls run without a verdict
+            *((("refused", "abort", t.refused, "refused after the run ended"),) if t.refused else ()),
+            *((("late", "", t.late, "ran without a verdict (late)"),) if t.late else ()),
         ))
     out = [f'<section class="cards">{cards}</section>', _fleet_loops(report, top), "<h2>Detections by detector</h2>"]
     if t.detections:

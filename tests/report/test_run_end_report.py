@@ -39,3 +39,19 @@ def test_events_of_an_ended_run_are_refusals_not_more_aborts():
     totals = build_report(records).totals
     assert (totals.aborts, totals.refused) == (1, 2)
     assert "2 events refused (run_ended)" in render_text(build_report(records))
+
+
+def test_the_html_report_shows_refusals_and_late_calls():
+    from streams.report.html import render_html
+
+    events = [{"type": "compaction_retry", "run_id": "r1", "session_id": "s1", "event_id": "k"}]
+    events += [_call(i, result="same", error=None) for i in range(5)]
+    events += [_call(5, outcome_follows=True, run_id="r2"),
+               {"type": "tool_result", "run_id": "r2", "session_id": "s1", "tool_call_id": "c5", "result": "x",
+                "error": None, "ran_without_verdict": True, "event_id": "x5"}]
+    page = render_html(build_report(_records(events)))
+    assert '<div class="card abort" data-metric="refused"><div class="v">2</div>' in page
+    assert 'data-metric="late"><div class="v">1</div>' in page
+    assert "2 refused after the run ended" in page and "1 late" in page
+    clean = render_html(build_report(_records([_call(0, result="same", error=None)])))
+    assert 'data-metric="refused"' not in clean and 'data-metric="late"' not in clean
