@@ -30,6 +30,8 @@ def describe_config(path: Any, engine: Any) -> str:
 
     if path is None or engine is None:
         where, effective, block = "no --config", DEFAULTS, None
+        if engine is not None:  # OpenClaw's defaults, under the profile a --profile chose
+            effective = engine.config.for_agent(None)
     else:
         tools = engine.config.raw.get("tools")
         block = tools.get("loopDetection") if isinstance(tools, dict) else None
@@ -40,6 +42,7 @@ def describe_config(path: Any, engine: Any) -> str:
             f"unknownToolThreshold={effective.unknown_tool_threshold}, "
             f"globalCircuitBreakerThreshold={effective.global_circuit_breaker_threshold}, "
             f"postCompactionGuard.windowSize={effective.window_size}")
+    text += _profiles(engine)
     if path is None or engine is None:
         return text
     if block is None:
@@ -59,6 +62,24 @@ def describe_config(path: Any, engine: Any) -> str:
     return text
 
 
+def _profiles(engine: Any) -> str:
+    """``; profile ...`` when the engine's default profile is not the default one, or agents have their own
+    (streams.detection.profiles); else nothing."""
+    from streams.detection.profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6
+
+    if engine is None:
+        return ""
+    config = engine.config
+    text = ""
+    if config.profile != DEFAULT_PROFILE:
+        fixed = " (thresholds fixed by that release; only enabled is read)" if config.profile == OPENCLAW_2026_9_6 else ""
+        text = f"; profile {config.profile}{fixed}"
+    agents = config.agent_profiles
+    if agents:
+        text += "; agents on their own profile: " + ", ".join(f"{agent} {name}" for agent, name in agents.items())
+    return text
+
+
 def unread_warning(path: Any, engine: Any) -> str | None:
     """A warning when the file at ``path`` holds nothing ``engine`` reads (no ``tools.loopDetection``, no
     agent's own block, no ``options.channelSendTools``, no ``policies``), naming its top-level keys that
@@ -68,7 +89,8 @@ def unread_warning(path: Any, engine: Any) -> str | None:
     raw = engine.config.raw
     tools, options = raw.get("tools"), raw.get("options")
     if ((isinstance(tools, dict) and "loopDetection" in tools) or engine.config.agents_with_blocks
-            or (isinstance(options, dict) and ("channelSendTools" in options or "fleet" in options))
+            or (isinstance(options, dict) and ("channelSendTools" in options or "fleet" in options
+                                               or "profile" in options or "agentProfiles" in options))
             or engine.policies is not None):
         return None
     found = []

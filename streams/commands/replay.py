@@ -12,13 +12,15 @@ import click
 from streams.wire.codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
 from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
+from ..detection.profiles import DEFAULT_PROFILE, PROFILES
 from ..importers import FORMATS, iter_files
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
 from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config
 
-__all__ = ["replay", "config_option", "config_validate_option", "load_config_or_exit", "session_files"]
+__all__ = ["replay", "config_option", "config_validate_option", "profile_option", "load_config_or_exit",
+           "session_files"]
 
 _PROGRESS_MIN_BYTES = 5 * 1024 * 1024  # show a progress bar above this much input
 
@@ -42,10 +44,20 @@ def config_validate_option(func):
     )(func)
 
 
-def load_config_or_exit(path: str | None, strict: bool = VALIDATE_BY_DEFAULT):
-    """``load_config(path, strict=strict)``; an invalid or unreadable file exits with status 2 and the reasons."""
+def profile_option(func):
+    """``--profile NAME`` (parameter ``profile``): the behaviour profile in place of the config's ``options.profile``."""
+    return click.option(
+        "--profile", "profile", type=click.Choice(PROFILES), default=None,
+        help="Behaviour profile: which OpenClaw release's verdicts to give (default: the config's options.profile, "
+             f"else {DEFAULT_PROFILE}). Per-agent options.agentProfiles and an event's own profile field still win.",
+    )(func)
+
+
+def load_config_or_exit(path: str | None, strict: bool = VALIDATE_BY_DEFAULT, profile: str | None = None):
+    """``load_config(path, strict=strict, profile=profile)``; an invalid or unreadable file exits with status 2 and
+    the reasons."""
     try:
-        return load_config(path, strict=strict)
+        return load_config(path, strict=strict, profile=profile)
     except ConfigError as exc:
         click.echo(f"loopwatch: invalid configuration:\n{exc}", err=True)
     except OSError as exc:
@@ -125,6 +137,7 @@ Examples:
 )
 @config_option
 @config_validate_option
+@profile_option
 @click.option("--format", "fmt", default="events", show_default=True,
               type=click.Choice(["events", *sorted(FORMATS)]),
               help="Input format: loopwatch event files (JSON Lines or msgpack, sniffed), or recorded "
@@ -140,7 +153,7 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True,
               help="No summary on stderr; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str, output: str,
+def replay(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, key_by: str, output: str,
            fleet_output: str | None, quiet: bool, files: tuple[str, ...]) -> None:
     """Run events through the detection engine and write one verdict per event.
 
@@ -164,7 +177,7 @@ def replay(config_path: str | None, config_validate: bool, fmt: str, key_by: str
     whole input) or, with --format, when no event was found (as `loopwatch
     import`: is --format right?), or 2 for an invalid configuration.
     """
-    engine = Engine(load_config_or_exit(config_path, strict=config_validate))
+    engine = Engine(load_config_or_exit(config_path, strict=config_validate, profile=profile))
     announce_config("replay", config_path, engine, quiet)
     replayer = Replayer(engine, key_by=key_by)
     inputs = session_files(fmt, files) if fmt != "events" else files

@@ -10,7 +10,8 @@ import click
 from click.core import ParameterSource
 
 from streams.wire.codecs import read_event_file
-from ..detection import Engine, EventError
+from ..detection import Engine, EventError, OpenClawConfig
+from ..detection.profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, PROFILES
 from ..importers import FORMATS
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
@@ -18,8 +19,8 @@ from ..report import build_report, compare, render_comparison_text, render_html,
 from ..report.text import TOP
 from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config
-from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, reject_folders,
-                     session_files)
+from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, profile_option,
+                     reject_folders, session_files)
 
 __all__ = ["report"]
 
@@ -114,11 +115,11 @@ def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[
     return out
 
 
-def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict: bool, key_by: str,
+def _replay(events: list[tuple[str, int, dict]], config_path: str | None, config: OpenClawConfig, key_by: str,
             skipped: SkipReport | None = None, fleet_loops: list | None = None) -> list[dict[str, Any]]:
-    """Replay ``events`` under ``config_path``; an invalid event is reported to ``skipped`` (when given).
-    The fleet loops found are appended to ``fleet_loops`` (when given)."""
-    engine = Engine(load_config_or_exit(config_path, strict=strict))
+    """Replay ``events`` under ``config`` (read from ``config_path``); an invalid event is reported to ``skipped``
+    (when given). The fleet loops found are appended to ``fleet_loops`` (when given)."""
+    engine = Engine(config)
     announce_config("report", config_path, engine)
     replayer = Replayer(engine, key_by=key_by)
     records = []
@@ -136,6 +137,26 @@ def _replay(events: list[tuple[str, int, dict]], config_path: str | None, strict
     return records
 
 
+def _label(path: str | None, config: OpenClawConfig, with_profile: bool) -> str:
+    """How the report names a replay: the config file (or OpenClaw's defaults), and its profile when profiles
+    are compared or it is not the default."""
+    label = path or "OpenClaw defaults"
+    return f"{label} [{config.profile}]" if with_profile or config.profile != DEFAULT_PROFILE else label
+
+
+def _say_ignored_keys(path: str | None, config: OpenClawConfig) -> None:
+    """On stderr: the keys of the global block that ``config``'s profile does not read (2026.9.6 reads only
+    ``enabled``), so a backtest says what it ignored."""
+    if config.profile != OPENCLAW_2026_9_6:
+        return
+    tools = config.raw.get("tools")
+    block = tools.get("loopDetection") if isinstance(tools, dict) else None
+    ignored = [key for key in block if key != "enabled"] if isinstance(block, dict) else []
+    if ignored:
+        click.echo(f"loopwatch report: under {OPENCLAW_2026_9_6} the keys {', '.join(ignored)} of "
+                   f"{path}'s tools.loopDetection are ignored (that release fixes them)", err=True)
+
+
 @click.command(
     epilog="""\b
 Examples:
@@ -144,10 +165,12 @@ Examples:
   loopwatch report --format openclaw --config ~/.openclaw/openclaw.json ~/.openclaw/agents
   loopwatch report --format claude-code --html report.html ~/.claude/projects/myproj
   loopwatch report --format openclaw --config current.json --compare stricter.json ~/.openclaw/agents
+  loopwatch report --format openclaw --config openclaw.json --compare-profile openclaw-2026.9.6 ~/.openclaw/agents
 """,
 )
 @config_option
 @config_validate_option
+@profile_option
 @click.option("--format", "fmt", default="verdicts", show_default=True,
               type=click.Choice(["verdicts", "events", *_SESSION_FORMATS]),
               help="Input: verdict JSON Lines written by `loopwatch replay`; or loopwatch event files, "
@@ -158,6 +181,11 @@ Examples:
                    "(file:line, tool, run, event id), then the calls whose verdict is the same but whose "
                    "detection differs (e.g. a warning suppressed under A, nothing under B). "
                    "Needs --format events or a session format.")
+@click.option("--compare-profile", type=click.Choice(PROFILES),
+              help="Backtest two OpenClaw releases: replay the same events under this behaviour profile (B), with "
+                   "--compare's config or else the same --config (its threshold keys are ignored under "
+                   f"{OPENCLAW_2026_9_6}, as that release ignores them), beside A. Needs --format events or a "
+                   "session format.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,
               help="State scoping when replaying (see `loopwatch replay`).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True),
@@ -167,8 +195,9 @@ Examples:
                    "shown in detail; 0 = all.")
 @click.option("-q", "--quiet", is_flag=True, help="No text report on stdout (with --html).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def report(config_path: str | None, config_validate: bool, fmt: str, compare_path: str | None, key_by: str,
-           html_path: str | None, top: int, quiet: bool, files: tuple[str, ...]) -> None:
+def report(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, compare_path: str | None,
+           compare_profile: str | None, key_by: str, html_path: str | None, top: int, quiet: bool,
+           files: tuple[str, ...]) -> None:
     """Report the loops loop detection finds, per session and for the fleet.
 
     Per session: its runs and calls, and its detections by detector and
@@ -205,9 +234,10 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
             # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
             # settings too, so they may well be set here.
             typed = click.get_current_context().get_parameter_source
-            if compare_path or (config_path and typed("config_path") is ParameterSource.COMMANDLINE):
-                raise click.UsageError("--config and --compare replay events: give --format events or a session "
-                                       "format (verdict files are already decided)")
+            if compare_path or compare_profile or profile or (
+                    config_path and typed("config_path") is ParameterSource.COMMANDLINE):
+                raise click.UsageError("--config and --compare replay events (so do --profile and --compare-profile): "
+                                       "give --format events or a session format (verdict files are already decided)")
             if typed("config_validate") is ParameterSource.COMMANDLINE:
                 click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
                            "(it applies when --format events or a session format replays events)", err=True)
@@ -219,11 +249,19 @@ def report(config_path: str | None, config_validate: bool, fmt: str, compare_pat
         else:
             events = _load_events(fmt, files, skipped)
             fleet_loops: list = []
-            records = _replay(events, config_path, config_validate, key_by, skipped, fleet_loops)
-            label_a = config_path or "OpenClaw defaults"
-            if compare_path:
-                records_b = _replay(events, compare_path, config_validate, key_by)
-                comparison = compare(records, records_b, label_a, compare_path)
+            config_a = load_config_or_exit(config_path, strict=config_validate, profile=profile)
+            records = _replay(events, config_path, config_a, key_by, skipped, fleet_loops)
+            label_a = _label(config_path, config_a, bool(compare_profile))
+            if compare_path or compare_profile:
+                if compare_path:
+                    config_b = load_config_or_exit(compare_path, strict=config_validate,
+                                                   profile=compare_profile or profile)
+                else:  # the same file, judged as the other release judges it
+                    config_b = OpenClawConfig(config_a.raw, profile=compare_profile)
+                    _say_ignored_keys(config_path, config_b)
+                records_b = _replay(events, compare_path or config_path, config_b, key_by)
+                comparison = compare(records, records_b, label_a,
+                                     _label(compare_path or config_path, config_b, bool(compare_profile)))
                 result = comparison.a
                 result.fleet_loops = fleet_loops
             else:

@@ -300,7 +300,7 @@ def _profiles_of(options: Any) -> tuple[str, dict[str, str]]:
     return default, per_agent
 
 
-def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
+def validate(raw: Mapping[str, Any], source: str | None = None, profile: str | None = None) -> None:
     """Check the loop-detection blocks of an OpenClaw config (Spec §2.1).
 
     Also checks the shape that holds them: ``tools``, ``agents``, each
@@ -309,8 +309,9 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     be ignored without a word), and loopwatch's own ``options`` and ``policies``
     sections. Other keys of the file are not looked at. Each block is checked by
     the rules of its profile (``options.agentProfiles`` for an agent's block,
-    ``options.profile`` for the global one): under ``openclaw-2026.9.6`` every key
-    but ``enabled`` is refused, naming the keys and why.
+    ``options.profile`` -- or ``profile`` when given -- for the global one and
+    the rest): under ``openclaw-2026.9.6`` every key but ``enabled`` is refused,
+    naming the keys and why.
 
     Raises:
         ConfigError: listing every issue with its path, e.g.
@@ -321,6 +322,8 @@ def validate(raw: Mapping[str, Any], source: str | None = None) -> None:
     issues: list[tuple[str, str]] = []
     options = raw.get("options")
     default_profile, agent_profiles = _validate_profiles(options, issues)
+    if profile is not None:  # a command's --profile in place of options.profile
+        default_profile = profile
 
     def agent_profile(agent_id: Any) -> str:
         if isinstance(agent_id, str):
@@ -531,6 +534,11 @@ class OpenClawConfig:
         return min(DEFAULT_WARNING_THRESHOLD,
                    *(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids]))
 
+    @property
+    def agent_profiles(self) -> dict[str, str]:
+        """``options.agentProfiles`` as read: normalised agent id -> profile."""
+        return dict(self._agent_profiles)
+
     def profile_for(self, agent_id: str | None, event_profile: str | None = None) -> str:
         """The profile events of ``agent_id`` are judged by: the event's own ``profile`` field, else
         ``options.agentProfiles`` (by normalised agent id), else the default (``options.profile``)."""
@@ -595,18 +603,21 @@ class OpenClawConfig:
         return self._agent_block(agent_id)
 
 
-def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT) -> OpenClawConfig:
+def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT,
+                profile: str | None = None) -> OpenClawConfig:
     """Read an ``openclaw.json`` (JSON5) and return its loop-detection config.
 
     Arguments:
         path: the file; None gives OpenClaw's defaults (detection disabled).
         strict: validate as OpenClaw does at load time (Spec §2.1).
+        profile: the default profile instead of the file's ``options.profile`` (a command's ``--profile``);
+            validation follows it.
     Raises:
         ConfigError: the file is not UTF-8 JSON5, not an object, or fails validation.
         OSError: the file cannot be read.
     """
     if path is None:
-        return OpenClawConfig({})
+        return OpenClawConfig({}, profile=profile)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -619,5 +630,5 @@ def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT) 
     if not isinstance(raw, dict):
         raise ConfigError([("(file)", "the top level must be an object")], str(path))
     if strict:
-        validate(raw, str(path))
-    return OpenClawConfig(raw)
+        validate(raw, str(path), profile)
+    return OpenClawConfig(raw, profile=profile)

@@ -23,12 +23,16 @@ __all__ = ["Difference", "Comparison", "compare", "outcome_label"]
 
 def outcome_label(record: Mapping[str, Any]) -> str:
     """What one event led to, verdict first: ``allow``, ``allow, suppressed ping_pong/warning 3``,
-    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``, or for a
-    verdict a loopwatch policy decided ``abort escalation/critical 3 (escalation)``."""
+    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``, for 2026.9.6's
+    terminal block ``abort generic_repeat/critical 21 (run stopped)``, or for a verdict a loopwatch policy
+    decided ``abort escalation/critical 3 (escalation)``."""
     verdict = str(record.get("verdict"))
     policy = record.get("policy")
     if policy and policy.get("verdict") == verdict and verdict in ("block", "abort"):  # a loopwatch policy decided
         return f"{verdict} {policy['detector']}/{policy['level']} {policy['count']} ({policy['name']})"
+    if verdict == "abort" and record.get("blocked"):  # 2026.9.6's terminal block: the run stops
+        detection = record.get("detection") or {}
+        return f"abort {detection.get('detector')}/{detection.get('level')} {detection.get('count')} (run stopped)"
     if verdict == "abort":
         guard = record.get("guard") or {}
         return f"abort {ABORT_DETECTOR}/critical {guard.get('count', '')}".rstrip()

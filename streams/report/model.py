@@ -210,6 +210,8 @@ class Call:
     @property
     def label(self) -> str:
         """``block generic_repeat/critical`` style: the status and, if any, what fired."""
+        if self.status == "abort" and self.abort is None and self.detection:  # 2026.9.6's terminal block
+            return f"abort {self.detection.get('detector')}/{self.detection.get('level')}"
         if self.status == "abort":
             return f"abort {(self.abort or {}).get('detector') or ABORT_DETECTOR}/critical"
         if self.detection:

@@ -99,7 +99,8 @@ class Verdict:
 
     @property
     def message(self) -> str | None:
-        """What to tell the model: the block reason, abort message or emitted warning; else None.
+        """What to tell the model: the block text (else reason), abort message or emitted warning (its note
+        under 2026.9.6); else None.
 
         For a verdict that is not the worker's (``timed_out`` or ``error``), what
         happened and how the client failed, whatever the verdict, e.g.
@@ -118,13 +119,22 @@ class Verdict:
             return ended.get("message")
         if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
             return record["policy"]["message"]
+        if self.verdict == "block" or (self.verdict == "abort" and record.get("blocked")):
+            # the text the model sees (2026.9.6: with the recovery paragraph; its terminal block is an abort)
+            return record.get("block_text") or record.get("block_reason")
         if self.verdict == "abort":
             return (record.get("guard") or {}).get("message")
-        if self.verdict == "block":
-            return record.get("block_reason")
         if self.verdict == "warn" and self.detection is not None:
-            return self.detection.get("message")
+            return self.note or self.detection.get("message")
         return None
+
+    @property
+    def note(self) -> str | None:
+        """The note 2026.9.6 appends to the tool result of a call whose warning it emitted, else None.
+
+        Integrations append it to the tool's result (or give it as additional context).
+        """
+        return ((self.record or {}).get("warning") or {}).get("note")
 
     @property
     def decided_by(self) -> tuple[str | None, int | None]:
@@ -132,7 +142,8 @@ class Verdict:
 
         The rule that decided: what ended the run for an event of an ended run (``run_ended.by``,
         no count), else a loopwatch policy (the record's ``policy``, docs/policies.md), else the
-        post-compaction guard for an ``abort``, else the detection.
+        post-compaction guard for an ``abort``, else the detection (also for 2026.9.6's terminal
+        block, an ``abort`` of a blocked call).
         """
         record = self.record or {}
         if self.verdict not in ("warn", "block", "abort") or not record:
@@ -143,7 +154,7 @@ class Verdict:
         policy = record.get("policy")
         if policy and policy.get("verdict") == self.verdict:
             return policy.get("detector"), policy.get("count")
-        if self.verdict == "abort":
+        if self.verdict == "abort" and not record.get("blocked"):  # a blocked abort: 2026.9.6's terminal block
             guard = record.get("guard") or {}
             return guard.get("detector") or "compaction_loop_persisted", guard.get("count")
         detection = self.detection

@@ -387,3 +387,23 @@ def test_report_on_event_files_without_format_says_which_format(tmp_path):
     result = CliRunner().invoke(main, ["report", str(events)])
     assert result.exit_code == 2
     assert "give --format events" in result.output
+
+
+def test_replay_profile_option_and_conformance_files_of_both_profiles(tmp_path):
+    events = tmp_path / "loop.jsonl"
+    events.write_text("".join(json.dumps(read_call(f"e{n}", f"call-{n}")) + "\n" for n in range(22)))
+    config = tmp_path / "on.json"
+    config.write_text('{"tools": {"loopDetection": {"enabled": true}}}')
+    runner = CliRunner()
+    old = runner.invoke(main, ["replay", "-q", "--config", str(config), str(events)])
+    new = runner.invoke(main, ["replay", "--config", str(config), "--profile", "openclaw-2026.9.6", str(events)])
+    assert old.exit_code == new.exit_code == 0, old.output + new.output
+    old_v = [json.loads(line) for line in old.stdout.splitlines()]
+    new_v = [json.loads(line) for line in new.stdout.splitlines()]
+    assert [v["verdict"] for v in old_v[20:]] == ["block", "block"]
+    assert [v["verdict"] for v in new_v[20:]] == ["block", "abort"]
+    assert [v.get("tool_loop_recovery") for v in new_v[20:]] == ["recovery", "terminal"]
+    assert "profile openclaw-2026.9.6 (thresholds fixed by that release; only enabled is read)" in new.stderr
+    own = Path(__file__).resolve().parents[1] / "fixtures" / "vectors-2026.9-own.jsonl"
+    both = runner.invoke(main, ["conformance", str(VECTORS), str(own)])
+    assert both.exit_code == 0 and both.stdout.splitlines()[-1] == "100 passed, 0 failed"

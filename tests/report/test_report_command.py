@@ -305,3 +305,51 @@ def test_a_bad_event_line_exits_1_with_the_report(events_file, sensitive_config,
     assert line.startswith(f"loopwatch report: {f}:{len(events_file.read_text().splitlines()) + 1}: "
                            "skipped: invalid JSON")
     assert "1 bad record skipped" in res.stdout
+
+
+def _loop_events(path):
+    """A read loop (22 identical calls) and a fetch whose two URLs fail alike (5 + 6 thrown errors)."""
+    events = [{"type": "tool_call", "event_id": f"read-{n}", "run_id": "r1", "session_id": "s1",
+               "tool_call_id": f"c{n}", "tool_name": "read", "args": {"path": "/a"},
+               "result": {"content": [{"type": "text", "text": "same"}]}, "error": None} for n in range(22)]
+    events += [{"type": "tool_call", "event_id": f"fetch-{n}", "run_id": "r2", "session_id": "s2",
+                "tool_call_id": f"f{n}", "tool_name": "web_fetch", "args": {"url": "https://a" if n < 5 else "https://b"},
+                "result": None, "error": "HTTP 503"} for n in range(11)]
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def test_compare_profile_backtests_2026_9_6_on_the_same_events(defaults_on_config, tmp_path):
+    events = _loop_events(tmp_path / "loops.jsonl")
+    res = _run("--format", "events", "--config", defaults_on_config, "--compare-profile", "openclaw-2026.9.6", events)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert f"backtest: A = {defaults_on_config} [openclaw-2026.7]" in lines
+    assert f"          B = {defaults_on_config} [openclaw-2026.9.6]" in lines
+    rows = [line.split() for line in lines]
+    assert ["aborts", "0", "1", "+1"] in rows  # the second critical ends the run under 2026.9.6
+    assert ["argument_churn", "warning", "warn", "0", "1", "+1"] in rows
+    i = lines.index("events whose verdict differs: 2")
+    assert lines[i + 1:i + 7] == [
+        "  loops.jsonl:22  read  run r1  event read-21",
+        "      A: block generic_repeat/critical 20", "      B: abort generic_repeat/critical 21 (run stopped)",
+        "  loops.jsonl:33  web_fetch  run r2  event fetch-10",
+        "      A: allow", "      B: warn argument_churn/warning 10"]
+
+
+def test_profile_option_refuses_threshold_keys_under_2026_9_6(sensitive_config, events_file):
+    res = _run("--format", "events", "--config", sensitive_config, "--profile", "openclaw-2026.9.6", events_file)
+    assert res.exit_code == 2
+    assert "profile openclaw-2026.9.6 reads only 'enabled'" in res.output
+
+
+def test_compare_profile_says_which_keys_it_ignores(sensitive_config, events_file):
+    res = _run("--format", "events", "--config", sensitive_config, "--compare-profile", "openclaw-2026.9.6",
+               events_file)
+    assert res.exit_code == 0, res.output
+    assert "under openclaw-2026.9.6 the keys warningThreshold, criticalThreshold" in res.stderr
+
+
+def test_profile_options_need_events(events_file):
+    res = _run("--compare-profile", "openclaw-2026.9.6", events_file)
+    assert res.exit_code == 2 and "--compare replay events (so do --profile and --compare-profile)" in res.output

@@ -68,12 +68,29 @@ def test_publish_before_start_and_bad_events():
      False, "CRITICAL: escalated"),
     ("block", {"detection": {"stuck": False}, "policy": {"name": "runBudget", "verdict": "block",
                                                           "message": "CRITICAL: budget"}}, False, "CRITICAL: budget"),
-], ids=["allow", "warn", "block", "abort", "ignore", "policy-abort", "policy-block"])
+    # 2026.9.6 (openclaw-2026.9.md §3): the model's text, the note of an emitted warning, the terminal block
+    ("block", {"block_reason": "CRITICAL: y", "block_text": "CRITICAL: y\n\nDo not repeat", "blocked": True,
+               "detection": {"stuck": True}}, False, "CRITICAL: y\n\nDo not repeat"),
+    ("warn", {"detection": {"stuck": True, "message": "WARNING: x"}, "warning": {"emitted": True, "note": "[note]"}},
+     True, "[note]"),
+    ("abort", {"block_reason": "CRITICAL: y", "block_text": "CRITICAL: y\n\nThis run is stopping now.",
+               "blocked": True, "tool_loop_recovery": "terminal", "detection": {"stuck": True},
+               "guard": {"abort": False}}, False, "CRITICAL: y\n\nThis run is stopping now."),
+], ids=["allow", "warn", "block", "abort", "ignore", "policy-abort", "policy-block", "block-text", "warning-note",
+        "terminal-block"])
 def test_verdict_accessors(verdict, record, allowed, message):
     v = Verdict("e1", verdict, record)
     assert v.allowed is allowed
     assert v.message == message
     assert (v.detection is not None) == bool(record and (record.get("detection") or {}).get("stuck"))
+
+
+def test_a_terminal_block_is_decided_by_its_detection_not_the_guard():
+    record = {"blocked": True, "tool_loop_recovery": "terminal", "guard": {"abort": False},
+              "detection": {"stuck": True, "detector": "generic_repeat", "count": 21}}
+    assert Verdict("e1", "abort", record).decided_by == ("generic_repeat", 21)
+    guard_abort = {"guard": {"abort": True, "detector": "compaction_loop_persisted", "count": 3}}
+    assert Verdict("e1", "abort", guard_abort).decided_by == ("compaction_loop_persisted", 3)
 
 
 # ------------------------------------------------------------------ validation

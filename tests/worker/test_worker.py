@@ -25,13 +25,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.worker import metrics
-from streams.offline.conformance import load_scenarios, spec_view
+from streams.offline.conformance import load_scenarios, scenario_config, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.runners.client import verdict_partition
 from streams.wire.codecs import MAX_REQUEST_SIZE, decode_event, record_size
 from streams.worker.keys import partition_key, record_key
 from streams.worker.processor import decode_state
 from streams.worker.settings import WorkerSettings
+from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path, skip_without
 from tests.worker_harness import (
     count_records,
     PacedProducer, WorkerProcess, checkpointed, consume_all, create_topics, encode, produce, running_worker,
@@ -108,10 +109,10 @@ def verdicts_by_source(bootstrap: str, topic: str, sources: list[tuple[str, int,
     return asyncio.run(collect())
 
 
-def _offline(events: list[dict[str, Any]], sources: list[tuple[str, int, int]], config: dict,
+def _offline(events: list[dict[str, Any]], sources: list[tuple[str, int, int]], config: OpenClawConfig | dict,
              keys: list[str] | None = None) -> list[dict[str, Any]]:
     """Offline verdicts: SessionStore (keys None) or per-key states (keys given)."""
-    engine = Engine(OpenClawConfig(config))
+    engine = Engine(config if isinstance(config, OpenClawConfig) else OpenClawConfig(config))
     store, states = SessionStore(engine), defaultdict(SessionState)
     out = []
     for i, (event, (_, partition, offset)) in enumerate(zip(events, sources)):
@@ -128,12 +129,14 @@ def _same(kafka_verdict: dict[str, Any], offline: dict[str, Any]) -> bool:
 # ------------------------------------------------------------------------ (a) conformance
 
 
-async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str) -> dict[str, bool]:
-    """All scenarios through one worker, grouped by config; returns scenario -> equals SessionStore."""
-    scenarios = list(load_scenarios(VECTORS))
+async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str, files: tuple[Path, ...] = (VECTORS,),
+                       expected: dict[str, bool] | None = None) -> dict[str, bool]:
+    """All scenarios of ``files`` through one worker, grouped by config and profile; returns scenario -> equals
+    SessionStore. ``expected``, when given, gets scenario -> the worker's verdicts equal the scenario's own."""
+    scenarios = [scenario for path in files for scenario in load_scenarios(path)]
     groups: dict[str, list[dict]] = defaultdict(list)
     for scenario in scenarios:
-        groups[json.dumps(scenario.get("config") or {}, sort_keys=True)].append(scenario)
+        groups[json.dumps([scenario.get("config") or {}, scenario.get("profile")], sort_keys=True)].append(scenario)
     settings = worker_settings(bootstrap, tmp_path, key_by=key_by, partitions=4)
     topic = settings.input_topics[0]
     result: dict[str, bool] = {}
@@ -141,10 +144,10 @@ async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str) -> dict[str,
     async with running_worker(settings) as loopwatch, VerdictReader(bootstrap, settings.verdicts_topic) as reader:
         await producer.start()
         try:
-            for config_text, members in groups.items():
-                config = json.loads(config_text)
+            for members in groups.values():
+                config = scenario_config(members[0])
                 # The engine is swapped only while the worker is idle (all earlier verdicts read).
-                loopwatch.processor.engine = Engine(OpenClawConfig(config))
+                loopwatch.processor.engine = Engine(config)
                 sent: dict[str, tuple[list[dict], list]] = {}
                 for scenario in members:
                     name = scenario["name"]
@@ -168,6 +171,10 @@ async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str) -> dict[str,
                     got = [msgpack.unpackb(reader.by_source[s][-1]) for s in sources]
                     want = _offline(events, sources, config)
                     result[name] = all(_same(g, w) for g, w in zip(got, want))
+                    if expected is not None:
+                        scenario = next(s for s in members if s["name"] == name)
+                        expected[name] = [spec_view(g) for g in got] == [
+                            {k: v for k, v in e.items() if k != "event"} for e in scenario["expected"]]
                     if key_by == "run" and not result[name]:
                         # still the offline run-keyed replay exactly
                         keys = [partition_key(e, "run") for e in events]
@@ -191,6 +198,30 @@ def test_vectors_through_kafka_with_run_key(kafka_bootstrap, tmp_path):
     result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "run"))
     assert len(result) == 92
     assert {name for name, ok in result.items() if not ok} == set(RUN_KEY_DIFFERS)
+
+
+@pytest.mark.timeout(150)
+def test_own_2026_9_vectors_through_kafka(kafka_bootstrap, tmp_path):
+    """The 2026.9.6 profile through the worker, without the shared files: recovery and terminal blocks,
+    notes, vetoes in the changelog state, a mixed fleet (per agent and per event)."""
+    expected: dict[str, bool] = {}
+    result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "session", (OWN_2026_9,), expected))
+    assert len(result) == 8
+    assert [name for name, ok in result.items() if not ok] == []
+    assert [name for name, ok in expected.items() if not ok] == []
+
+
+@skip_without(FILES_2026_9[0])
+@skip_without(FILES_2026_9[1])
+@pytest.mark.timeout(300)
+def test_shared_2026_9_vectors_through_kafka(kafka_bootstrap, tmp_path):
+    """156/156 of the 2026.9.6 conformance files through the worker on the broker, as offline."""
+    expected: dict[str, bool] = {}
+    files = tuple(shared_path(name) for name in FILES_2026_9)
+    result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "session", files, expected))
+    assert len(result) == 156
+    assert [name for name, ok in result.items() if not ok] == []
+    assert [name for name, ok in expected.items() if not ok] == []
 
 
 # ------------------------------------------------------------------------ (c) dead letters
