@@ -40,7 +40,7 @@ import json5
 
 from .fingerprint import js_trim
 from .fleet import FleetSettings, fleet_settings, validate_fleet
-from .profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, check_profile
+from .profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, PROFILES, check_profile
 
 __all__ = [
     "ConfigError",
@@ -528,11 +528,12 @@ class OpenClawConfig:
 
     @property
     def smallest_warning_threshold(self) -> int:
-        """The lowest resolved ``warningThreshold`` over the global block and every agent, and 2026.9.6's
-        fixed 10 (any event may name that profile)."""
+        """The lowest resolved ``warningThreshold`` over the global block and every agent (of ``agents.list``,
+        ``agents.entries`` and ``options.agentProfiles``), under either profile (an event may name its own)."""
         ids = [entry.get("id") for entry in self._agents if isinstance(entry.get("id"), str)]
-        return min(DEFAULT_WARNING_THRESHOLD,
-                   *(self.for_agent(agent_id).warning_threshold for agent_id in [None, *ids]))
+        ids += [*self._entries, *self._agent_profiles]
+        return min(self.for_agent(agent_id, profile).warning_threshold
+                   for agent_id in [None, *ids] for profile in PROFILES)
 
     @property
     def agent_profiles(self) -> dict[str, str]:
