@@ -21,6 +21,17 @@ partition's end the offset after its last committed record rather than after
 the transaction marker that follows it (:meth:`_ConsumerThread._highwaters`),
 so that Faust's recovery ends as soon as it has read that record.
 
+That end is taken once no transaction open at that moment holds the
+partition's last stable offset (LSO) back (:func:`stable_ends`). A reader
+``read_committed`` sees a partition only up to its LSO, the first offset of
+the oldest transaction still open there, so a transaction begun before
+records committed after it (a writer stalled mid-transaction, a transaction
+whose markers are still being written) hid them: Faust's recovery stopped
+before them, and a worker whose memory store held them (kept across the
+rebalance, its persisted offset from its own commits) crashed with Faust's
+``ConsistencyError`` ("The persisted offset ... is higher than the last
+offset in that topic (highwater)").
+
 Use :class:`Transport` as the app's transport:
 ``app.transport = Transport(app.conf.broker_consumer, app, external_topics)``.
 """
@@ -38,7 +49,7 @@ from faust.types import TP
 
 from streams.wire.outages import Backoff, stop_consumer
 
-__all__ = ["Consumer", "Transport", "SUBSCRIBE_WAIT_S", "last_committed"]
+__all__ = ["Consumer", "Transport", "STABLE_WAIT_S", "SUBSCRIBE_WAIT_S", "last_committed", "stable_ends"]
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +58,19 @@ _LISTED_POLL_S = 0.05
 _SCAN_WINDOW = 64  # records read back from a changelog's end at first (one transaction's marker, usually)
 _SCAN_TIMEOUT_S = 10.0
 _CHANGELOG_FETCH_WAIT_MS = 100
+# Longest wait for the transactions open on a changelog partition when its end is asked for: longer than
+# the changelog writers' transaction timeout (streams.worker.fencing), after which the coordinator aborts
+# one left open. Faust allows the whole step broker_request_timeout (90 s).
+STABLE_WAIT_S = 40.0
+_STABLE_POLL_S = 0.05
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's consumer thread: its aiokafka consumer gets the transport's :class:`~streams.wire.outages.Backoff`,
     reads ``read_committed``, and changelog ends are at their last committed record."""
 
-    _scanner: AIOKafkaConsumer | None = None
+    _scanner: AIOKafkaConsumer | None = None  # read_committed, no group: changelog ends and their last records
+    _watermarks: AIOKafkaConsumer | None = None  # read_uncommitted, no group: high watermarks
 
     def _create_consumer(self, loop: asyncio.AbstractEventLoop) -> Any:
         consumer = super()._create_consumer(loop)
@@ -74,19 +91,32 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
         Faust takes the end offset minus one as the offset of the last record
         to read; after a transaction it is its commit marker, which a reader
-        never gets. The input topics (not read by Faust) keep their end offsets.
+        never gets. A changelog's end is taken once the transactions open on
+        it at the call have ended (:func:`stable_ends`). The input topics (not
+        read by Faust) keep their end offsets.
         """
         consumer = self._ensure_consumer()
-        ends = await consumer.end_offsets(partitions)  # read_committed: the last stable offsets
         external = self.consumer.transport.external_topics
-        scan = {tp: end for tp, end in ends.items() if end and tp.topic not in external}
-        if scan:
+        changelogs = [tp for tp in partitions if tp.topic not in external]
+        ends: dict[Any, int] = {}
+        if changelogs:
+            bootstrap = consumer._client._bootstrap_servers
             if self._scanner is None:
                 self._scanner = AIOKafkaConsumer(
-                    bootstrap_servers=consumer._client._bootstrap_servers, group_id=None, enable_auto_commit=False,
+                    bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                     isolation_level="read_committed", client_id=f"{self.app.conf.id}-changelog-ends")
                 await self._scanner.start()
-            ends = {**ends, **await last_committed(self._scanner, scan)}
+            if self._watermarks is None:
+                self._watermarks = AIOKafkaConsumer(
+                    bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                    client_id=f"{self.app.conf.id}-changelog-watermarks")
+                await self._watermarks.start()
+            stable = await stable_ends(self._scanner, self._watermarks, changelogs, STABLE_WAIT_S)
+            scan = {tp: end for tp, end in stable.items() if end}
+            ends = {**stable, **(await last_committed(self._scanner, scan) if scan else {})}
+        others = [tp for tp in partitions if tp.topic in external]
+        if others:
+            ends.update(await consumer.end_offsets(others))
         return ends
 
     async def on_thread_stop(self) -> None:
@@ -94,11 +124,43 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         ``CancelledError`` while the broker is down, which left the thread (not a daemon) running."""
         # Faust's own minus its consumer.stop(): the method queue stops (faust.transport.consumer.ConsumerThread)
         await super(faust_aiokafka.AIOKafkaConsumerThread, self).on_thread_stop()
-        if self._scanner is not None:
-            scanner, self._scanner = self._scanner, None
-            await stop_consumer(scanner)
+        for name in ("_scanner", "_watermarks"):
+            client = getattr(self, name)
+            if client is not None:
+                setattr(self, name, None)
+                await stop_consumer(client)
         if self._consumer is not None:
             await stop_consumer(self._consumer)
+
+
+async def stable_ends(committed: AIOKafkaConsumer, uncommitted: AIOKafkaConsumer, partitions: Iterable[Any],
+                      timeout: float) -> dict[Any, int]:
+    """``{tp: last stable offset}``, read once every transaction open on ``tp`` at the call has ended.
+
+    ``committed`` and ``uncommitted`` are started consumers of no group,
+    ``read_committed`` and ``read_uncommitted``: their end offsets are the
+    partition's last stable offset (LSO) and high watermark (HW). The HW is
+    read once; the LSO is polled until it reaches it (every record written
+    before the call is then committed or aborted, and a ``read_committed``
+    reader sees all that was committed), at most ``timeout`` s. A partition
+    still held back then keeps its LSO, with a warning naming it. Transactions
+    begun after the call are not waited for. Keys as given.
+    """
+    tps = list(partitions)
+    pairs = {tp: TopicPartition(tp.topic, tp.partition) for tp in tps}
+    watermarks = await uncommitted.end_offsets(list(pairs.values()))
+    deadline = time.monotonic() + timeout
+    while True:
+        stable = await committed.end_offsets(list(pairs.values()))
+        held = [tp for tp in tps if stable[pairs[tp]] < watermarks[pairs[tp]]]
+        if not held or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(_STABLE_POLL_S)
+    if held:
+        log.warning("loopwatch: a transaction is still open on %s after %.0f s: their recovery reads up to the "
+                    "records before it (the others are read when it ends)",
+                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in held), timeout)
+    return {tp: stable[pairs[tp]] for tp in tps}
 
 
 async def last_committed(scanner: AIOKafkaConsumer, ends: Mapping[TP, int],

@@ -132,5 +132,5 @@ def test_a_worker_paused_past_its_session_timeout_writes_no_stale_state(kafka_bo
     back = _states_going_back(records)
     assert back == [], f"{len(back)} changelog states older than their key's previous one, e.g. {back[:3]}"
     got = assert_every_verdict_once_as_offline(events, sources, by_source)
-    assert sum(g["verdict"] == "block" for g in got) > 0
+    assert sum(g.get("decision") == "block" for g in got) > 0  # OpenClaw blocks (in an ended run: verdict "abort")
     print(f"\n{len(sources)} events, {len(records)} changelog records; B applied {applied_b:.0f}")
