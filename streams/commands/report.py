@@ -34,8 +34,9 @@ _EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 _TEXT = (str,)
 _FIELDS: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("type", "tool_name", "run_id", "session_id", "session_key", "key", "event_id",
-                     "tool_call_id", "decision", "args_hash", "rule", "agent_id"), _TEXT),
-    **dict.fromkeys(("detection", "guard", "warning", "outcome", "source", "policy", "event_source"), (dict,)),
+                     "tool_call_id", "decision", "args_hash", "agent_id"), _TEXT),
+    **dict.fromkeys(("detection", "guard", "warning", "outcome", "source", "policy", "event_source", "decided_by"),
+                   (dict,)),
     "blocked": (bool,), "evidence": (list,), "event_ts": (int, float),
 }
 _NESTED: dict[str, dict[str, tuple[type, ...]]] = {

@@ -20,15 +20,17 @@ import click
 
 from streams.wire.brokers import bootstrap_option
 from streams.wire.codecs import DecodeError, decode_event
-from streams.offline.replay import detection_action
+from streams.detection.decision import findings
 
-__all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "STREAMS", "json_safe"]
+__all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "format_fleet_event", "finding_text",
+           "STREAMS", "json_safe"]
 
-# stream name -> (default topic, formatter name)
+# stream name -> the worker's default topic
 STREAMS = {
     "verdicts": "loopwatch.verdicts",
     "loop-events": "loopwatch.loop-events",
     "dead-letters": "loopwatch.dead-letters",
+    "fleet-events": "loopwatch.fleet-events",
 }
 
 
@@ -48,23 +50,49 @@ def _time_of(record: Mapping[str, Any], ts: Any) -> Any:
     return ts if ts is not None else record.get("verdict_ts")
 
 
+def finding_text(finding: Mapping[str, Any]) -> str:
+    """One finding of a ``decided_by`` (:mod:`streams.detection.decision`) as text:
+    ``generic_repeat critical x6``, ``ping_pong warning x3 (suppressed)``,
+    ``escalation critical x3 (escalation)``, ``would block: fleet_loop critical x5 (fleet: <signature>, shadow)``,
+    ``run ended by compaction_loop_persisted``."""
+    kind, action = finding.get("kind") or "detection", str(finding.get("action"))  # no kind: an older worker's
+    if kind == "run_end":
+        return f"run ended by {finding.get('detector')}"
+    text = f"{finding.get('detector')} {finding.get('level')}"
+    if finding.get("count") is not None:
+        text += f" x{finding['count']}"
+    notes = []
+    rule = finding.get("rule")
+    if kind not in ("detection", "guard"):
+        notes.append(f"{kind}: {rule}" if rule and rule != finding.get("detector") else str(kind))
+    if action == "suppressed":
+        notes.append("suppressed")
+    if finding.get("recovery"):
+        notes.append(str(finding["recovery"]))
+    if finding.get("enforced") is False:
+        text = f"{action.replace('_', ' ')}: {text}"
+        notes.append("shadow")
+    if finding.get("late"):
+        notes.append("late")
+    return text + (f" ({', '.join(notes)})" if notes else "")
+
+
 def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
-    """One line for a verdict record: time (``ts``, epoch ms), run, event type/tool, VERDICT, detector level xcount."""
+    """One line for a verdict record: time (``ts``, epoch ms), run, event type/tool, VERDICT, then what decided
+    (its ``decided_by``, :func:`finding_text`) and any shadow finding beside it."""
     kind = record.get("type")
     what = record.get("tool_name") if kind in ("tool_call", "tool_result") else kind
     if kind == "tool_result":
         what = f"{what} (result)"
     verdict = str(record.get("verdict", "?")).upper()
     detail = ""
-    detection = record.get("detection") or {}
+    found = findings(record)
     guard = record.get("guard") or {}
-    action = detection_action(record)
-    if action == "abort":
-        detail = f"{guard.get('detector')} critical x{guard.get('count', '?')}"
-    elif action is not None:
-        detail = f"{detection.get('detector')} {detection.get('level')} x{detection.get('count')}"
-        if action == "suppressed":
-            detail += " (suppressed)"
+    if found:
+        detail = finding_text(found[0])
+        shadow = [f for f in found[1:] if f["enforced"] is False]
+        if shadow and found[0]["enforced"] is not False:
+            detail += "; " + "; ".join(finding_text(f) for f in shadow)
     elif kind == "compaction_retry" and guard.get("armed"):
         detail = f"guard armed for {guard.get('remaining')} outcome(s)"
     elif record.get("verdict") == "ignore":
@@ -92,11 +120,32 @@ def _late(record: Mapping[str, Any], ts: Any) -> str | None:
 
 
 def format_loop_event(record: Mapping[str, Any], ts: float | None = None) -> str:
-    """One line for a loop event: time (``ts``, epoch ms), run, tool, action, detector level xcount, message."""
+    """One line for a loop event: time (``ts``, epoch ms), run, tool, ACTION, the finding, message."""
+    action = str(record.get("action", "?")).upper()
     return (f"{_clock(_time_of(record, ts))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
-            f"{_short(record.get('tool_name'), 16):<16} {str(record.get('action', '?')).upper():<10} "
-            f"{record.get('detector')} {record.get('level')} x{record.get('count')}: "
-            f"{_short(record.get('message'), 90)}")
+            f"{_short(record.get('tool_name'), 16):<16} {action:<11} "
+            f"{finding_text(record)}: {_short(record.get('message'), 90)}")
+
+
+def format_fleet_event(record: Mapping[str, Any], ts: float | None = None) -> str:
+    """One line for a fleet-events record: a ``fleet_loop`` (a loop seen in many runs), a ``fleet_block``
+    (a call the breaker blocked, or would have in shadow mode) or a ``fleet_clear`` (a breaker cleared by hand)."""
+    kind = record.get("type")
+    clock = _clock(_time_of(record, ts))
+    if kind == "fleet_loop":
+        agents = record.get("agents") or []
+        return (f"{clock}  FLEET LOOP  {record.get('signature')}  runs {record.get('runs')}  "
+                f"events {record.get('events')}  agents {','.join(map(str, agents[:3])) or '-'}: "
+                f"{_short(record.get('message'), 120)}")
+    if kind == "fleet_block":
+        action = "WOULD BLOCK" if record.get("shadow") else "BLOCK"
+        return (f"{clock}  {_short(record.get('run_id'), 18):<18} {_short(record.get('tool_name'), 16):<16} "
+                f"{action:<11} fleet_loop runs {record.get('runs')} ({record.get('signature')})"
+                + (f": {_short(record.get('reason'), 90)}" if record.get("reason") else ""))
+    if kind == "fleet_clear":
+        return (f"{clock}  CLEARED     {record.get('signature')}  by {record.get('by')}"
+                + (f": {_short(record.get('reason'), 90)}" if record.get("reason") else ""))
+    return f"{clock}  {str(kind).upper()}  (not a fleet record)"
 
 
 def format_dead_letter(record: Mapping[str, Any], ts: float | None = None) -> str:
@@ -112,6 +161,7 @@ _FORMATTERS: dict[str, Callable[..., str]] = {
     "verdicts": format_verdict,
     "loop-events": format_loop_event,
     "dead-letters": format_dead_letter,
+    "fleet-events": format_fleet_event,
 }
 
 
@@ -215,13 +265,14 @@ Examples:
   loopwatch tail                                   # new verdicts, live
   loopwatch tail loop-events --from-beginning      # every warning, block and abort so far
   loopwatch tail dead-letters --json --from-beginning --idle-timeout 5
+  loopwatch tail fleet-events --from-beginning     # fleet loops, fleet breaker blocks, breakers cleared
   loopwatch tail verdicts --max 100 --json > verdicts.jsonl
 """)
 @click.argument("stream", type=click.Choice(list(STREAMS)), default="verdicts", required=False, metavar="[STREAM]")
 @bootstrap_option()
 @click.option("--topic", default=None,
               help="Topic to read (default: the worker's default for STREAM: loopwatch.verdicts, "
-                   "loopwatch.loop-events or loopwatch.dead-letters).")
+                   "loopwatch.loop-events, loopwatch.dead-letters or loopwatch.fleet-events).")
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of new ones only.")
 @click.option("--max", "max_records", type=click.IntRange(min=1), default=None,
               help="Stop after N records.")
@@ -234,9 +285,12 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     """Follow a loopwatch output topic live.
 
     STREAM is `verdicts` (default; one per event: time, run, tool, VERDICT,
-    detector level xcount), `loop-events` (warnings emitted or suppressed,
-    blocks, aborts, with their messages) or `dead-letters` (records the worker
-    could not use, with the reason and where they were).
+    and what decided: detector level xcount, the policy, the fleet breaker or
+    the run's end, shadow findings beside it), `loop-events` (every finding:
+    warnings emitted or suppressed, blocks, aborts, shadow findings, with
+    their messages), `dead-letters` (records the worker could not use, with
+    the reason and where they were) or `fleet-events` (fleet loops, calls the
+    fleet breaker blocked or would block, breakers cleared).
 
     Reads without a consumer group and commits nothing, so it never affects
     the worker. Ctrl-C stops; so do --max and --idle-timeout. On a terminal

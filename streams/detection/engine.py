@@ -28,8 +28,9 @@ record key; :class:`~streams.detection.sessions.SessionStore` keeps one map for
 all sessions.
 
 Verdict records carry the fields of the vectors' ``expected`` entries plus
-``verdict`` (allow, warn, block, abort or ignore: what the runner should do)
-and ``evidence`` (the ``ref`` values of the records behind a detection).
+``verdict`` (allow, warn, block, abort or ignore: what the runner should do),
+``evidence`` (the ``ref`` values of the records behind a detection) and
+``decided_by`` (what decided, :mod:`streams.detection.decision`).
 
 Profiles (:mod:`~streams.detection.profiles`): an event's optional ``profile``
 field, else the config, picks the OpenClaw release whose verdicts it gets. Each
@@ -65,6 +66,7 @@ from typing import Any, Mapping, MutableMapping
 
 from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
+from .decision import set_decided_by
 from .detectors import CRITICAL, Detection, detect, is_known_poll
 from .fingerprint import (KIND_VETO, OUTCOME_KINDS, Outcome, args_hash, js_trim, normalize_tool_name, outcome_2026_9,
                           outcome_hash, outcome_profile, unknown_tool_name)
@@ -249,11 +251,11 @@ class Engine:
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
             verdict["late"] = True
         if ended is not None:
-            return refuse(verdict, ended)
+            return set_decided_by(refuse(verdict, ended))
         end = ending(verdict)
         if end is not None:  # every path above created the run's state
             (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
-        return verdict
+        return set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
 
     # ---------------------------------------------------------------- event kinds
 

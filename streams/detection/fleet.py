@@ -24,7 +24,7 @@ Each verdict record the engine produced is looked at once. It is an
 
 With ``signature: "tool"`` the args (and, for ``error``, the thrown value) are
 left out: a tool broken whatever it is asked. Records the fleet breaker
-decided (``rule: fleet_loop``) are not observations. A record without an
+decided (``fleet.blocked``) are not observations. A record without an
 event time (``event_ts``, epoch ms) is not either: windows are event time.
 
 Windows (:class:`FleetCorrelator`)
@@ -187,8 +187,8 @@ def observation(record: Mapping[str, Any], settings: FleetSettings, agent_id: An
     with (a None args hash: any call of the tool). ``agent_id``: the event's,
     when known (verdict records do not carry it).
     """
-    if not settings.enabled or record.get("rule") == FLEET_DETECTOR:
-        return None
+    if not settings.enabled or (record.get("fleet") or {}).get("blocked") or record.get("rule") == FLEET_DETECTOR:
+        return None  # the breaker's own blocks (``rule``: records of workers before ``decided_by``)
     ts = record.get("event_ts")
     if type(ts) not in (int, float) or not 0 < ts < 1e15:
         return None

@@ -4,14 +4,16 @@ Pure (no I/O). Opt-in through ``options.fleet.breaker`` (:class:`~streams.detect
 
 * ``off`` (default): :func:`decide` is the engine's verdict, unchanged, byte for byte;
 * ``shadow``: the engine decides; a call that matches an active fleet loop gets
-  ``fleet: {would_block: true, signature, ...}`` beside ``rule: "openclaw"``;
+  ``fleet: {would_block: true, signature, window, runs, reason}`` and a shadow
+  finding of kind ``fleet`` in its ``decided_by`` (action ``would_block``);
 * ``block``: such a call is not given to the engine at all (nothing is
   recorded in its run's state, as for OpenClaw's own blocks) and gets a
   ``block`` verdict with detector ``fleet_loop``, level critical, a message
-  saying the loop is fleet-wide and why, and ``rule: "fleet_loop"``.
+  saying the loop is fleet-wide and why, ``fleet: {blocked: true, ...}`` and
+  ``decided_by.kind`` ``fleet``.
 
-With the breaker on (shadow or block), every verdict says which rule decided:
-``rule`` is ``openclaw`` or ``fleet_loop``.
+What decided is said by ``decided_by`` (:mod:`streams.detection.decision`), as for
+every other verdict; :func:`decide` sets it again once it has added the fleet part.
 
 A fleet loop (a ``fleet_loop`` record, :func:`streams.detection.fleet.fleet_loop_record`)
 is active from when the breaker learns of it (:meth:`FleetBreaker.add`) until
@@ -29,6 +31,7 @@ from typing import Any, Callable, Mapping
 from .canonical import UNDEFINED
 from .fingerprint import args_hash, normalize_tool_name
 from .engine import validate_event
+from .decision import set_decided_by
 from .fleet import FLEET_DETECTOR, FleetSettings
 
 __all__ = ["FleetBreaker", "decide", "block_verdict"]
@@ -127,13 +130,13 @@ def block_verdict(event: Mapping[str, Any], loop: Mapping[str, Any]) -> dict[str
         "warning": None, "blocked": True, "block_reason": message, "recorded_call": False,
         "outcome": {"recorded": False, "result_hash": None, "unknown_tool_name": None},
         "run_aborted": False, "verdict": "block", "evidence": list(loop["evidence"][:_EVIDENCE_KEPT]),
-        "rule": FLEET_DETECTOR, "fleet": _fleet_field(loop, shadow=False),
+        "fleet": _fleet_field(loop, shadow=False),
     }
 
 
 def _fleet_field(loop: Mapping[str, Any], shadow: bool) -> dict[str, Any]:
     return {"signature": loop["signature"], "window": loop["window"], "runs": loop["runs"],
-            "would_block" if shadow else "blocked": True}
+            "reason": loop.get("message"), "would_block" if shadow else "blocked": True}
 
 
 def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Callable[[], dict[str, Any]]
@@ -141,15 +144,16 @@ def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Call
     """The verdict of ``event``: ``process()`` (the engine) unless the fleet breaker blocks it.
 
     With no breaker or mode ``off``, exactly ``process()``. See the module docstring for the others.
+    The verdict's ``decided_by`` is set again when the breaker adds to it.
     """
     if breaker is None or not breaker.on:
         return process()
     loop = breaker.match(event)
     if loop is not None and breaker.mode == "block":
         validate_event(event)  # an event the engine would reject is rejected here too (EventError)
-        return block_verdict(event, loop)
+        return set_decided_by(block_verdict(event, loop))
     verdict = process()
-    verdict["rule"] = "openclaw"
     if loop is not None:
         verdict["fleet"] = _fleet_field(loop, shadow=True)
+        set_decided_by(verdict)
     return verdict

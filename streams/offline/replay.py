@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from streams.detection import Engine, SessionState, SessionStore
-from streams.detection.policies import policy_findings
+from streams.detection.decision import findings
 from streams.detection.fleet import FleetCorrelator, observation
 from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.worker.keys import partition_key
@@ -83,19 +83,12 @@ class ReplaySummary:
         self.sessions.add(event.get("session_key") or event.get("session_id"))
         self.refused += "run_ended" in verdict
         self.late += bool(verdict.get("late"))
-        findings = policy_findings(verdict)
-        if "policy" in verdict:
-            self.policies[(verdict["policy"]["name"], "decided")] += 1
-        for entry in verdict.get("shadow") or ():
-            self.policies[(entry["name"], "would")] += 1
-        for finding in findings:
+        for finding in findings(verdict):
             self.detections[(finding["detector"], finding["level"], finding["action"])] += 1
-        if (verdict.get("guard") or {}).get("abort"):
-            self.detections[("compaction_loop_persisted", "critical", "abort")] += 1
-        action = detection_action({**verdict, "verdict": None})
-        if action is not None:
-            detection = verdict["detection"]
-            self.detections[(detection["detector"], detection["level"], action)] += 1
+            if finding["kind"] in ("policy", "escalation", "budget"):
+                self.policies[(finding["rule"], "decided" if finding["enforced"] else "would")] += 1
+            elif finding["kind"] == "fleet":
+                self.fleet_blocks["blocked" if finding["enforced"] else "would_block"] += 1
 
     def lines(self) -> list[str]:
         total = sum(self.events.values())
@@ -183,8 +176,6 @@ class Replayer:
             verdict = decide(self.breaker, event, lambda: self.engine.process(event, state, ref))
         self.summary.add(event, verdict)
         record = verdict_record(verdict, event, key)
-        if "fleet" in verdict:
-            self.summary.fleet_blocks["would_block" if "would_block" in verdict["fleet"] else "blocked"] += 1
         if self.fleet is not None:
             self._observe(record, event.get("agent_id"))
         return record

@@ -16,34 +16,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .model import ABORT_DETECTOR, Report, build_report, call_status, file_position, where
+from streams.detection.decision import findings
+
+from .model import Report, build_report, call_status, file_position, where
 
 __all__ = ["Difference", "Comparison", "compare", "outcome_label"]
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
-    """What one event led to, verdict first: ``allow``, ``allow, suppressed ping_pong/warning 3``,
-    ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``, for 2026.9.6's
-    terminal block ``abort generic_repeat/critical 21 (run stopped)``, or for a verdict a loopwatch policy
-    decided ``abort escalation/critical 3 (escalation)``."""
+    """What one event led to, verdict first, from its ``decided_by``: ``allow``, ``allow, suppressed
+    ping_pong/warning 3``, ``block generic_repeat/critical 5``, ``abort compaction_loop_persisted/critical 3``,
+    for 2026.9.6's terminal block ``abort generic_repeat/critical 21 (run stopped)``, or for a verdict a
+    loopwatch rule decided ``abort escalation/critical 3 (escalation)``."""
     verdict = str(record.get("verdict"))
-    policy = record.get("policy")
-    if policy and policy.get("verdict") == verdict and verdict in ("block", "abort"):  # a loopwatch policy decided
-        return f"{verdict} {policy['detector']}/{policy['level']} {policy['count']} ({policy['name']})"
-    if verdict == "abort" and record.get("blocked"):  # 2026.9.6's terminal block: the run stops
-        detection = record.get("detection") or {}
-        return f"abort {detection.get('detector')}/{detection.get('level')} {detection.get('count')} (run stopped)"
-    if verdict == "abort":
-        guard = record.get("guard") or {}
-        return f"abort {ABORT_DETECTOR}/critical {guard.get('count', '')}".rstrip()
-    if record.get("type") != "tool_call":
+    enforced = [f for f in findings(record) if f["enforced"]]
+    if not enforced:
         return verdict
-    detection = record.get("detection") or {}
-    if not detection.get("stuck"):
-        return verdict
-    status = call_status(record)
-    what = f"{detection.get('detector')}/{detection.get('level')} {detection.get('count')}"
-    return f"{verdict} {what}" if status == verdict else f"{verdict}, {status} {what}"
+    top = enforced[0]
+    what = f"{top['detector']}/{top['level']} {'' if top['count'] is None else top['count']}".rstrip()
+    if top["rule"] is not None:
+        what += f" ({top['rule']})"
+    if top.get("recovery") == "terminal":
+        what += " (run stopped)"
+    return f"{verdict} {what}" if top["action"] == verdict else f"{verdict}, {top['action']} {what}"
 
 
 def _detection(record: Mapping[str, Any]) -> tuple[Any, ...] | None:

@@ -40,9 +40,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from streams.detection.policies import policy_findings
+from streams.detection.decision import findings
 from streams.detection.fleet import FleetCorrelator, FleetSettings, observation
-from streams.offline.replay import detection_action
 
 __all__ = [
     "STATUSES",
@@ -156,9 +155,12 @@ def call_status(record: Mapping[str, Any]) -> str:
     """What happened to a tool call, one of :data:`STATUSES` (abort first, then the detection)."""
     if record.get("verdict") == "abort":
         return "abort"
-    if record.get("verdict") == "block":  # OpenClaw's block, or a loopwatch policy's
+    if record.get("verdict") == "block":  # OpenClaw's block, a loopwatch policy's or the fleet breaker's
         return "block"
-    return detection_action(record) or "allow"
+    for finding in findings(record):
+        if finding["enforced"] and finding["action"] in ("warn", "suppressed"):
+            return finding["action"]
+    return "allow"
 
 
 @dataclass
@@ -170,11 +172,14 @@ class DetectionRow:
     tool: str
     detector: str
     level: str
-    action: str  # warn, suppressed, block, abort
+    action: str  # warn, suppressed, block, abort; would_* for a shadow finding
     count: int | None
     message: str
     source: dict[str, Any] | None
     event_id: str | None
+    kind: str = "detection"  # what decided (streams.detection.decision.KINDS)
+    enforced: bool = True  # False: a shadow finding
+    rule: str | None = None  # the loopwatch rule's name or the fleet loop's signature
 
     def where(self, relative_to: str | None = None, basename: bool = False) -> str:
         return where(self.source, relative_to, basename)
@@ -191,7 +196,7 @@ class Call:
     verdict: str
     detection: dict[str, Any] | None  # the engine's detection when stuck, else None
     source: dict[str, Any] | None
-    abort: dict[str, Any] | None = None  # the guard field of the abort, when the call's outcome aborted
+    abort: dict[str, Any] | None = None  # the finding that aborted the run (decided_by), when the call aborted
 
     kind = "call"
 
@@ -261,15 +266,13 @@ class Totals:
         kind = record.get("type")
         if kind == "tool_call":
             self.calls += 1
-            if record.get("blocked"):
+            if record.get("verdict") == "block":
                 self.blocks += 1
-            warning = record.get("warning")
-            detection = record.get("detection") or {}
-            if detection.get("stuck") and not record.get("blocked"):
-                if warning and warning.get("emitted"):
-                    self.warnings_emitted += 1
-                else:
-                    self.warnings_suppressed += 1
+            status = call_status(record)
+            if status == "warn":
+                self.warnings_emitted += 1
+            elif status == "suppressed":
+                self.warnings_suppressed += 1
         elif kind == "compaction_retry":
             self.compactions += 1
         if "run_ended" in record:
@@ -419,12 +422,11 @@ class Report:
         kind = record.get("type")
         if kind == "tool_call":
             detection = record.get("detection") or {}
-            guard = record.get("guard") or {}
             run.items.append(Call(
                 event_id=record.get("event_id"), tool_call_id=record.get("tool_call_id"),
                 tool=str(record.get("tool_name") or "tool"), status=call_status(record),
                 verdict=str(record.get("verdict")), detection=detection if detection.get("stuck") else None,
-                source=source, abort=guard if guard.get("abort") else _policy_abort(record),
+                source=source, abort=_abort_of(record),
             ))
         elif kind == "compaction_retry":
             run.items.append(Compaction(record.get("event_id"), source))
@@ -439,10 +441,12 @@ class Report:
         self.totals.add_record(record, rows)
 
 
-def _policy_abort(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ``policy`` field of a verdict a loopwatch policy turned into an abort, else None."""
-    policy = record.get("policy")
-    return policy if policy and policy.get("verdict") == "abort" else None
+def _abort_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The finding that aborted the run (``decided_by`` when its action is abort), else None."""
+    for finding in findings(record):
+        if finding["enforced"] and finding["action"] == "abort":
+            return finding
+    return None
 
 
 def _ran_after_all(run: RunReport, record: Mapping[str, Any]) -> bool:
@@ -463,38 +467,24 @@ def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, A
     for item in reversed(run.items):
         if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
             item.status = "abort"
-            item.abort = _policy_abort(record) or record.get("guard") or {}
+            item.abort = _abort_of(record) or {}
             return
     run.items.append(Call(
         event_id=record.get("event_id"), tool_call_id=call_id, tool=str(record.get("tool_name") or "tool"),
         status="abort", verdict="abort", detection=None, source=source,
-        abort=_policy_abort(record) or record.get("guard") or {},
+        abort=_abort_of(record) or {},
     ))
 
 
 def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
                     source: dict[str, Any] | None) -> list[DetectionRow]:
-    rows = [
-        DetectionRow(session_id, run_id, str(record.get("tool_name") or "tool"), f["detector"], f["level"],
-                     f["action"], f["count"], str(f["message"] or ""), source, record.get("event_id"))
-        for f in policy_findings(record)
-    ]
+    """One row per finding of the record's ``decided_by`` (:func:`streams.detection.decision.findings`)."""
     tool = str(record.get("tool_name") or "tool")
-    guard = record.get("guard") or {}
-    if guard.get("abort"):
-        rows.append(DetectionRow(
-            session_id, run_id, str(guard.get("tool_name") or tool), ABORT_DETECTOR, "critical", "abort",
-            guard.get("count"), str(guard.get("message") or ""), source, record.get("event_id"),
-        ))
-    if record.get("type") == "tool_call":
-        action = detection_action({**record, "verdict": None})
-        if action is not None:
-            detection = record["detection"]
-            rows.append(DetectionRow(
-                session_id, run_id, tool, str(detection.get("detector")), str(detection.get("level")), action,
-                detection.get("count"), str(detection.get("message") or ""), source, record.get("event_id"),
-            ))
-    return rows
+    return [
+        DetectionRow(session_id, run_id, tool, str(f["detector"]), str(f["level"]), f["action"], f["count"],
+                     str(f["message"] or ""), source, record.get("event_id"), f["kind"], f["enforced"], f["rule"])
+        for f in findings(record)
+    ]
 
 
 def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None,

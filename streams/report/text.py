@@ -21,7 +21,13 @@ from .model import Report, SessionReport, Totals, plural
 
 __all__ = ["render_text", "render_comparison_text", "table"]
 
-_ACTIONS = ("warn", "suppressed", "block", "abort")
+_ACTIONS = ("warn", "suppressed", "block", "abort", "shadow")  # shadow: every would_* action (not enforced)
+
+
+def _count(actions: Counter, action: str) -> int:
+    if action == "shadow":
+        return sum(n for name, n in actions.items() if name.startswith("would_"))
+    return actions[action]
 TOP = 10  # sessions and fleet loops shown by default (report --top)
 ROWS_PER_RUN = 10  # detection lines per run in a session block
 RUNS_PER_SESSION = 5  # runs with detections listed per session block
@@ -44,7 +50,7 @@ def table(header: list[str], rows: Iterable[list[object]], indent: str = "  ") -
 
 
 def _action_summary(counter: Counter) -> str:
-    return ", ".join(f"{counter[a]} {a}" for a in _ACTIONS if counter[a])
+    return ", ".join(f"{_count(counter, a)} {a}" for a in _ACTIONS if _count(counter, a))
 
 
 def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]:
@@ -97,11 +103,11 @@ def _totals_lines(totals: Totals) -> list[str]:
 def _detector_lines(totals: Totals) -> list[str]:
     if not totals.detections:
         return ["  detections: none"]
-    rows = [[detector, level] + [actions[a] for a in _ACTIONS] + [sum(actions.values())]
+    rows = [[detector, level] + [_count(actions, a) for a in _ACTIONS] + [sum(actions.values())]
             for detector, level, actions in totals.by_detector()]
     rows.append(["total", ""] + [sum(r[2 + i] for r in rows) for i in range(len(_ACTIONS))]
                 + [totals.detection_count])
-    return table(["detector", "level", "warned", "suppressed", "blocked", "aborted", "total"], rows)
+    return table(["detector", "level", "warned", "suppressed", "blocked", "aborted", "shadow", "total"], rows)
 
 
 def _session_table(report: Report, sessions: list[SessionReport]) -> list[str]:

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 from aiokafka.partitioner import DefaultPartitioner
 
+from streams.detection.decision import decided_by as _decided_by
+
 __all__ = ["Verdict", "verdict_partition", "TIMEOUT_VERDICTS"]
 
 # What a runner is told when no verdict comes, per on_timeout choice and event type.
@@ -114,19 +116,16 @@ class Verdict:
             return ("loopwatch: this call ran without a verdict (its check timed out and the runner failed open); "
                     "its result is reported with ran_without_verdict and not waited for")
         record = self.record or {}
-        ended = record.get("run_ended")
-        if ended and self.verdict == "abort":  # an event of a run that had ended before it
-            return ended.get("message")
-        if record.get("policy") and self.verdict in ("block", "abort"):  # loopwatch's own policy decided
-            return record["policy"]["message"]
-        if self.verdict == "block" or (self.verdict == "abort" and record.get("blocked")):
-            # the text the model sees (2026.9.6: with the recovery paragraph; its terminal block is an abort)
-            return record.get("block_text") or record.get("block_reason")
-        if self.verdict == "abort":
-            return (record.get("guard") or {}).get("message")
-        if self.verdict == "warn" and self.detection is not None:
-            return self.note or self.detection.get("message")
-        return None
+        decided = self.decided_by
+        if self.verdict not in ("warn", "block", "abort") or decided is None:
+            return None
+        if self.verdict == "warn":
+            return self.note or decided.get("message")
+        # the run had ended, or a loopwatch rule decided: its message (run_ended's says the run is over);
+        # else the text OpenClaw hands the model (block_text, 2026.9.6: a terminal block is an abort)
+        if decided.get("kind") in ("detection", "policy") and record.get("block_text"):
+            return record["block_text"]
+        return decided.get("message")
 
     @property
     def note(self) -> str | None:
@@ -137,28 +136,21 @@ class Verdict:
         return ((self.record or {}).get("warning") or {}).get("note")
 
     @property
-    def decided_by(self) -> tuple[str | None, int | None]:
-        """``(detector, count)`` behind a ``warn``, ``block`` or ``abort``; ``(None, None)`` otherwise.
-
-        The rule that decided: what ended the run for an event of an ended run (``run_ended.by``,
-        no count), else a loopwatch policy (the record's ``policy``, docs/policies.md), else the
-        post-compaction guard for an ``abort``, else the detection (also for 2026.9.6's terminal
-        block, an ``abort`` of a blocked call).
+    def decided_by(self) -> Mapping[str, Any] | None:
+        """What decided a ``warn``, ``block`` or ``abort``: the record's ``decided_by`` field
+        (:mod:`streams.detection.decision`: ``kind``, ``action``, ``detector``, ``level``, ``count``,
+        ``message``, ``rule``, ``enforced``; computed from the record for a worker that predates the
+        field): for an event of a run that had ended, kind ``run_end``; for 2026.9.6's terminal block,
+        the detection with ``recovery: "terminal"``. None for other verdicts, a verdict that is not the
+        worker's (timeout, send error), or a shadow-only finding (nothing enforced: the runner goes on).
         """
-        record = self.record or {}
+        record = self.record
         if self.verdict not in ("warn", "block", "abort") or not record:
-            return None, None
-        ended = record.get("run_ended")
-        if ended and self.verdict == "abort":
-            return ended.get("by"), None
-        policy = record.get("policy")
-        if policy and policy.get("verdict") == self.verdict:
-            return policy.get("detector"), policy.get("count")
-        if self.verdict == "abort" and not record.get("blocked"):  # a blocked abort: 2026.9.6's terminal block
-            guard = record.get("guard") or {}
-            return guard.get("detector") or "compaction_loop_persisted", guard.get("count")
-        detection = self.detection
-        return (detection.get("detector"), detection.get("count")) if detection is not None else (None, None)
+            return None
+        decided = record["decided_by"] if "decided_by" in record else _decided_by(record)
+        if not isinstance(decided, Mapping) or decided.get("enforced") is False:
+            return None
+        return decided
 
     def _fallback_message(self) -> str:
         if self.error is not None:

@@ -24,7 +24,7 @@ in :mod:`streams.detection.fleet` and :mod:`streams.detection.fleet_breaker`):
    that the processor consults for each call. A fleet-blocked or shadow-flagged
    call also gives a ``fleet_block`` record on ``loopwatch.fleet-events``::
 
-       {type: fleet_block, shadow, signature, window, runs, event_id, run_id,
+       {type: fleet_block, shadow, signature, window, runs, reason, event_id, run_id,
         session_id, tool_name, source, event_ts}
 
 Guarantees and limits: Faust's agent is at-least-once, so after a crash a
@@ -49,6 +49,7 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.detection.fleet import FleetCorrelator, FleetSettings, observation
+from streams.detection.decision import findings
 from streams.detection.fleet_breaker import FleetBreaker
 from streams.wire.codecs import DecodeError, decode_event, record_encoder
 
@@ -114,16 +115,18 @@ class FleetView:
         obs = observation(record, self.settings, event.get("agent_id"))
         if obs is not None:
             add(self.signals_topic, obs["sig"].encode("utf-8"), msgpack.packb(obs, use_bin_type=True))
-        fleet = record.get("fleet")
-        if fleet is not None:
-            shadow = bool(fleet.get("would_block"))
+        for finding in findings(record):
+            if finding["kind"] != "fleet":
+                continue
+            shadow = not finding["enforced"]
             metrics.FLEET_BREAKER.labels("shadow" if shadow else "block").inc()
+            fleet = record.get("fleet") or {}
             add(self.fleet_events_topic, key, self._encode({
-                "type": "fleet_block", "shadow": shadow, "signature": fleet.get("signature"),
-                "window": fleet.get("window"), "runs": fleet.get("runs"), "event_id": record.get("event_id"),
-                "run_id": record.get("run_id"), "session_id": record.get("session_id"),
-                "tool_name": record.get("tool_name"), "source": record.get("source"),
-                "event_ts": record.get("event_ts"),
+                "type": "fleet_block", "shadow": shadow, "signature": finding["rule"],
+                "window": fleet.get("window"), "runs": finding["count"], "reason": finding["message"],
+                "event_id": record.get("event_id"), "run_id": record.get("run_id"),
+                "session_id": record.get("session_id"), "tool_name": record.get("tool_name"),
+                "source": record.get("source"), "event_ts": record.get("event_ts"),
             }))
 
     # ------------------------------------------------------------ the windows

@@ -33,7 +33,9 @@ __all__ = [
     "LATE_VERDICTS",
     "RUN_ENDED_EVENTS",
     "METRIC_NAMES",
+    "DEAD_LETTER_REASONS",
     "observe_many",
+    "count_finding",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -49,9 +51,10 @@ VERDICTS = Counter(
 )
 DETECTIONS = Counter(
     "loopwatch_detections",
-    "Detections by detector, level and action (warn = emitted warning, suppressed = deduplicated "
-    "warning, block = critical).",
-    ["detector", "level", "action"], registry=REGISTRY,
+    "Findings of verdicts (their decided_by, one per loop event) by kind (detection, guard, policy, escalation, "
+    "budget, fleet, run_end), detector, level, action (warn = emitted warning, suppressed = deduplicated warning, "
+    "block, abort; would_* in shadow mode) and enforced (false: shadow).",
+    ["kind", "detector", "level", "action", "enforced"], registry=REGISTRY,
 )
 POST_COMPACTION_ABORTS = Counter(
     "loopwatch_post_compaction_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
@@ -132,6 +135,32 @@ RUN_ENDED_EVENTS = Counter(
     "and run_ended: calls a runner tried after it was told to stop.",
     registry=REGISTRY,
 )
+
+DEAD_LETTER_REASONS = ("decode", "schema", "error", "size", "state")
+"""Every ``reason_class`` of a dead letter (:mod:`streams.worker.processor`)."""
+
+# Series present from the start at 0, so that rate() and increase() see the first one (an alert on
+# dead letters fires on the first, not the second) and a dashboard shows 0 rather than "no data".
+for _label in ("tool_call", "tool_result", "compaction_retry"):
+    EVENTS.labels(_label)
+for _label in ("allow", "warn", "block", "abort", "ignore"):
+    VERDICTS.labels(_label)
+for _label in DEAD_LETTER_REASONS:
+    DEAD_LETTERS.labels(_label)
+for _label in ("block", "shadow"):
+    FLEET_BREAKER.labels(_label)
+for _label in ("error", "unknown_tool", "detector", "result"):
+    FLEET_LOOPS.labels(_label)
+DETECTIONS.labels("guard", "compaction_loop_persisted", "critical", "abort", "true")
+
+
+def count_finding(finding: dict) -> None:
+    """Count one finding of a verdict's ``decided_by`` (a loop event) in :data:`DETECTIONS`."""
+    DETECTIONS.labels(str(finding.get("kind")), str(finding.get("detector")), str(finding.get("level")),
+                      str(finding.get("action")), "true" if finding.get("enforced", True) else "false").inc()
+    if finding.get("kind") == "guard":
+        POST_COMPACTION_ABORTS.inc()
+
 
 # Every series name a scrape can show (counters gain _total, histograms _bucket/_sum/_count).
 METRIC_NAMES = frozenset(

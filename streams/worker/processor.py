@@ -23,12 +23,14 @@ dead letters always msgpack because they carry raw bytes):
   ``event_ts`` is the event's ``ts`` (epoch ms) when it has one;
   ``event_source`` is the event's own ``source`` (importers' file position).
   The time the verdict was produced is the Kafka record's timestamp.
-* loop event (``loopwatch.loop-events``), one per detection that warns
-  (emitted), is suppressed, blocks, or aborts (post-compaction guard)::
+* loop event (``loopwatch.loop-events``), one per finding of the verdict's
+  ``decided_by`` (:mod:`streams.detection.decision`: a detection that warns,
+  is suppressed or blocks, the guard's abort, a policy's or the fleet breaker's
+  decision, a run that had ended, and the shadow findings)::
 
-    {detector, level, action (warn|suppressed|block|abort), count, message,
-     warning_key, tool_name, run_id, session_id, key, event_id, evidence,
-     source: {topic, partition, offset}, event_ts}
+    {kind, action (warn|suppressed|block|abort|would_*), detector, level, count,
+     message, rule, enforced, warning_key, tool_name, run_id, session_id, key,
+     event_id, evidence, source: {topic, partition, offset}, event_ts}
 
 * dead letter (``loopwatch.dead-letters``)::
 
@@ -62,9 +64,9 @@ from . import keys
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
-from streams.detection.policies import policy_findings
+from streams.detection.decision import findings
 from streams.detection.fleet_breaker import FleetBreaker, decide
-from streams.offline.replay import detection_action, verdict_record
+from streams.offline.replay import verdict_record
 
 __all__ = [
     "Source",
@@ -237,35 +239,21 @@ def _pack_letter(record: dict[str, Any]) -> bytes:
 
 
 def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The loop events of a verdict record: its detection (warn/suppressed/block) and its abort."""
-    detection = record.get("detection")
-    guard = record.get("guard")
-    stuck = bool(detection and detection.get("stuck"))
-    policies = "policy" in record or "shadow" in record
-    if not stuck and not (guard and guard.get("abort")) and not policies:
+    """The loop events of a verdict record: one per finding of its ``decided_by``
+    (:func:`streams.detection.decision.findings`), enforced or shadow."""
+    found = findings(record)
+    if not found:
         return []  # the usual case: nothing to report
-    out: list[dict[str, Any]] = []
     base = {
-        "run_id": record.get("run_id"), "session_id": record.get("session_id"), "key": record.get("key"),
-        "event_id": record.get("event_id"), "evidence": record.get("evidence", []),
+        "tool_name": record.get("tool_name"), "run_id": record.get("run_id"), "session_id": record.get("session_id"),
+        "key": record.get("key"), "event_id": record.get("event_id"), "evidence": record.get("evidence", []),
         "source": record.get("source"), "event_ts": record.get("event_ts"),
     }
-    if stuck:
-        action = detection_action({**record, "verdict": None})
-        out.append({
-            "detector": detection["detector"], "level": detection["level"], "action": action,
-            "count": detection["count"], "message": detection["message"],
-            "warning_key": detection.get("warning_key"), "tool_name": record.get("tool_name"), **base,
-        })
-    if guard and guard.get("abort"):
-        out.append({
-            "detector": guard.get("detector"), "level": "critical", "action": "abort",
-            "count": guard.get("count"), "message": guard.get("message"), "warning_key": None,
-            "tool_name": guard.get("tool_name"), **base,
-        })
-    if policies:  # loopwatch's own policies (streams.detection.policies): decided, or would have
-        out.extend({**finding, "warning_key": None, "tool_name": record.get("tool_name"), **base}
-                   for finding in policy_findings(record))
+    detection = record.get("detection") or {}
+    out = []
+    for finding in found:
+        warning_key = detection.get("warning_key") if finding["kind"] in ("detection", "policy") else None
+        out.append({**finding, "warning_key": warning_key, **base})
     return out
 
 
@@ -437,6 +425,4 @@ class Processor:
     @staticmethod
     def _count_detections(events: list[dict[str, Any]]) -> None:
         for loop_event in events:
-            metrics.DETECTIONS.labels(loop_event["detector"], loop_event["level"], loop_event["action"]).inc()
-            if loop_event["action"] == "abort" and loop_event["detector"] == "compaction_loop_persisted":
-                metrics.POST_COMPACTION_ABORTS.inc()
+            metrics.count_finding(loop_event)

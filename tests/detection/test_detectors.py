@@ -104,7 +104,8 @@ def test_result_of_blocked_call_is_ignored():
     assert call["blocked"] is True and call["outcome"] == NOT_RECORDED
     result = session.result("late", SAME_RESULT)
     assert result == {"type": "tool_result", "tool_name": "tool", "args_hash": "tool:" + sha("undefined"),
-                      "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": []}
+                      "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": [],
+                      "decided_by": None}
     assert session.history() == history
     # The blocked call is forgotten once answered: a second result has no pending call and is recorded (Spec §9).
     again = session.result("late")
@@ -668,7 +669,7 @@ def test_result_for_unknown_call_is_recorded():
         "type": "tool_result", "tool_name": "tool", "args_hash": "tool:" + sha("undefined"),
         "outcome": {"recorded": True, "result_hash": SAME_RESULT_HASH, "unknown_tool_name": None},
         "guard": {"enabled": True, "armed": False, "observed": False, "remaining": 0, "abort": False},
-        "run_aborted": False, "verdict": "allow", "evidence": []}
+        "run_aborted": False, "verdict": "allow", "evidence": [], "decided_by": None}
     assert [(r.tool, r.args_hash, r.call_id, r.result_hash) for r in session.state.history] == [
         ("tool", "tool:" + sha("undefined"), "never-seen", SAME_RESULT_HASH)]
 

@@ -77,7 +77,8 @@ def test_what_counts_as_a_signature():
              "outcome": {"recorded": False}}
     assert observation(stuck, s)["kind"] == "detector"
     assert observation({**thrown, "event_ts": None}, s) is None  # no event time, no window
-    assert observation({**thrown, "rule": "fleet_loop"}, s) is None  # the breaker's own blocks
+    assert observation({**thrown, "fleet": {"blocked": True}}, s) is None  # the breaker's own blocks
+    assert observation({**thrown, "rule": "fleet_loop"}, s) is None  # ... as workers wrote them before decided_by
     assert observation(thrown, FleetSettings(enabled=False)) is None
 
 
@@ -116,15 +117,22 @@ def test_shadow_flags_without_changing_the_decision_and_block_blocks():
     nxt = failing_call(9, T0 + 10_000, agent="z")
     expected = plain.apply(nxt)
     flagged = shadow.apply(nxt)
-    assert flagged["rule"] == "openclaw" and flagged["fleet"]["would_block"] is True
-    assert {k: v for k, v in flagged.items() if k not in ("rule", "fleet")} == expected
+    assert flagged["fleet"]["would_block"] is True and "Fleet-wide loop" in flagged["fleet"]["reason"]
+    shadow_finding = flagged["decided_by"]
+    assert (shadow_finding["kind"], shadow_finding["action"], shadow_finding["enforced"]) == (
+        "fleet", "would_block", False)
+    assert shadow_finding["rule"] == flagged["fleet"]["signature"] and shadow_finding["count"] == 3
+    assert flagged["verdict"] == expected["verdict"] == "allow"
+    assert {k: v for k, v in flagged.items() if k not in ("decided_by", "fleet")} == \
+        {k: v for k, v in expected.items() if k != "decided_by"}
     blocked = block.apply(nxt)
-    assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
+    assert blocked["verdict"] == "block" and blocked["decided_by"]["kind"] == "fleet"
+    assert blocked["decided_by"]["enforced"] is True and blocked["decided_by"]["action"] == "block"
     assert blocked["detection"]["detector"] == "fleet_loop" and blocked["detection"]["level"] == "critical"
     assert "Fleet-wide loop" in blocked["block_reason"] and "3 runs" in blocked["block_reason"]
     assert blocked["evidence"] == [f"e-{i}-{T0 + i}" for i in range(3)]
     other = block.apply(failing_call(10, T0 + 11_000, url="https://api/other"))
-    assert other["verdict"] == "allow" and other["rule"] == "openclaw"  # another call is not matched
+    assert other["verdict"] == "allow" and other["decided_by"] is None  # another call is not matched
     assert shadow.summary.fleet_blocks == {"would_block": 1}
 
 

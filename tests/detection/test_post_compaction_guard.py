@@ -32,7 +32,7 @@ DISABLED = {"enabled": False, "armed": False, "observed": False, "remaining": 0,
 def test_default_window_aborts_on_third_identical_outcome():
     session = Session()  # no loopDetection block: detectors off, guard on
     armed = session.compact()
-    assert armed == {"type": "compaction_retry", "verdict": "allow", "evidence": [],
+    assert armed == {"type": "compaction_retry", "verdict": "allow", "evidence": [], "decided_by": None,
                      "guard": {"enabled": True, "window_size": 3, "armed": True, "remaining": 3}}
     first, second, third = (session.call(ref=f"c{i}") for i in range(1, 4))
     assert first["guard"] == observed(2) and first["run_aborted"] is False and first["verdict"] == "allow"

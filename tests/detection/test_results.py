@@ -26,7 +26,8 @@ def test_a_blocked_calls_result_reports_the_events_own_tool_and_args():
     history = session.history()
     verdict = session.result("late", tool_name=" Bash ", args={"command": "ls"})
     assert verdict == {"type": "tool_result", "tool_name": "exec", "args_hash": LS_HASH,
-                       "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": []}
+                       "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": False, "verdict": "ignore", "evidence": [],
+                       "decided_by": None}
     assert session.history() == history
 
 

@@ -104,7 +104,7 @@ def test_outcome_labels_put_the_verdict_first():
     assert outcome_label({**call, "verdict": "allow", "warning": {"emitted": False}}) == (
         "allow, suppressed generic_repeat/warning 10")
     assert outcome_label({"type": "tool_call", "verdict": "allow", "detection": {"stuck": False}}) == "allow"
-    assert outcome_label({"type": "tool_result", "verdict": "abort", "guard": {"count": 3}}) == (
+    assert outcome_label({"type": "tool_result", "verdict": "abort", "guard": {"abort": True, "count": 3}}) == (
         "abort compaction_loop_persisted/critical 3")
     assert outcome_label({"type": "tool_result", "verdict": "ignore"}) == "ignore"
 

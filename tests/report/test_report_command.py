@@ -153,8 +153,8 @@ def test_config_validate_false_loads_a_config_strict_validation_refuses(events_f
     assert "    s1.jsonl:20  exec  generic_repeat critical block  count 5" in res.stdout
     assert "    s1.jsonl:18  exec  generic_repeat warning suppressed  count 4" in res.stdout
     rows = [line.split() for line in res.stdout.splitlines()]
-    assert ["generic_repeat", "critical", "0", "0", "1", "0", "1"] in rows
-    assert ["generic_repeat", "warning", "1", "7", "0", "0", "8"] in rows
+    assert ["generic_repeat", "critical", "0", "0", "1", "0", "0", "1"] in rows
+    assert ["generic_repeat", "warning", "1", "7", "0", "0", "0", "8"] in rows
 
     backtest = _run("--format", "events", "--config", sensitive_config, "--compare", lenient,
                     "--config-validate", "false", events_file)

@@ -1,5 +1,6 @@
 """Text rendering of the synthetic fleet (conftest) and of a backtest comparison."""
 
+from streams.detection.decision import set_decided_by
 from streams.report import build_report, compare, render_comparison_text, render_text
 from streams.report.text import table
 
@@ -51,11 +52,11 @@ def test_fleet_summary_tables(sensitive_records):
     j = lines.index("detections by detector")
     body = [line.split() for line in lines[j + 3:j + 8]]
     assert body == [
-        ["compaction_loop_persisted", "critical", "0", "0", "0", "1", "1"],
-        ["generic_repeat", "critical", "0", "0", "1", "0", "1"],
-        ["generic_repeat", "warning", "1", "9", "0", "0", "10"],
-        ["ping_pong", "warning", "0", "1", "0", "0", "1"],
-        ["total", "1", "10", "1", "1", "13"],
+        ["compaction_loop_persisted", "critical", "0", "0", "0", "1", "0", "1"],
+        ["generic_repeat", "critical", "0", "0", "1", "0", "0", "1"],
+        ["generic_repeat", "warning", "1", "9", "0", "0", "0", "10"],
+        ["ping_pong", "warning", "0", "1", "0", "0", "0", "1"],
+        ["total", "1", "10", "1", "1", "0", "13"],
     ]
     k = lines.index("per session")  # worst first: aborts, blocks, warnings emitted
     assert [line.split() for line in lines[k + 3:k + 7]] == [
@@ -78,6 +79,7 @@ def test_comparison_text(sensitive_records):
     records_b[blocked] = {**records_b[blocked], "blocked": False, "verdict": "allow",
                           "detection": {**records_b[blocked]["detection"], "level": "warning", "detector": "generic_repeat"},
                           "warning": {"emitted": False, "key": "k", "bucket": 0}}
+    set_decided_by(records_b[blocked])  # what decided follows the record
     text = render_comparison_text(compare(sensitive_records, records_b, "a.json", "b.json"), relative_to="rec")
     lines = text.splitlines()
     assert lines[:2] == ["backtest: A = a.json", "          B = b.json"]

@@ -58,8 +58,13 @@ def test_publish_before_start_and_bad_events():
 
 @pytest.mark.parametrize("verdict, record, allowed, message", [
     ("allow", {"detection": {"stuck": False}}, True, None),
-    ("warn", {"detection": {"stuck": True, "detector": "generic_repeat", "message": "WARNING: x"}}, True, "WARNING: x"),
-    ("block", {"block_reason": "CRITICAL: y", "detection": {"stuck": True}}, False, "CRITICAL: y"),
+    ("warn", {"detection": {"stuck": True, "detector": "generic_repeat", "message": "WARNING: x"},
+              "warning": {"emitted": True}}, True, "WARNING: x"),
+    ("block", {"block_reason": "CRITICAL: y", "blocked": True, "detection": {"stuck": True, "message": "CRITICAL: y"}},
+     False, "CRITICAL: y"),
+    # a 2026.9.6 block: the model is handed block_text
+    ("block", {"block_reason": "CRITICAL: y", "block_text": "Stop: y", "blocked": True,
+               "detection": {"stuck": True, "message": "CRITICAL: y"}}, False, "Stop: y"),
     ("abort", {"guard": {"abort": True, "message": "CRITICAL: z"}}, False, "CRITICAL: z"),
     ("ignore", {}, True, None),
     # a loopwatch policy decided (docs/policies.md): its message, not OpenClaw's
@@ -76,8 +81,13 @@ def test_publish_before_start_and_bad_events():
     ("abort", {"block_reason": "CRITICAL: y", "block_text": "CRITICAL: y\n\nThis run is stopping now.",
                "blocked": True, "tool_loop_recovery": "terminal", "detection": {"stuck": True},
                "guard": {"abort": False}}, False, "CRITICAL: y\n\nThis run is stopping now."),
-], ids=["allow", "warn", "block", "abort", "ignore", "policy-abort", "policy-block", "block-text", "warning-note",
-        "terminal-block"])
+    # the record's decided_by is what the client reads
+    ("block", {"decided_by": {"kind": "fleet", "action": "block", "message": "Fleet-wide loop", "enforced": True}},
+     False, "Fleet-wide loop"),
+    # a shadow finding decides nothing
+    ("warn", {"decided_by": {"kind": "fleet", "action": "would_block", "message": "x", "enforced": False}}, True, None),
+], ids=["allow", "warn", "block", "block-text-own", "abort", "ignore", "policy-abort", "policy-block", "block-text",
+        "warning-note", "terminal-block", "decided-by", "shadow"])
 def test_verdict_accessors(verdict, record, allowed, message):
     v = Verdict("e1", verdict, record)
     assert v.allowed is allowed

@@ -41,7 +41,8 @@ def test_a_loop_is_allowed_then_warned_then_blocked_with_the_answer_shape():
         assert block["message"] == block["verdict"]["block_reason"]
         assert block["verdict"]["tool_call_id"] == "r1-12" and block["verdict"]["blocked"] is True
         assert answers[0] | {"verdict": None, "event_id": None, "latency_ms": None} == {
-            "decision": "allow", "detector": None, "count": None, "message": None, "timed_out": False,
+            "decision": "allow", "decided_by": None, "detector": None, "count": None, "message": None,
+            "timed_out": False,
             "on_timeout": "allow", "verdict": None, "event_id": None, "latency_ms": None}
     _run(main())
 

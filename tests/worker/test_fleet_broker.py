@@ -4,6 +4,7 @@ same fleet loop offline (replay and report)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from tests.worker_harness import consume_all, create_topics, encode, running_wor
 
 pytestmark = [pytest.mark.kafka]
 
-BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP = os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092")  # as the kafka_bootstrap fixture
 
 
 def fleet_config(breaker: str) -> dict:
@@ -105,13 +106,14 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
     assert all(isinstance(where, list) and where[0] == settings.input_topics[0] for where in loop["evidence"])
     blocked = verdicts["e9.0"]
     if mode == "block":
-        assert blocked["verdict"] == "block" and blocked["rule"] == "fleet_loop"
+        assert blocked["verdict"] == "block" and blocked["decided_by"]["kind"] == "fleet"
         assert blocked["detection"]["detector"] == "fleet_loop"
         assert "Fleet-wide loop" in blocked["block_reason"]
     else:  # shadow: OpenClaw's verdict, and what the breaker would have done
-        assert blocked["verdict"] == "allow" and blocked["rule"] == "openclaw"
+        assert blocked["verdict"] == "allow" and blocked["decided_by"]["kind"] == "fleet"
+        assert blocked["decided_by"]["enforced"] is False and blocked["decided_by"]["action"] == "would_block"
         assert blocked["fleet"]["would_block"] is True and blocked["fleet"]["signature"] == loop["signature"]
-    assert verdicts["e7.0"]["verdict"] == "allow" and verdicts["e7.0"]["rule"] == "openclaw"
+    assert verdicts["e7.0"]["verdict"] == "allow" and (verdicts["e7.0"]["decided_by"] or {}).get("kind") != "fleet"
     # Runs 3 and 4 repeat the call too: when the worker learns of the loop before it reaches their
     # calls (a race with the producer), the breaker takes them as well; never any other event. A
     # rebalance may make the worker apply events again: their records then come again, byte for byte.

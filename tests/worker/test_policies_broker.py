@@ -1,7 +1,7 @@
 """A loopwatch policy through the real broker: the worker escalates a block that never ends.
 
 The worker reads the policy from its config file (``policies`` beside ``tools``), publishes the
-policy's abort as the verdict, names the rule in the verdict's ``policy`` field, and publishes a
+policy's abort as the verdict, names the rule in the verdict's ``decided_by`` field, and publishes a
 loop event with the policy's own detector; every verdict equals the offline replay's.
 """
 
@@ -48,5 +48,6 @@ def test_worker_applies_the_escalation_policy_from_its_config_file(kafka_bootstr
     loop_events = [msgpack.unpackb(r.value) for r in
                    asyncio.run(consume_all(kafka_bootstrap, settings.loop_events_topic, 100, timeout=10))]
     escalations = [e for e in loop_events if e["detector"] == "escalation"]
-    assert [(e["action"], e["policy"], e["event_id"]) for e in escalations] == \
-        [("abort", "escalation", f"blk-{i:03d}") for i in range(23, 31)]
+    assert [(e["kind"], e["action"], e["rule"], e["event_id"]) for e in escalations] == \
+        [("escalation", "abort", "escalation", f"blk-{i:03d}") for i in range(23, 31)]
+    assert verdicts[22]["decided_by"]["kind"] == "escalation"

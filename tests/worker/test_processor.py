@@ -189,7 +189,8 @@ def test_metrics_are_counted_and_published_per_batch():
     events_before = _sample("loopwatch_events_total", {"type": "tool_call"})
     allow_before = _sample("loopwatch_verdicts_total", {"verdict": "allow"})
     warn_before = _sample("loopwatch_detections_total",
-                          {"detector": "generic_repeat", "level": "warning", "action": "warn"})
+                          {"kind": "detection", "detector": "generic_repeat", "level": "warning", "action": "warn",
+                           "enforced": "true"})
     timed_before = _sample("loopwatch_engine_seconds_count")
     redelivered_before = _sample("loopwatch_redelivered_events_total")
     for i in range(11):
@@ -197,7 +198,8 @@ def test_metrics_are_counted_and_published_per_batch():
     assert proc.apply(b"r1", call(3), src(3), state).kind == SKIPPED
     # detections are counted at once; the per-event series when the batch is flushed
     assert _sample("loopwatch_detections_total",
-                   {"detector": "generic_repeat", "level": "warning", "action": "warn"}) == warn_before + 1
+                   {"kind": "detection", "detector": "generic_repeat", "level": "warning", "action": "warn",
+                           "enforced": "true"}) == warn_before + 1
     assert _sample("loopwatch_events_total", {"type": "tool_call"}) == events_before
     proc.flush_metrics()
     assert _sample("loopwatch_events_total", {"type": "tool_call"}) == events_before + 11

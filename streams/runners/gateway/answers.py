@@ -49,15 +49,19 @@ def event_answer(verdict: Verdict, on_timeout: str) -> dict[str, Any]:
     (``ignore``, a result for a blocked or unknown call, answers ``allow``: nothing to do) or, when
     no verdict came (``timed_out``, or Kafka refused the event: ``error``), the client's stand-in for
     the ``on_timeout`` policy (fail-closed: ``block`` for a call, ``abort`` for a result or a
-    compaction). ``detector`` and ``count`` name the rule that decided (:attr:`Verdict.decided_by`);
-    ``message`` is what to tell the model (:attr:`Verdict.message`); ``verdict`` is the worker's
-    verdict record, None when there is none. ``waited: false`` is added for a result sent with
-    ``ran_without_verdict`` that the client did not wait for (docs/events-and-verdicts.md, "Late calls").
+    compaction). ``decided_by`` is what decided (:attr:`Verdict.decided_by`, the record's field:
+    ``kind``, ``detector``, ``count``, ...; None when nothing did or no verdict came), ``detector``
+    and ``count`` its detector and count; ``message`` is what to tell the model
+    (:attr:`Verdict.message`); ``verdict`` is the worker's verdict record, None when there is none.
+    ``waited: false`` is added for a result sent with ``ran_without_verdict`` that the client did
+    not wait for (docs/events-and-verdicts.md, "Late calls").
     """
     record = verdict.record
-    detector, count = verdict.decided_by
+    decided = verdict.decided_by
     answer: dict[str, Any] = {"decision": verdict.verdict if verdict.verdict in DECISIONS else "allow",
-                              "detector": detector, "count": count,
+                              "decided_by": dict(decided) if decided is not None else None,
+                              "detector": decided.get("detector") if decided is not None else None,
+                              "count": decided.get("count") if decided is not None else None,
                               "message": verdict.message, "timed_out": verdict.timed_out,
                               "on_timeout": on_timeout, "verdict": dict(record) if record is not None else None,
                               "event_id": verdict.event_id, "latency_ms": round(verdict.latency_s * 1000, 3)}

@@ -44,8 +44,15 @@ def test_escalation_turns_a_block_that_never_ends_into_an_abort():
     assert third["policy"]["message"].startswith("CRITICAL: 3 consecutive tool calls in this run were blocked")
     # OpenClaw's own fields stay OpenClaw's
     assert (third["decision"], third["blocked"], third["detection"]["detector"]) == ("block", True, "generic_repeat")
-    assert {k: v for k, v in third.items() if k not in ("policy", "verdict")} == \
-        {k: v for k, v in plain[22].items() if k != "verdict"}
+    assert {k: v for k, v in third.items() if k not in ("policy", "verdict", "decided_by")} == \
+        {k: v for k, v in plain[22].items() if k not in ("verdict", "decided_by")}
+    # what decided: the escalation, over OpenClaw's block (kept among the others)
+    assert {k: third["decided_by"][k] for k in ("kind", "action", "detector", "count", "rule", "enforced")} == {
+        "kind": "escalation", "action": "abort", "detector": "escalation", "count": 3, "rule": "escalation",
+        "enforced": True}
+    assert [(f["kind"], f["action"], f["detector"]) for f in third["decided_by"]["others"]] == [
+        ("detection", "block", "generic_repeat")]
+    assert plain[22]["decided_by"]["kind"] == "detection" and plain[22]["decided_by"]["action"] == "block"
 
 
 def test_run_budget_counts_across_tools():
