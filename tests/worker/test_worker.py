@@ -488,7 +488,8 @@ def test_state_survives_a_worker_restart(kafka_bootstrap, tmp_path):
                 break
             time.sleep(0.1)
         assert 'loopwatch_events_total{type="tool_call"} 15.0' in scrape
-        assert 'loopwatch_detections_total{action="warn",detector="generic_repeat",level="warning"} 1.0' in scrape
+        assert ('loopwatch_detections_total{action="warn",detector="generic_repeat",enforced="true",kind="detection",'
+                'level="warning"} 1.0') in scrape
         assert "loopwatch_engine_seconds_count 15.0" in scrape and "loopwatch_verdict_latency_seconds_count" in scrape
         worker.stop()
         assert worker.proc.returncode == 0, worker.log_text()[-3000:]
