@@ -54,10 +54,10 @@ def finding_text(finding: Mapping[str, Any]) -> str:
     """One finding of a ``decided_by`` (:mod:`streams.detection.decision`) as text:
     ``generic_repeat critical x6``, ``ping_pong warning x3 (suppressed)``,
     ``escalation critical x3 (escalation)``, ``would block: fleet_loop critical x5 (fleet: <signature>, shadow)``,
-    ``run ended by compaction_loop_persisted``."""
+    ``run ended (compaction_loop_persisted)``."""
     kind, action = finding.get("kind") or "detection", str(finding.get("action"))  # no kind: an older worker's
     if kind == "run_end":
-        return f"run ended by {finding.get('detector')}"
+        return f"run ended ({finding.get('detector')})"
     text = f"{finding.get('detector')} {finding.get('level')}"
     if finding.get("count") is not None:
         text += f" x{finding['count']}"
@@ -72,8 +72,6 @@ def finding_text(finding: Mapping[str, Any]) -> str:
     if finding.get("enforced") is False:
         text = f"{action.replace('_', ' ')}: {text}"
         notes.append("shadow")
-    if finding.get("late"):
-        notes.append("late")
     return text + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -97,9 +95,6 @@ def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
         detail = f"guard armed for {guard.get('remaining')} outcome(s)"
     elif record.get("verdict") == "ignore":
         detail = _short(record.get("ignored"), 60)
-    ended = record.get("run_ended")
-    if ended:  # an event of a run that had already ended: refused
-        detail = f"run ended ({ended.get('by')})"
     late = _late(record, _time_of(record, ts))
     if late:
         detail = f"{detail}  {late}" if detail else late

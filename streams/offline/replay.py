@@ -84,6 +84,8 @@ class ReplaySummary:
         self.refused += "run_ended" in verdict
         self.late += bool(verdict.get("late"))
         for finding in findings(verdict):
+            if finding["kind"] == "run_end":
+                continue  # counted in refused
             self.detections[(finding["detector"], finding["level"], finding["action"])] += 1
             if finding["kind"] in ("policy", "escalation", "budget"):
                 self.policies[(finding["rule"], "decided" if finding["enforced"] else "would")] += 1

@@ -483,7 +483,7 @@ def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
     return [
         DetectionRow(session_id, run_id, tool, str(f["detector"]), str(f["level"]), f["action"], f["count"],
                      str(f["message"] or ""), source, record.get("event_id"), f["kind"], f["enforced"], f["rule"])
-        for f in findings(record)
+        for f in findings(record) if f["kind"] != "run_end"  # an ended run's later events: counted as refused
     ]
 
 

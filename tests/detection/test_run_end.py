@@ -200,7 +200,7 @@ def test_a_result_of_a_call_loopwatch_never_judged_is_not_applied():
                              tool_name="read", args={"path": "/x"})
     assert verdict == {"type": "tool_result", "tool_name": "read", "args_hash": verdict["args_hash"],
                        "ignored": UNJUDGED_RESULT_IGNORED + " (blocked by openclaw:loop-detection)",
-                       "run_aborted": False, "verdict": "ignore", "evidence": []}
+                       "run_aborted": False, "verdict": "ignore", "evidence": [], "decided_by": None}
     assert session.history() == before
     assert session.state.runs["r1"].remaining == 3  # the guard did not observe it
     # a result with no pending call that OpenClaw records (Spec §9) stays recorded

@@ -112,7 +112,7 @@ def test_a_verdict_of_an_ended_run_says_so_to_the_runner_and_the_gateway():
     assert verdict.allowed is False
     assert verdict.run_ended == ENDED["run_ended"]
     assert verdict.message == ENDED["run_ended"]["message"]
-    assert verdict.decided_by == ("compaction_loop_persisted", None)
+    assert (verdict.decided_by["kind"], verdict.decided_by["detector"]) == ("run_end", "compaction_loop_persisted")
     answer = event_answer(verdict, "allow")
     assert (answer["decision"], answer["detector"], answer["message"]) == \
         ("abort", "compaction_loop_persisted", ENDED["run_ended"]["message"])

@@ -47,7 +47,11 @@ def test_worker_applies_the_escalation_policy_from_its_config_file(kafka_bootstr
     assert verdicts[22]["policy"]["name"] == "escalation" and verdicts[22]["decision"] == "block"
     loop_events = [msgpack.unpackb(r.value) for r in
                    asyncio.run(consume_all(kafka_bootstrap, settings.loop_events_topic, 100, timeout=10))]
-    escalations = [e for e in loop_events if e["detector"] == "escalation"]
-    assert [(e["kind"], e["action"], e["rule"], e["event_id"]) for e in escalations] == \
-        [("escalation", "abort", "escalation", f"blk-{i:03d}") for i in range(23, 31)]
+    # the escalation ends the run at the 23rd call; every later call is refused: the run had ended
+    firsts = [(e["kind"], e["action"], e["rule"], e["event_id"]) for e in loop_events
+              if e["detector"] == "escalation" and e["kind"] != "escalation" or e["kind"] == "escalation"
+              and e["event_id"] == "blk-023"]
+    assert firsts == [("escalation", "abort", "escalation", "blk-023")] + \
+        [("run_end", "abort", None, f"blk-{i:03d}") for i in range(24, 31)]
     assert verdicts[22]["decided_by"]["kind"] == "escalation"
+    assert [v["decided_by"]["kind"] for v in verdicts[23:]] == ["run_end"] * 7
