@@ -98,9 +98,12 @@ def test_verdict_accessors(verdict, record, allowed, message):
 def test_a_terminal_block_is_decided_by_its_detection_not_the_guard():
     record = {"blocked": True, "tool_loop_recovery": "terminal", "guard": {"abort": False},
               "detection": {"stuck": True, "detector": "generic_repeat", "count": 21}}
-    assert Verdict("e1", "abort", record).decided_by == ("generic_repeat", 21)
+    decided = Verdict("e1", "abort", record).decided_by
+    assert (decided["kind"], decided["action"], decided["detector"], decided["count"], decided["recovery"]) == \
+        ("detection", "abort", "generic_repeat", 21, "terminal")
     guard_abort = {"guard": {"abort": True, "detector": "compaction_loop_persisted", "count": 3}}
-    assert Verdict("e1", "abort", guard_abort).decided_by == ("compaction_loop_persisted", 3)
+    decided = Verdict("e1", "abort", guard_abort).decided_by
+    assert (decided["kind"], decided["detector"], decided["count"]) == ("guard", "compaction_loop_persisted", 3)
 
 
 # ------------------------------------------------------------------ validation
