@@ -62,11 +62,14 @@ class Gateway:
                      "--bootstrap", bootstrap, "--port", str(self.port), "--timeout", str(TIMEOUT_S),
                      "--events-topic", worker.input, "--verdicts-topic", worker.output]
         self.proc: subprocess.Popen | None = None
+        # The bearer token the gateway asks, sent by the requests below and the command hook (from the env).
+        self.env = {**os.environ, "LOOPWATCH_GATEWAY_TOKEN": uuid.uuid4().hex}
+        self.headers = {"Authorization": f"Bearer {self.env['LOOPWATCH_GATEWAY_TOKEN']}"}
 
     def start(self) -> None:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, env=self.env)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while f"loopwatch gateway: {self.url}" not in self.log.read_text("utf-8", "replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -144,7 +147,8 @@ async def _direct(bootstrap: str, worker: Worker, rate: float, duration: float) 
 async def _through_gateway(gateway: Gateway, rate: float, duration: float) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as http:
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+                                     headers=gateway.headers) as http:
         url = f"{gateway.url}/v1/hooks/claude-code"
         for i in range(20):
             async with http.post(url, json=_pre_tool_use(i, f"w{tag}")) as response:
@@ -162,12 +166,12 @@ def _per_request(before: float | None, after: float | None, requests: int) -> fl
     return None if before is None or after is None or not requests else (after - before) / requests * 1e6
 
 
-def _startups(command: list[str], stdin: bytes, count: int) -> dict[str, Any]:
+def _startups(command: list[str], stdin: bytes, count: int, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Wall time of ``count`` runs of ``command`` (spawn to exit, its output read), after one warm-up."""
     times = []
     for n in range(count + 1):
         started = time.perf_counter()
-        done = subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT)
+        done = subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT, env=env)
         elapsed = (time.perf_counter() - started) * 1000
         if done.returncode not in (0, 2):  # 2: a blocking answer
             raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -243,8 +247,8 @@ def main() -> None:
         hook = [loopwatch, "hook", "claude-code", "--url", gateway.url]
         print(f"command hook: {' '.join(hook)}, {options.starts} start-ups ...", flush=True)
         floor = _startups([sys.executable, "-c", "pass"], b"", options.starts)
-        startup = _startups(hook, payload, options.starts)
-        answered = subprocess.run(hook, input=payload, capture_output=True).stdout.decode().strip() or "{}"
+        startup = _startups(hook, payload, options.starts, gateway.env)
+        answered = subprocess.run(hook, input=payload, capture_output=True, env=gateway.env).stdout.decode().strip() or "{}"
     finally:
         gateway.stop()
         worker.stop()

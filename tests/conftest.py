@@ -60,6 +60,18 @@ async def _delete_topics(bootstrap: str, names: set[str]) -> None:
         await admin.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_gateway_token_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never read or write the user's gateway token file (~/.config/loopwatch/gateway-token)."""
+    before = os.environ.get("LOOPWATCH_GATEWAY_TOKEN_FILE")
+    os.environ["LOOPWATCH_GATEWAY_TOKEN_FILE"] = str(tmp_path_factory.mktemp("token") / "gateway-token")
+    yield
+    if before is None:
+        os.environ.pop("LOOPWATCH_GATEWAY_TOKEN_FILE", None)
+    else:
+        os.environ["LOOPWATCH_GATEWAY_TOKEN_FILE"] = before
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap string of the test broker (env LOOPWATCH_KAFKA_BOOTSTRAP), checked once.

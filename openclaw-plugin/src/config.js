@@ -6,21 +6,29 @@
  * | setting             | default                   | meaning |
  * | ------------------- | ------------------------- | ------- |
  * | `gatewayUrl`        | `http://127.0.0.1:8787`   | base URL of `loopwatch gateway` |
- * | `token`             | `LOOPWATCH_GATEWAY_TOKEN` env, else none | bearer token sent as `Authorization: Bearer <token>` |
+ * | `token`             | `LOOPWATCH_GATEWAY_TOKEN` env, else the gateway's token file, else none | bearer token sent as `Authorization: Bearer <token>` |
  * | `timeoutMs`         | 5000                      | per request, queueing behind earlier events of the same session included |
  * | `failMode`          | `"open"`                  | what to do when no verdict can be had: `"open"` lets the tool run, `"closed"` blocks it |
  * | `reportCompactions` | true                      | report `after_compaction` as a compaction retry (arms the post-compaction guard) |
  * | `profile`           | `"auto"`                  | loopwatch behaviour profile the events ask for: `"auto"` (from the host's version, src/host.js), `"openclaw-2026.7"`, `"openclaw-2026.9.6"` or `"none"` (loopwatch's configured default) |
+ *
+ * The gateway's token file is the one `loopwatch gateway` makes on its first start:
+ * `LOOPWATCH_GATEWAY_TOKEN_FILE`, else `$XDG_CONFIG_HOME/loopwatch/gateway-token`, else
+ * `$HOME/.config/loopwatch/gateway-token` (so a plugin on the gateway's machine needs no setting).
  *
  * `timeoutMs` must stay under OpenClaw's own `before_tool_call` budget (15 s by default,
  * `plugins.entries.<id>.hooks.timeoutMs`): when OpenClaw's budget expires first, OpenClaw
  * itself fails closed and blocks the call, whatever `failMode` says.
  */
 
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
 export const DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787";
 export const DEFAULT_TIMEOUT_MS = 5000;
 export const MAX_TIMEOUT_MS = 600000; // OpenClaw's ceiling for any hook budget
 export const TOKEN_ENV = "LOOPWATCH_GATEWAY_TOKEN";
+export const TOKEN_FILE_ENV = "LOOPWATCH_GATEWAY_TOKEN_FILE";
 
 /**
  * @typedef {object} LoopwatchPluginConfig
@@ -69,7 +77,7 @@ export function resolveConfig(raw, env = process.env) {
     throw new ConfigError(`gatewayUrl must be an http:// or https:// URL, got ${describe(gatewayUrl)}`);
   }
 
-  let token = given.token ?? env[TOKEN_ENV] ?? null;
+  let token = given.token ?? (env[TOKEN_ENV] || null) ?? readTokenFile(env);
   if (token !== null && typeof token !== "string") {
     throw new ConfigError(`token must be a string, got ${describe(token)}`);
   }
@@ -101,6 +109,38 @@ export function resolveConfig(raw, env = process.env) {
     gatewayUrl: gatewayUrl.replace(/\/+$/, ""), token, timeoutMs, failMode, reportCompactions,
     profile: /** @type {LoopwatchPluginConfig["profile"]} */ (profile),
   };
+}
+
+/**
+ * The first line of the gateway's token file, or null (no such file, unreadable, empty).
+ *
+ * @param {Record<string, string | undefined>} env
+ * @returns {string | null}
+ */
+export function readTokenFile(env) {
+  const path = tokenPath(env);
+  if (path === null) {
+    return null;
+  }
+  try {
+    return readFileSync(path, "utf8").split("\n", 1)[0].trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Where `loopwatch gateway` keeps its token, from `env` alone (null when it names no place).
+ *
+ * @param {Record<string, string | undefined>} env
+ * @returns {string | null}
+ */
+export function tokenPath(env) {
+  if (env[TOKEN_FILE_ENV]) {
+    return env[TOKEN_FILE_ENV];
+  }
+  const base = env.XDG_CONFIG_HOME || (env.HOME ? join(env.HOME, ".config") : null);
+  return base ? join(base, "loopwatch", "gateway-token") : null;
 }
 
 /** @param {string} text */

@@ -33,3 +33,20 @@ for (const [name, raw, pattern] of [
     assert.throws(() => resolveConfig(raw, {}), (error) => error instanceof ConfigError && pattern.test(error.message));
   });
 }
+
+test("without a setting or LOOPWATCH_GATEWAY_TOKEN, the token is read from the gateway's token file", async () => {
+  const { mkdtempSync, writeFileSync, mkdirSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const home = mkdtempSync(join(tmpdir(), "lw-token-"));
+  mkdirSync(join(home, ".config", "loopwatch"), { recursive: true });
+  writeFileSync(join(home, ".config", "loopwatch", "gateway-token"), "made-by-the-gateway\n", { mode: 0o600 });
+  assert.equal(resolveConfig({}, { HOME: home }).token, "made-by-the-gateway");
+  assert.equal(resolveConfig({}, { HOME: home, LOOPWATCH_GATEWAY_TOKEN: "from-env" }).token, "from-env");
+  assert.equal(resolveConfig({ token: "given" }, { HOME: home }).token, "given");
+  const named = join(home, "elsewhere");
+  writeFileSync(named, "named-file\n");
+  assert.equal(resolveConfig({}, { HOME: home, LOOPWATCH_GATEWAY_TOKEN_FILE: named }).token, "named-file");
+  assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: join(home, ".config") }).token, "made-by-the-gateway");
+  assert.equal(resolveConfig({}, { HOME: join(home, "nobody") }).token, null);
+});

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 
 import click
@@ -14,19 +13,18 @@ from streams.worker.keys import KEY_BY
 
 __all__ = ["gateway"]
 
-TOKEN_ENV = "LOOPWATCH_GATEWAY_TOKEN"
-
-
 @click.command("gateway", epilog="""\b
 Examples:
-  loopwatch gateway                                  # 127.0.0.1:8787, fail-open, 2 s timeout
+  loopwatch gateway                                  # 127.0.0.1:8787, fail-open, 2 s timeout, token asked
   LOOPWATCH_GATEWAY_TOKEN=s3cret loopwatch gateway --on-timeout block
-  curl -s localhost:8787/v1/events -d '{"type":"tool_call","run_id":"r1","session_id":"s1",
+  export LOOPWATCH_GATEWAY_TOKEN=$(loopwatch gateway --print-token)
+  curl -s localhost:8787/v1/events -H "Authorization: Bearer $LOOPWATCH_GATEWAY_TOKEN" \\
+       -H 'Content-Type: application/json' -d '{"type":"tool_call","run_id":"r1","session_id":"s1",
        "tool_call_id":"c1","tool_name":"read","args":{"path":"a"},"outcome_follows":true}'
 """)
 @bootstrap_option()
 @click.option("--host", default="127.0.0.1", show_default=True, envvar="LOOPWATCH_GATEWAY_HOST", show_envvar=True,
-              help="Address to listen on (0.0.0.0 serves other machines: set a token then).")
+              help="Address to listen on (0.0.0.0 serves other machines).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8787, show_default=True,
               envvar="LOOPWATCH_GATEWAY_PORT", show_envvar=True, help="Port to listen on.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True,
@@ -38,41 +36,90 @@ Examples:
                    "or block (fail-closed). Every answer says which.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=1024 * 1024, show_default=True,
               help="Largest request body taken; a larger one gets 413.")
+@click.option("--no-token", is_flag=True,
+              help="Ask no bearer token (any local process can then send events). By default the token is "
+                   "LOOPWATCH_GATEWAY_TOKEN, else the token file (made on first start).")
+@click.option("--print-token", is_flag=True,
+              help="Print the token (making the token file when there is none) and exit.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              envvar="LOOPWATCH_GATEWAY_ALLOW_ORIGINS", show_envvar=True,
+              help="An Origin (e.g. http://localhost:3000) whose requests are taken; repeatable (the env var: "
+                   "space-separated). Without it a request with any Origin header (a web page's) gets 403.")
+@click.option("--header-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              help="Seconds a connection may take to send a request's headers; slower is closed.")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              help="Seconds to read a request's body; slower gets 408 and the connection closed.")
+@click.option("--outbox-events", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Events kept while Kafka has not acknowledged them (a broker down or hung); beyond, 503.")
+@click.option("--outbox-mb", type=click.FloatRange(min=0, min_open=True), default=64.0, show_default=True,
+              help="The same bound in MiB of encoded events.")
+@click.option("--drain-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              help="On SIGTERM/SIGINT, after the requests in flight are answered: seconds to wait for Kafka "
+                   "to take the kept events.")
 @click.option("--events-topic", default="loopwatch.events", show_default=True, help="The worker's input topic.")
 @click.option("--verdicts-topic", default="loopwatch.verdicts", show_default=True, help="The worker's verdicts topic.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="run", show_default=True,
               help="Record key of each event: 'run' (per-run detection state) or 'session' (OpenClaw's "
                    "session-level state). Use the one your other producers use.")
 def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: str, max_body_bytes: int,
+            no_token: bool, print_token: bool, allow_origins: tuple[str, ...], header_timeout: float,
+            body_timeout: float, outbox_events: int, outbox_mb: float, drain_timeout: float,
             events_topic: str, verdicts_topic: str, key_by: str) -> None:
     """Serve verdicts over HTTP for runners that cannot hold a Kafka client.
 
     POST /v1/events takes one event (the shape of a line of an event file)
     and answers its verdict; POST /v1/hooks/claude-code and
     /v1/hooks/codex take those runners' hook JSON and answer in their hook
-    output format; GET /healthz and GET /metrics (Prometheus). One Kafka
-    producer and verdict reader serve every request. A bearer token is
-    asked of /v1/ requests when LOOPWATCH_GATEWAY_TOKEN is set. With Kafka
-    unreachable it starts all the same and answers by --on-timeout until it
-    connects. Exit status 1 when Kafka answers without the verdicts topic
-    (is the worker running?), or the port is taken.
+    output format; GET /healthz (liveness), GET /readyz (verdicts come
+    back) and GET /metrics (Prometheus). One Kafka producer and verdict
+    reader serve every request. /v1/ requests need the bearer token
+    (LOOPWATCH_GATEWAY_TOKEN, else the token file, made on first start;
+    --no-token turns it off) and Content-Type: application/json; a request
+    with an Origin header not allowed by --allow-origin is refused. Events
+    Kafka has not acknowledged are kept (bounded) and sent once it answers.
+    With Kafka unreachable it starts all the same and answers by
+    --on-timeout until it connects. SIGTERM drains: requests in flight are
+    answered, new ones refused. Exit status 1 when Kafka answers without the
+    verdicts topic (is the worker running?), the port is taken, or the token
+    file is unusable.
     """
     from aiokafka.errors import KafkaConnectionError
 
     from streams.runners.client import TopicNotFoundError
     from streams.runners.gateway import GatewayConfig, serve
 
+    from streams.runners.token import TokenFileError, gateway_token
+
+    if print_token:
+        try:
+            click.echo(gateway_token()[0])
+        except TokenFileError as exc:
+            click.echo(f"loopwatch gateway: {exc}", err=True)
+            sys.exit(1)
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    token = os.environ.get(TOKEN_ENV) or None
-    if token is None and host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(f"loopwatch gateway: listening on {host} without a token (set {TOKEN_ENV})", err=True)
+    token: str | None = None
+    if no_token:
+        click.echo("loopwatch gateway: WARNING: --no-token: no bearer token is asked; every process on "
+                   f"{'this machine' if host in ('127.0.0.1', 'localhost', '::1') else 'the network'} can send "
+                   "events and so block this fleet's tool calls", err=True)
+    else:
+        try:
+            token, source = gateway_token()
+        except TokenFileError as exc:
+            click.echo(f"loopwatch gateway: {exc} (or run with --no-token)", err=True)
+            sys.exit(1)
+        click.echo(f"loopwatch gateway: bearer token from {source}", err=True)
     config = GatewayConfig(timeout=timeout, on_timeout=on_timeout, token=token, max_body_bytes=max_body_bytes,
-                           bootstrap=bootstrap)
-    options = {"events_topic": events_topic, "verdicts_topic": verdicts_topic, "key_by": key_by}
+                           bootstrap=bootstrap, allowed_origins=tuple(allow_origins),
+                           header_timeout=header_timeout, body_timeout=body_timeout)
+    options = {"events_topic": events_topic, "verdicts_topic": verdicts_topic, "key_by": key_by,
+               "outbox_events": outbox_events, "outbox_bytes": int(outbox_mb * 1024 * 1024),
+               "stop_timeout": drain_timeout}
 
     def ready(url: str) -> None:
         click.echo(f"loopwatch gateway: {url} (Kafka {bootstrap}, timeout {timeout:g} s, on_timeout={on_timeout}"
-                   f"{', token required' if token else ''})", err=True)
+                   f"{', token required' if token else ', NO token'})", err=True)
 
     try:
         asyncio.run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready))

@@ -4,13 +4,12 @@ importing click) does not take. Behaviour: :mod:`streams.runners.hooks.command`.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from streams.runners.hooks.command import (DEFAULT_TIMEOUT_S, DEFAULT_URL, RUNNERS, TOKEN_ENV, URL_ENV,
-                                           runner_exit, run)
+from streams.runners.hooks.command import DEFAULT_TIMEOUT_S, DEFAULT_URL, RUNNERS, URL_ENV, runner_exit, run
+from streams.runners.token import read_token
 
 __all__ = ["hook", "runner_exit"]
 
@@ -34,11 +33,11 @@ def hook(runner: str, url: str, timeout: float, on_failure: str) -> None:
 
     Exit status 0 lets the tool run (Claude Code reads the JSON printed on
     stdout, e.g. a deny); 2 blocks it, with the reason on stderr (Codex's
-    blocks, and failing closed). The bearer token, if the gateway asks one,
-    comes from LOOPWATCH_GATEWAY_TOKEN.
+    blocks, and failing closed). The gateway's bearer token comes from
+    LOOPWATCH_GATEWAY_TOKEN, else the gateway's token file
+    (LOOPWATCH_GATEWAY_TOKEN_FILE, else ~/.config/loopwatch/gateway-token).
     """
-    status, out, err = run(runner, url, timeout, on_failure, sys.stdin.buffer.read(),
-                           os.environ.get(TOKEN_ENV) or None)
+    status, out, err = run(runner, url, timeout, on_failure, sys.stdin.buffer.read(), read_token())
     if out:
         sys.stdout.write(out)
     if err:

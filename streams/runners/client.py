@@ -89,6 +89,18 @@ returns within ``stop_timeout`` (5 s) in any broker state. aiokafka's repeated
 warnings are rate-limited (:mod:`streams.wire.logs`: one line per message
 kind per 10 s, counting the rest).
 
+Nothing taken is dropped: every event :meth:`LoopwatchClient.publish` takes goes
+into a bounded outbox (:mod:`streams.runners.outbox`; ``outbox_events``,
+``outbox_bytes``) and stays there until Kafka acknowledges it, through an
+outage of any length: a verdict that times out (or the at-once answer while
+Kafka is unreachable) does not give the event up; it reaches Kafka, in order,
+once the broker is back, and the worker's state learns of the call. A full
+outbox refuses the event instead (:class:`OutboxFullError` from ``publish``;
+:meth:`~LoopwatchClient.check` and :meth:`~LoopwatchClient.report_result` give
+the ``on_timeout`` verdict with ``error`` saying so: that event is not sent).
+:meth:`~LoopwatchClient.stop` waits up to ``stop_timeout`` for the outbox to
+empty and logs how many events it gave up, if any.
+
 Fail-open keeps agents working when loopwatch is unavailable (a loop may then
 go undetected); fail-closed stops them instead. A verdict that arrives after
 its timeout is dropped.
@@ -143,6 +155,7 @@ from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, rec
 from streams.detection.engine import EventError, validate_event
 from streams.worker.keys import KEY_BY, record_key
 from .completion import EventCompleter
+from .outbox import DEFAULT_OUTBOX_BYTES, DEFAULT_OUTBOX_EVENTS, Outbox, OutboxFullError
 from .verdict import TIMEOUT_VERDICTS, Verdict, verdict_partition
 from .connection import Connection, TopicNotFoundError
 from streams.wire.logs import limit_kafka_client_logs
@@ -151,6 +164,7 @@ __all__ = [
     "LoopwatchClient",
     "Verdict",
     "ClientClosedError",
+    "OutboxFullError",
     "TopicNotFoundError",
     "DEFAULT_TIMEOUT_S",
     "verdict_partition",
@@ -194,6 +208,8 @@ class LoopwatchClient:
         start_timeout: seconds :meth:`start` waits for the verdicts topic to exist.
         stop_timeout: the longest time, seconds, :meth:`stop` (leaving ``async with``)
             takes, whatever Kafka is doing.
+        outbox_events, outbox_bytes: the bounds of the outbox of events taken and not yet
+            acknowledged by Kafka (see the module docstring); a full outbox refuses events.
         producer_options, consumer_options: extra keyword arguments for
             :class:`aiokafka.AIOKafkaProducer` / :class:`aiokafka.AIOKafkaConsumer`
             (e.g. security settings, or ``max_request_size`` for events over
@@ -235,6 +251,8 @@ class LoopwatchClient:
         key_by: str = "run",
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
+        outbox_events: int = DEFAULT_OUTBOX_EVENTS,
+        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
         producer_options: Mapping[str, Any] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
@@ -258,7 +276,6 @@ class LoopwatchClient:
         self._clock = clock
         # (record key, tool_call_id) of calls let run without a verdict, until their result is sent
         self._late_calls: OrderedDict[tuple[bytes, str], None] = OrderedDict()
-        self._background: set[asyncio.Task] = set()  # sends of results not waited for
         self.start_timeout = start_timeout
         self._encode = record_encoder(codec)
         self._producer_options = dict(producer_options or {})
@@ -276,6 +293,9 @@ class LoopwatchClient:
         self.stop_timeout = stop_timeout
         self._connection = Connection(self.bootstrap, verdicts_topic, start_timeout, self._producer_options,
                                       self._consumer_options, self._opened, _FETCH_WAIT_MS)
+        self._outbox = Outbox(events_topic, outbox_events, outbox_bytes, lambda: self._producer,
+                              lambda key: self._ensure_partition(key))
+        self._pump: asyncio.Task | None = None
         limit_kafka_client_logs()  # an outage repeats aiokafka's errors many times a second, in the runner's log
 
     # ------------------------------------------------------------ life cycle
@@ -309,12 +329,14 @@ class LoopwatchClient:
         """Stop reading and stop the producer, within ``stop_timeout`` s in any broker state.
 
         Events still waiting for a verdict fail with :class:`ClientClosedError`.
-        Records the producer holds that Kafka has not taken within ``stop_timeout``
-        (the broker is down) are given up; their events had their ``on_timeout`` verdict.
+        Events of the outbox that Kafka has not taken within ``stop_timeout`` (the
+        broker is down) are given up, with a warning counting them; their events had
+        their ``on_timeout`` verdict.
         """
         if not self._started:
             return
         self._started = False
+        until = time.monotonic() + self.stop_timeout
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
@@ -322,10 +344,16 @@ class LoopwatchClient:
             if not future.done():
                 future.set_exception(ClientClosedError("loopwatch client stopped"))
         self._pending.clear()
-        if self._background:  # results not waited for: give their sends the stop budget, then the producer's flush
-            await asyncio.wait(list(self._background), timeout=self.stop_timeout)
+        left = await self._outbox.flushed(until - time.monotonic()) if self._connection.ready else len(self._outbox)
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        self._outbox.abandon(ClientClosedError("loopwatch client stopped before Kafka acknowledged the event"))
+        if left:
+            log.warning("loopwatch client: stopping with %d event(s) Kafka has not acknowledged (%s); they may be lost",
+                        left, "not connected" if not self._connection.ready else f"none within {self.stop_timeout:g} s")
         self._producer = self._consumer = None
-        await self._connection.close(self.stop_timeout)
+        await self._connection.close(max(0.1, until - time.monotonic()))
 
     async def __aenter__(self) -> "LoopwatchClient":
         await self.start()
@@ -338,6 +366,11 @@ class LoopwatchClient:
     def assigned_partitions(self) -> frozenset[int]:
         """The verdict partitions this client reads (those its runs hash to)."""
         return frozenset(self._assigned)
+
+    @property
+    def outbox(self) -> tuple[int, int]:
+        """``(events, bytes)`` taken and not yet acknowledged by Kafka."""
+        return len(self._outbox), self._outbox.bytes
 
     @property
     def verdict_partitions(self) -> int:
@@ -374,7 +407,7 @@ class LoopwatchClient:
         """
         if _event_type(tool_call_event) != "tool_call":
             raise ValueError(f"check() takes a tool_call event, got type {_event_type(tool_call_event)!r}")
-        return await (await self.publish(tool_call_event, timeout=timeout))
+        return await self._answer(tool_call_event, "tool_call", timeout)
 
     async def report_result(self, event: Mapping[str, Any], timeout: float | None = None) -> Verdict:
         """Publish a ``tool_result`` or ``compaction_retry`` event and wait for its verdict.
@@ -404,13 +437,27 @@ class LoopwatchClient:
         if _event_type(event) not in ("tool_result", "compaction_retry"):
             raise ValueError(f"report_result() takes a tool_result or compaction_retry event, "
                              f"got type {_event_type(event)!r}")
-        return await (await self.publish(event, timeout=timeout))
+        return await self._answer(event, _event_type(event), timeout)
+
+    async def _answer(self, event: Mapping[str, Any], kind: str, timeout: float | None) -> Verdict:
+        """The verdict of ``event``; a full outbox gives the ``on_timeout`` verdict with the reason."""
+        try:
+            future = await self.publish(event, timeout=timeout)
+        except OutboxFullError as exc:
+            log.warning("loopwatch client: %s; verdict %s (on_timeout=%r)", exc,
+                        TIMEOUT_VERDICTS[self.on_timeout][kind], self.on_timeout)
+            event_id = event.get("event_id")
+            return Verdict(event_id if isinstance(event_id, str) and event_id else "",
+                           TIMEOUT_VERDICTS[self.on_timeout][kind], None, False, 0.0, str(exc))
+        return await future
 
     async def publish(self, event: Mapping[str, Any], timeout: float | None = None) -> "asyncio.Future[Verdict]":
         """Publish any event; return a future of its verdict without waiting for it.
 
-        Returns once the event is handed to the producer and the verdict
-        partition of its run is read from its current end. The returned future
+        Returns once Kafka has acknowledged the event (its verdict partition read
+        from its current end first), or the wait for that ran out, or at once
+        while Kafka is unreachable; the event is in the outbox from the start
+        and is sent whatever the wait's outcome (module docstring). The returned future
         resolves to a :class:`Verdict` within ``timeout`` seconds of this call
         (a timed-out one if none came); it never raises ``TimeoutError``. An
         event Kafka refuses gives an already resolved future of the
@@ -428,6 +475,8 @@ class LoopwatchClient:
                 ``tool_result`` without ``tool_call_id``), or one neither msgpack
                 nor JSON can encode (the message names its type, event id, key
                 and tool call id); a ``timeout`` that is not positive.
+            OutboxFullError: the outbox holds its bound of events not yet acknowledged
+                by Kafka; the event is not taken.
             ClientClosedError: the client is not started, or was stopped meanwhile.
         """
         if not self._started:
@@ -464,6 +513,9 @@ class LoopwatchClient:
             raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
         started = time.monotonic()
         loop = asyncio.get_running_loop()
+        acked = self._outbox.put(key, value)  # OutboxFullError: not taken
+        if self._pump is None or self._pump.get_loop() is not loop:  # started with the first event
+            self._pump = asyncio.ensure_future(self._outbox.run())
         arrived: asyncio.Future = loop.create_future()
         self._pending[event_id] = arrived
 
@@ -474,16 +526,16 @@ class LoopwatchClient:
                            time.monotonic() - started, error)
 
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
-            # the runner already waited out this call's timeout: send, do not wait again
+            # the runner already waited out this call's timeout: sent from the outbox, not waited for again
             self._pending.pop(event_id, None)
-            await self._send_unwaited(key, value, wait, event_id)
             return _resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
                                            time.monotonic() - started, None, waited=False))
 
         if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now
             self._pending.pop(event_id, None)
-            return _resolved(loop, fallback(timed_out=False, error=f"not connected to Kafka at {self.bootstrap} "
-                                                                  f"({self._connection.unreachable}); reconnecting"))
+            return _resolved(loop, fallback(timed_out=False, error=(
+                f"not connected to Kafka at {self.bootstrap} ({self._connection.unreachable}); reconnecting; "
+                f"the event is kept and sent once connected ({len(self._outbox):,} waiting)")))
 
         async def verdict() -> Verdict:
             try:
@@ -496,14 +548,12 @@ class LoopwatchClient:
             return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
 
         try:
-            await asyncio.wait_for(self._send_record(key, value), wait)
-        except asyncio.TimeoutError:
+            await asyncio.wait_for(asyncio.shield(acked), wait)
+        except asyncio.TimeoutError:  # still in the outbox: Kafka gets it when it answers again
             self._pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=True))
         except KafkaError as exc:
             self._pending.pop(event_id, None)
-            if not self._started:
-                raise ClientClosedError("loopwatch client stopped while the event was sent") from exc
             failed = fallback(timed_out=False, error=self._send_error(exc, key, value))
             log.warning("loopwatch client: %s event %s of %r not sent: %s; verdict %s (on_timeout=%r)",
                         kind, event_id, key.decode("utf-8", "replace"), failed.error, failed.verdict,
@@ -512,6 +562,9 @@ class LoopwatchClient:
         except BaseException:
             self._pending.pop(event_id, None)
             raise
+        if not self._started:
+            self._pending.pop(event_id, None)
+            raise ClientClosedError("loopwatch client stopped while the event was sent")
         return asyncio.ensure_future(verdict())
 
     # -------------------------------------------------------------- internals
@@ -522,40 +575,6 @@ class LoopwatchClient:
         late.move_to_end((key, call_id))
         if len(late) > MAX_LATE_CALLS:
             late.popitem(last=False)
-
-    async def _send_unwaited(self, key: bytes, value: bytes, wait: float, event_id: str) -> None:
-        """Hand a record to the producer (in order with the events that follow) and await its delivery in the
-        background; a failure is logged, not raised: loopwatch then does not learn that the call ran."""
-        def failed(exc: BaseException) -> None:
-            log.warning("loopwatch client: result %s of a call run without a verdict not sent (%s: %s)",
-                        event_id, type(exc).__name__, exc)
-
-        if not self._connection.ready or self._producer is None:
-            failed(ConnectionError(f"not connected to Kafka at {self.bootstrap}"))
-            return
-        try:
-            delivered = await asyncio.wait_for(self._producer.send(self.events_topic, value=value, key=key), wait)
-        except (KafkaError, asyncio.TimeoutError) as exc:
-            failed(exc)
-            return
-
-        async def delivery() -> None:
-            try:
-                await asyncio.wait_for(delivered, wait)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # KafkaError, TimeoutError
-                failed(exc)
-
-        task = asyncio.ensure_future(delivery())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _send_record(self, key: bytes, value: bytes) -> None:
-        await self._ensure_partition(key)
-        assert self._producer is not None
-        delivered = await self._producer.send(self.events_topic, value=value, key=key)
-        await delivered
 
     def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
         """What :attr:`Verdict.error` says for an event the producer or the broker refused."""

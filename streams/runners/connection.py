@@ -120,8 +120,10 @@ class Connection:
         """One connection: the verdicts topic's partitions (waiting up to ``topic_wait`` s for it), the producer,
         the consumer, then ``on_open``. Raises what failed (all clients of the attempt closed)."""
         partitions = await asyncio.wait_for(self._partition_count(topic_wait), ATTEMPT_S + topic_wait)
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
-                                    **self._producer_options)
+        # Idempotent: the producer retries a batch through an outage without expiring it, and the broker
+        # drops a batch it already wrote, so an event of the outbox (:mod:`.outbox`) reaches Kafka once.
+        options = {"enable_idempotence": True, **self._producer_options}
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0, **options)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="latest", fetch_max_wait_ms=self._consumer_wait_ms,
                                     **self._consumer_options)

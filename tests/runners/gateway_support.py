@@ -15,6 +15,8 @@ from streams.offline.replay import Replayer
 from streams.runners.client import Verdict
 from streams.runners.gateway import GatewayConfig, create_app
 
+JSON = {"Content-Type": "application/json"}  # what every POST to the gateway must say
+
 # Rolling detectors on: warn at the 10th identical call (warnings are emitted per bucket of ten), block at
 # the 12th; post-compaction guard over 2 outcomes.
 LOOPY = OpenClawConfig({"tools": {"loopDetection": {

@@ -104,7 +104,7 @@ def test_body_over_the_limit_gets_413_with_and_without_content_length():
                 yield b'{"type": "tool_call", "args": "'
                 yield b"y" * 5000
                 yield b'"}'
-            response = await client.post("/v1/events", data=chunks())
+            response = await client.post("/v1/events", data=chunks(), headers={"Content-Type": "application/json"})
             assert response.status == 413 and "limit" in (await response.json())["error"]
             assert (await client.post("/v1/events", json=call("r", 1))).status == 200
         assert [e["tool_call_id"] for e in source.published] == ["r-1"]
@@ -126,17 +126,22 @@ def test_bearer_token_is_asked_of_v1_routes_only():
     _run(main())
 
 
-def test_healthz_is_503_with_the_reason_when_kafka_is_unreachable():
+def test_readyz_is_503_with_the_reason_when_kafka_is_unreachable_and_healthz_stays_200():
     async def main():
         probe = KafkaProbe("127.0.0.1:9", connect_timeout=0.5)
         async with served(EngineSource(), GatewayConfig(bootstrap="127.0.0.1:9"), probe=probe) as client:
-            response = await client.get("/healthz")
+            response = await client.get("/readyz")
             body = await response.json()
+            live = await client.get("/healthz")
+            live_body = await live.json()
         assert response.status == 503 and body["status"] == "unavailable"
         assert body["reason"].startswith("Kafka unreachable at 127.0.0.1:9")
+        # Liveness: the gateway answers; Kafka's state is a field (a gateway restart would not fix it).
+        assert live.status == 200 and live_body["status"] == "ok"
+        assert live_body["kafka_problem"].startswith("Kafka unreachable at 127.0.0.1:9")
         async with served(EngineSource()) as client:
-            response = await client.get("/healthz")
-            assert response.status == 200 and (await response.json())["status"] == "ok"
+            response = await client.get("/readyz")
+            assert response.status == 200 and (await response.json())["status"] == "ready"
     _run(main())
 
 
@@ -144,7 +149,7 @@ def test_metrics_count_requests_by_endpoint_and_outcome_and_the_round_trip():
     async def main():
         async with served(EngineSource()) as client:
             await _loop(client, "m", 13)
-            await client.post("/v1/events", data=b"nope")
+            await client.post("/v1/events", data=b"nope", headers={"Content-Type": "application/json"})
             await client.post("/v1/hooks/claude-code", json={"hook_event_name": "Stop", "session_id": "s"})
             return await (await client.get("/metrics")).text()
     text = _run(main())
@@ -171,7 +176,7 @@ def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
                     hook = await (await http.post("/v1/hooks/codex", json={
                         "hook_event_name": "PreToolUse", "session_id": "s", "turn_id": "t", "tool_name": "Bash",
                         "tool_input": {"command": "ls"}, "tool_use_id": "c"})).json()
-                    health = await http.get("/healthz")
+                    health = await http.get("/readyz")
                     metrics = await (await http.get("/metrics")).text()
                 answers[policy] = (event, hook, health.status, metrics)
             finally:

@@ -16,7 +16,7 @@ import pytest
 
 from streams.runners.gateway import GatewayConfig
 from streams.runners.client import LoopwatchClient
-from tests.runners.gateway_support import call, gateway_on_worker, result, served
+from tests.runners.gateway_support import JSON, call, gateway_on_worker, result, served
 from tests.runners.recorded_hooks import decision_of
 from tests.runners.test_hooks import CC_COMMON, cc_post, cc_pre, cx_post, cx_pre
 from tests.worker_harness import count_records, create_topics, topic_tag
@@ -118,13 +118,13 @@ def test_fuzzed_bodies_get_4xx_keep_the_gateway_serving_and_never_reach_kafka(ka
         async with gateway_on_worker(kafka_bootstrap, tmp_path) as (http, settings):
             answers = []
             for body in bodies:
-                response = await http.post("/v1/events", data=body, headers={"Content-Type": "application/json"})
+                response = await http.post("/v1/events", data=body, headers=JSON)
                 answers.append((response.status, (await response.json())["error"]))
             for body in hook_bodies:
                 for runner in ("claude-code", "codex"):
-                    response = await http.post(f"/v1/hooks/{runner}", data=body)
+                    response = await http.post(f"/v1/hooks/{runner}", data=body, headers=JSON)
                     answers.append((response.status, (await response.json())["error"]))
-            still = await (await http.post("/v1/events", data=valid)).json()
+            still = await (await http.post("/v1/events", data=valid, headers=JSON)).json()
             health = (await http.get("/healthz")).status
             sent = await count_records(kafka_bootstrap, settings.input_topics[0], at_least=2, timeout=5)
             return answers, still, health, sent

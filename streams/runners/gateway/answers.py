@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from streams.runners.client import Verdict
@@ -13,24 +14,36 @@ DECISIONS = ("allow", "warn", "block", "abort")
 
 
 class BadRequest(Exception):
-    """A request the gateway refuses: ``status`` (400, 401, 413) and ``reason`` (the answer's ``error``)."""
+    """A request the gateway refuses: ``status`` (400, 403, 408, 413, 415, 503) and ``reason`` (the
+    answer's ``error``); ``close``: close the connection after the answer (a client too slow to send)."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, close: bool = False) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.close = close
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one beyond a double's range (``1e999``, which Python would read as
+    infinity) raises ValueError: JSON cannot hold infinity, and no encoder downstream can send it back."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]} is beyond what JSON can hold (about 1.8e308)")
+    return value
+
+
 def parse_object(body: bytes) -> dict[str, Any]:
-    """The JSON object in ``body`` (UTF-8). Raises BadRequest(400) with the reason for anything else."""
+    """The JSON object in ``body`` (UTF-8). Raises BadRequest(400) with the reason for anything else
+    (``NaN``, ``Infinity`` and numbers beyond a double such as ``1e999`` included)."""
     if not body.strip():
         raise BadRequest(400, "empty body: expected one JSON object")
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except UnicodeDecodeError as exc:
         raise BadRequest(400, f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except RecursionError:

@@ -1,4 +1,4 @@
-"""The gateway's aiohttp application: routes, bearer token, body limit, and one shared client.
+"""The gateway's aiohttp application: routes, the doors (token, origin, content type, limits), one shared client.
 
 Routes (docs/runners/gateway.md has the full API):
 
@@ -6,14 +6,22 @@ Routes (docs/runners/gateway.md has the full API):
   :func:`~streams.runners.gateway.answers.event_answer` gives it.
 * ``POST /v1/hooks/claude-code``, ``POST /v1/hooks/codex``: the runner's hook JSON -> the runner's
   hook output (:mod:`streams.runners.hooks`).
-* ``GET /healthz``: 200 ``{"status": "ok", ...}``, or 503 with the reason (Kafka unreachable, client
-  not started).
+* ``GET /healthz``: liveness, 200 ``{"status": "ok", ...}`` while the gateway serves (Kafka's
+  reachability is a field, not the status).
+* ``GET /readyz``: 200 while verdicts come back (:class:`~streams.runners.gateway.health.Readiness`),
+  else 503 with the reason (Kafka unreachable, the worker not answering, draining).
 * ``GET /metrics``: Prometheus (:class:`~streams.runners.gateway.metrics.GatewayMetrics`).
 
-Refusals are JSON ``{"error": <reason>}``: 400 for a body that is not a JSON object or an event the
-worker would dead-letter (checked before anything is sent, so a refused request never reaches
-Kafka), 401 without the bearer token (``/v1/`` routes, when a token is set), 413 for a body over
-the limit, 503 when the client is stopped.
+The doors, checked before a body is read, in this order (every refusal is JSON ``{"error": <reason>}``):
+an ``Origin`` header not in ``allowed_origins`` gets 403 (browsers send one on every cross-site
+POST; runners send none), a ``/v1/`` request without the bearer token 401 (when a token is set), a
+POST whose ``Content-Type`` is not ``application/json`` 415 (a web page can send ``text/plain``
+without asking the browser's CORS preflight), and while draining 503. Then: a body over the limit
+413, one not read within ``body_timeout`` 408 (the connection is closed), a body that is not a JSON
+object (``1e999``, ``NaN`` included) or an event the worker would dead-letter 400 (checked before
+anything is sent, so a refused request never reaches Kafka), a full outbox 503
+(:class:`~streams.runners.client.OutboxFullError`: the event is not taken, the runner's own
+fail-open/fail-closed choice applies).
 """
 
 from __future__ import annotations
@@ -27,20 +35,52 @@ from typing import Any, Awaitable, Callable, Protocol
 from aiohttp import web
 
 from streams.detection import Engine, EventError, SessionState
-from streams.runners.client import ClientClosedError, Verdict
+from streams.runners.client import ClientClosedError, OutboxFullError, Verdict
 from streams.runners.hooks import HookInputError, RunTracker, mapper
 from streams.runners.hooks.command import TIMEOUT_HEADER
 from streams.wire.codecs import encode_json
 from .answers import BadRequest, event_answer, parse_object
-from .health import KafkaProbe
+from .health import KafkaProbe, Readiness
 from .metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 
-__all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYTES", "METRICS_KEY"]
+__all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYTES", "METRICS_KEY", "DRAIN_KEY",
+           "INFLIGHT_KEY", "InFlight"]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 HOOK_MARGIN_S = 0.25  # of a command hook's timeout, left for its HTTP round trip to the gateway
 MIN_HOOK_WAIT_S = 0.05
 METRICS_KEY: web.AppKey = web.AppKey("metrics", GatewayMetrics)
+DRAIN_KEY: web.AppKey = web.AppKey("draining", asyncio.Event)
+"""``app[DRAIN_KEY].set()`` starts a drain: new requests get 503 (connection closed), those in flight are answered."""
+
+
+class InFlight:
+    """The requests being handled (headers in, answer not yet sent); :meth:`idle` waits for none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self._idle.set()
+
+    async def idle(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for no request in flight; the number still in flight."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return self.count
+
+
+INFLIGHT_KEY: web.AppKey = web.AppKey("in_flight", InFlight)
 
 
 class VerdictSource(Protocol):
@@ -57,9 +97,19 @@ class GatewayConfig:
         timeout: seconds to wait for a verdict (send included), > 0.
         on_timeout: ``allow`` (fail-open) or ``block`` (fail-closed): the decision when no verdict
             comes in time or Kafka refuses the event; also the client's.
-        token: the bearer token ``/v1/`` requests must carry; None = no token asked.
+        token: the bearer token ``/v1/`` requests must carry; None = no token asked (the command
+            line makes one unless told ``--no-token``: :mod:`streams.runners.token`).
         max_body_bytes: the largest request body taken; larger gets 413.
         bootstrap: ``host:port[,host:port]`` the health check probes; None = no probe.
+        allowed_origins: the ``Origin`` header values taken (e.g. ``http://localhost:3000``); a request
+            with any other ``Origin`` gets 403. Empty (the default): a request with any ``Origin`` is
+            refused; runners send none.
+        body_timeout: seconds to read a request's body once its headers are in; slower gets 408 and
+            the connection closed.
+        header_timeout: seconds a connection may take to send a request's headers (from its opening,
+            or from the previous answer on a kept-alive connection) before it is closed; applied by
+            :func:`~streams.runners.gateway.serve.serve` (aiohttp's ``keepalive_timeout``).
+        ready_fresh_s: how long a verdict proves readiness (``/readyz``) before a probe is sent.
     """
 
     timeout: float = 2.0
@@ -67,6 +117,14 @@ class GatewayConfig:
     token: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     bootstrap: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    body_timeout: float = 10.0
+    header_timeout: float = 10.0
+    ready_fresh_s: float = 10.0
+
+
+_OUTCOMES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 408: "slow_client", 413: "too_large",
+             415: "unsupported_media_type", 503: "unavailable"}
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -81,32 +139,61 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         client: a started :class:`~streams.runners.client.LoopwatchClient` (or anything with its
             ``publish``), shared by all requests; the caller starts and stops it.
         config: :class:`GatewayConfig`.
-        probe: the Kafka reachability check of ``/healthz`` (default: a TCP probe of ``config.bootstrap``).
+        probe: the Kafka reachability check of ``/healthz`` and ``/readyz`` (default: a TCP probe of
+            ``config.bootstrap``).
         metrics: where to count (default: a fresh :class:`GatewayMetrics`).
     Returns:
-        An :class:`aiohttp.web.Application`; ``app[METRICS_KEY]`` is its metrics.
+        An :class:`aiohttp.web.Application`; ``app[METRICS_KEY]`` is its metrics, ``app[DRAIN_KEY]``
+        the event that starts a drain.
     """
     metrics = metrics or GatewayMetrics()
     probe = probe or KafkaProbe(config.bootstrap)
+    readiness = Readiness(client.publish, config.timeout, config.ready_fresh_s)
+    draining = asyncio.Event()
+    in_flight = InFlight()
     runs = RunTracker()
     mappers = {name: mapper(name, runs) for name in ("claude-code", "codex")}
     expected = f"Bearer {config.token}".encode() if config.token else None
+    origins = frozenset(origin.rstrip("/").lower() for origin in config.allowed_origins)
+
+    def door(request: web.Request) -> BadRequest | None:
+        """The first door ``request`` does not pass (see the module docstring), else None."""
+        origin = request.headers.get("Origin")
+        if origin is not None and origin.rstrip("/").lower() not in origins:
+            return BadRequest(403, f"cross-origin request refused: Origin {origin[:200]!r} is not allowed "
+                                   "(loopwatch gateway --allow-origin ORIGIN to allow one)")
+        if expected is not None and request.path.startswith("/v1/"):
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return BadRequest(401, "missing or wrong bearer token (Authorization: Bearer <token>; the gateway "
+                                       "prints where its token file is when it starts)")
+        if request.method == "POST" and request.content_type != "application/json":
+            given = request.headers.get("Content-Type")
+            return BadRequest(415, "Content-Type must be application/json, got "
+                                   + (repr(given[:100]) if given is not None else "none"))
+        if draining.is_set() and request.path != "/healthz":
+            return BadRequest(503, "loopwatch gateway is draining (shutting down): send to another gateway "
+                                   "or retry once it is back", close=True)
+        return None
 
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
         endpoint = request.match_info.route.resource.canonical if request.match_info.route.resource else "other"
-        if expected is not None and request.path.startswith("/v1/"):
-            given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                metrics.requests.labels(endpoint, "unauthorized").inc()
-                return _json(401, {"error": "missing or wrong bearer token (Authorization: Bearer <token>)"},
-                             {"WWW-Authenticate": "Bearer"})
+        in_flight.enter()
         try:
+            refused = door(request)
+            if refused is not None:
+                raise refused
             return await handler(request)
         except BadRequest as exc:
-            outcome = {400: "bad_request", 413: "too_large", 503: "unavailable"}.get(exc.status, "bad_request")
-            metrics.requests.labels(endpoint, outcome).inc()
-            return _json(exc.status, {"error": exc.reason})
+            metrics.requests.labels(endpoint, _OUTCOMES.get(exc.status, "bad_request")).inc()
+            response = _json(exc.status, {"error": exc.reason},
+                             {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None)
+            if exc.close:
+                response.force_close()
+            return response
+        finally:
+            in_flight.leave()
 
     async def body(request: web.Request) -> dict[str, Any]:
         length = request.content_length
@@ -114,9 +201,11 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             raise BadRequest(413, f"body of {length:,} bytes is over the gateway's limit of "
                                   f"{config.max_body_bytes:,} bytes")
         try:
-            raw = await request.read()
+            raw = await asyncio.wait_for(request.read(), config.body_timeout)
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(413, f"body is over the gateway's limit of {config.max_body_bytes:,} bytes") from None
+        except asyncio.TimeoutError:
+            raise BadRequest(408, f"body not received within {config.body_timeout:g} s", close=True) from None
         return parse_object(raw)
 
     # The client checks an event's fields; whether its args and outcome can be hashed (nesting about
@@ -134,9 +223,12 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             future = await client.publish(event, timeout=timeout or config.timeout)
         except ClientClosedError as exc:
             raise BadRequest(503, f"loopwatch gateway is stopping: {exc}") from None
+        except OutboxFullError as exc:
+            raise BadRequest(503, str(exc)) from None
         except ValueError as exc:  # EventError included: the worker would dead-letter it
             raise BadRequest(400, str(exc)) from None
         verdict = await future
+        readiness.saw(verdict)
         metrics.roundtrip.labels(endpoint).observe(time.monotonic() - started)
         if verdict.timed_out:
             metrics.timeouts.labels(endpoint).inc()
@@ -188,14 +280,20 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
 
         return handle
 
+    def status(**fields: Any) -> dict[str, Any]:
+        return {**fields, "kafka": config.bootstrap, "timeout_s": config.timeout, "on_timeout": config.on_timeout,
+                "draining": draining.is_set()}
+
     async def healthz(request: web.Request) -> web.Response:
-        reason = await probe.problem()
-        status = {"status": "ok" if reason is None else "unavailable", "kafka": config.bootstrap,
-                  "timeout_s": config.timeout, "on_timeout": config.on_timeout}
-        if reason is not None:
-            status["reason"] = reason
-            return _json(503, status)
-        return _json(200, status)
+        # Liveness: the gateway answers. Kafka's state is readiness (a restart of the gateway does not fix it).
+        kafka = await probe.problem()
+        return _json(200, status(status="ok", kafka_problem=kafka))
+
+    async def readyz(request: web.Request) -> web.Response:
+        reason = await probe.problem() or await readiness.problem()
+        if reason is None:
+            return _json(200, status(status="ready"))
+        return _json(503, status(status="unavailable", reason=reason))
 
     async def metrics_page(request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -203,9 +301,12 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
     # aiohttp's own size check backs ours up for bodies sent without a Content-Length (chunked).
     app = web.Application(middlewares=[guard], client_max_size=config.max_body_bytes)
     app[METRICS_KEY] = metrics
+    app[DRAIN_KEY] = draining
+    app[INFLIGHT_KEY] = in_flight
     app.router.add_post("/v1/events", events)
     for runner in mappers:
         app.router.add_post(f"/v1/hooks/{runner}", hook_handler(runner))
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
     return app

@@ -1,11 +1,12 @@
-"""Is Kafka reachable? A TCP connection to a bootstrap server, cached for a second."""
+"""Liveness and readiness: is Kafka reachable (a TCP connection, cached for a second), do verdicts come back."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
-__all__ = ["KafkaProbe"]
+__all__ = ["KafkaProbe", "Readiness"]
 
 
 class KafkaProbe:
@@ -49,3 +50,63 @@ class KafkaProbe:
             self._last = "Kafka unreachable at " + ", ".join(errors)
         self._checked_at = time.monotonic()
         return self._last
+
+
+class Readiness:
+    """Answers ``/readyz``: None while verdicts come back, else the reason.
+
+    Verdicts come back when the last event sent got its verdict (not a timeout) within ``fresh_s``
+    seconds. Without one that recent (no traffic, or the last one timed out), one probe event is
+    sent and its verdict awaited (``timeout`` s); the probe's outcome counts as traffic, so a
+    load balancer polling ``/readyz`` sends at most one probe per ``fresh_s`` while idle. The probe
+    is a ``compaction_retry`` of run and session :data:`PROBE_RUN` (its verdict arrives like any
+    other; it arms that session's post-compaction guard, which no real call meets).
+
+    Arguments:
+        publish: ``async publish(event, timeout) -> Future[Verdict]`` (the gateway's client).
+        timeout: seconds a probe waits for its verdict.
+        fresh_s: how long a verdict proves readiness.
+    """
+
+    PROBE_RUN = "loopwatch-gateway-readyz"
+
+    def __init__(self, publish: Any, timeout: float, fresh_s: float = 10.0) -> None:
+        self._publish = publish
+        self.timeout = timeout
+        self.fresh_s = fresh_s
+        self._verdict_at = -1e9  # monotonic time of the last verdict that came
+        self._problem: str | None = "no verdict yet"
+        self._probe: asyncio.Future | None = None
+
+    def saw(self, verdict: Any) -> None:
+        """Count an answered event: its :class:`~streams.runners.client.Verdict` came or timed out (a send
+        refused by Kafka, ``error`` without a timeout, says nothing about the worker and is not counted)."""
+        if verdict.record is not None:
+            self._verdict_at = time.monotonic()
+            self._problem = None
+        elif verdict.timed_out:
+            self._problem = (f"the last event's verdict did not come within {verdict.latency_s:.3g} s "
+                             "(is the loopwatch worker running and keeping up?)")
+        elif verdict.error is not None and "not connected" in verdict.error:
+            self._problem = verdict.error
+
+    async def problem(self) -> str | None:
+        """None when a verdict came within ``fresh_s`` and none timed out since; else the result of a probe."""
+        if self._problem is None and time.monotonic() - self._verdict_at < self.fresh_s:
+            return None
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._send_probe())
+        return await asyncio.shield(self._probe)
+
+    async def _send_probe(self) -> str | None:
+        event = {"type": "compaction_retry", "run_id": self.PROBE_RUN, "session_id": self.PROBE_RUN,
+                 "agent_id": "loopwatch-gateway"}
+        try:
+            verdict = await (await self._publish(event, timeout=self.timeout))
+        except Exception as exc:  # stopped client, full outbox: not ready, and why
+            self._problem = f"probe event not sent: {type(exc).__name__}: {exc}"
+            return self._problem
+        self.saw(verdict)
+        if verdict.record is None and self._problem is None:
+            self._problem = f"probe event not sent: {verdict.error}"
+        return self._problem

@@ -17,7 +17,7 @@ class GatewayMetrics:
     * ``loopwatch_gateway_requests_total{endpoint, outcome}``: every request; ``outcome`` is the
       decision (``allow``, ``warn``, ``block``, ``abort``), ``none`` (a hook call that stands for no
       event), ``timeout``, ``send_error``, or the refusal (``bad_request``, ``unauthorized``,
-      ``too_large``, ``unavailable``).
+      ``too_large``, ``unavailable``, ``forbidden``, ``slow_client``, ``unsupported_media_type``).
     * ``loopwatch_gateway_roundtrip_seconds{endpoint}``: from the request read to its verdict (events
       sent to Kafka only), timeouts included.
     * ``loopwatch_gateway_timeouts_total{endpoint}``: verdicts that did not come in time.

@@ -17,6 +17,10 @@ What it prints and how it exits:
   tool runs; with ``--on-failure block`` (fail-closed) exit 2 with the reason on stderr (Codex:
   every event; Claude Code: ``PreToolUse``), or for Claude Code's other events
   ``{"continue": false, "stopReason": ...}``, which stops the session.
+
+The gateway's bearer token is sent with every call: ``LOOPWATCH_GATEWAY_TOKEN``, else the token
+file the gateway made (:mod:`streams.runners.token`), so a hook on the gateway's machine needs no
+setting.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import socket
 import sys
 from typing import Any
 
+from streams.runners.token import read_token
+
 __all__ = ["ask_gateway", "GatewayUnavailable", "runner_exit", "run", "fast_main", "RUNNERS", "DEFAULT_URL"]
 
 URL_ENV = "LOOPWATCH_GATEWAY_URL"
 TIMEOUT_HEADER = "X-Loopwatch-Timeout"  # the hook's own timeout, seconds: the gateway gives up before it
-TOKEN_ENV = "LOOPWATCH_GATEWAY_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT_S = 5.0
 RUNNERS = ("claude-code", "codex")
@@ -198,7 +203,7 @@ def fast_main(args: list[str]) -> int | None:
         return None
     try:
         status, out, err = run(options["runner"], options["url"], options["timeout"], options["on_failure"],
-                               sys.stdin.buffer.read(), os.environ.get(TOKEN_ENV) or None)
+                               sys.stdin.buffer.read(), read_token())
     except KeyboardInterrupt:  # the runner or the user stopped us: a line, not a traceback
         sys.stderr.write("loopwatch hook: interrupted before a verdict\n")
         return 130  # 128 + SIGINT; not 2, which the runners read as "block"
