@@ -513,7 +513,7 @@ class LoopwatchClient:
             raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
         started = time.monotonic()
         loop = asyncio.get_running_loop()
-        acked = self._outbox.put(key, value)  # OutboxFullError: not taken
+        taken = self._outbox.put(key, value)  # OutboxFullError: not taken
         if self._pump is None or self._pump.get_loop() is not loop:  # started with the first event
             self._pump = asyncio.ensure_future(self._outbox.run())
         arrived: asyncio.Future = loop.create_future()
@@ -526,8 +526,12 @@ class LoopwatchClient:
                            time.monotonic() - started, error)
 
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
-            # the runner already waited out this call's timeout: sent from the outbox, not waited for again
+            # the runner already waited out this call's timeout: sent from the outbox, its verdict not waited for
             self._pending.pop(event_id, None)
+            try:  # in order with the events that follow: the producer has it before publish() returns
+                await asyncio.wait_for(asyncio.shield(taken.handed), wait)
+            except asyncio.TimeoutError:
+                pass  # still in the outbox: sent once Kafka answers
             return _resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
                                            time.monotonic() - started, None, waited=False))
 
@@ -548,7 +552,7 @@ class LoopwatchClient:
             return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
 
         try:
-            await asyncio.wait_for(asyncio.shield(acked), wait)
+            await asyncio.wait_for(asyncio.shield(taken.acked), wait)
         except asyncio.TimeoutError:  # still in the outbox: Kafka gets it when it answers again
             self._pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=True))

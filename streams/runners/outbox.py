@@ -53,7 +53,8 @@ class _Entry:
     seq: int
     key: bytes = field(compare=False)
     value: bytes = field(compare=False)
-    acked: asyncio.Future = field(compare=False)
+    acked: asyncio.Future = field(compare=False)   # Kafka acknowledged it (or an error that cannot pass)
+    handed: asyncio.Future = field(compare=False)  # the producer took it (first time)
 
     @property
     def size(self) -> int:
@@ -106,8 +107,9 @@ class Outbox:
         """Bytes (key + value) of the events held."""
         return self._bytes
 
-    def put(self, key: bytes, value: bytes) -> "asyncio.Future[None]":
-        """Take an event; the future resolves once Kafka acknowledges it (or raises the error that cannot pass).
+    def put(self, key: bytes, value: bytes) -> _Entry:
+        """Take an event. Its ``acked`` future resolves once Kafka acknowledges it (or raises the error that
+        cannot pass); ``handed``, once the producer has taken it (or with ``acked``, whichever is first).
 
         Raises:
             OutboxFullError: the outbox is at its bound; the event is not taken.
@@ -119,15 +121,17 @@ class Outbox:
                 f"bound is {self.max_events:,} events / {self.max_bytes:,} bytes; the event is not taken "
                 "(Kafka unreachable or not answering?)")
         self._seq += 1
-        entry = _Entry(self._seq, key, value, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        entry = _Entry(self._seq, key, value, loop.create_future(), loop.create_future())
         # A caller that stopped waiting need not read the outcome: no "exception never retrieved" noise.
         entry.acked.add_done_callback(lambda done: done.cancelled() or done.exception())
+        entry.acked.add_done_callback(lambda done: entry.handed.done() or entry.handed.set_result(None))
         self._held[entry.seq] = entry
         self._bytes += size
         self._emptied.clear()
         heapq.heappush(self._queue, entry)
         self._wake.set()
-        return entry.acked
+        return entry
 
     async def flushed(self, timeout: float) -> int:
         """Wait up to ``timeout`` s for every held event to be acknowledged; the number still held."""
@@ -171,6 +175,8 @@ class Outbox:
                     await self._pause(exc)
                 continue
             self._retry = RETRY_FIRST_S
+            if not entry.handed.done():
+                entry.handed.set_result(None)
             delivery.add_done_callback(lambda done, entry=entry: self._delivered(entry, done))
 
     def _delivered(self, entry: _Entry, done: asyncio.Future) -> None:
