@@ -316,8 +316,18 @@ async def _pause(consumer: Any, tps: list[TP]) -> None:  # runs in the consumer 
     consumer.pause(*(tp for tp in mine if tp in assigned))
 
 
+# Messages Faust's producer buffer holds before it holds the streams back (Faust's: 100). The fleet view's
+# windowed table puts a changelog record per window into it for each observation, a fetch's worth at once.
+PRODUCER_BUFFER_MESSAGES = 10_000
+
+
 class Producer(faust_aiokafka.Producer):
-    """Faust's aiokafka producer (topic creation, changelogs of Faust's own) with the transport's backoff."""
+    """Faust's aiokafka producer (topic creation, changelogs of Faust's own) with the transport's backoff,
+    and a buffer of :data:`PRODUCER_BUFFER_MESSAGES`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
 
     def _settings_extra(self) -> Mapping[str, Any]:
         return {**super()._settings_extra(), "retry_backoff_ms": self.transport.backoff.retry_ms}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from streams.wire.logs import KAFKA_CLIENT_LOGGERS, RepeatFilter, limit_kafka_client_logs
+from streams.wire.logs import FAUST_PRODUCER_LOGGER, KAFKA_CLIENT_LOGGERS, RepeatFilter, limit_kafka_client_logs
 
 
 class _Records(logging.Handler):
@@ -54,3 +54,37 @@ def test_installed_once_on_every_aiokafka_logger():
     import aiokafka.consumer.fetcher
 
     assert {aiokafka.client.log.name, aiokafka.consumer.fetcher.log.name} <= set(KAFKA_CLIENT_LOGGERS)
+
+
+def test_messages_formatted_before_logging_count_as_one_template_and_info_can_be_limited_too():
+    # Faust's producer buffer: f"producer buffer full size {size}" (WARNING), f"producer flush took {s}" (INFO)
+    now = [0.0]
+    logger = logging.getLogger("test.logs.faust-producer")
+    logger.propagate, logger.level = False, logging.DEBUG
+    records, repeat = _Records(), RepeatFilter(10.0, clock=lambda: now[0], level=logging.INFO)
+    logger.addHandler(records)
+    logger.addFilter(repeat)
+    try:
+        for tick in range(120):  # 12 s of a buffer filling 10 times a second, 3 sizes each time
+            now[0] = tick / 10
+            for size in (101, 153, 2040):
+                logger.warning(f"producer buffer full size {size}")
+                logger.info(f"producer flush took {0.0123 * size}")
+            logger.debug("sent")
+        full = [line for line in records.lines if "buffer full" in line]
+        took = [line for line in records.lines if "flush took" in line]
+        assert full[0] == "WARNING producer buffer full size 101" and len(full) == len(took) == 2
+        assert full[1] == "WARNING producer buffer full size 101 (and 299 more like it in the last 10 s)"
+        assert records.lines.count("DEBUG sent") == 120
+    finally:
+        logger.removeHandler(records)
+        logger.removeFilter(repeat)
+
+
+def test_faust_producer_buffer_is_limited_from_info_up():
+    limit_kafka_client_logs()
+    filters = logging.getLogger(FAUST_PRODUCER_LOGGER).filters
+    assert [f.level for f in filters if isinstance(f, RepeatFilter)] == [logging.INFO]
+    import faust.transport.producer
+
+    assert faust.transport.producer.logger.name == FAUST_PRODUCER_LOGGER

@@ -4,7 +4,6 @@ same fleet loop offline (replay and report)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import json
 import time
 from pathlib import Path
@@ -22,9 +21,6 @@ from streams.wire.codecs import decode_event
 from tests.worker_harness import consume_all, create_topics, encode, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
-
-BOOTSTRAP = os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092")  # as the kafka_bootstrap fixture
-
 
 def fleet_config(breaker: str) -> dict:
     return {"options": {"fleet": {"minRuns": 3, "windowSeconds": 600, "stepSeconds": 60, "breaker": breaker}}}
@@ -44,9 +40,9 @@ def scenario(t0: int) -> list[dict[str, Any]]:
     return events
 
 
-async def produce_positions(topic: str, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+async def produce_positions(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """Produce ``events`` in order (key = run id); their (partition, offset)."""
-    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", linger_ms=0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     await producer.start()
     try:
         out = []
@@ -58,41 +54,42 @@ async def produce_positions(topic: str, events: list[dict[str, Any]]) -> list[tu
         await producer.stop()
 
 
-async def fleet_records(topic: str, kind: str, count: int, timeout: float) -> list[dict[str, Any]]:
-    records = [decode_event(r.value) for r in await consume_all(BOOTSTRAP, topic, count, timeout)]
+async def fleet_records(bootstrap: str, topic: str, kind: str, count: int, timeout: float) -> list[dict[str, Any]]:
+    records = [decode_event(r.value) for r in await consume_all(bootstrap, topic, count, timeout)]
     return [r for r in records if r["type"] == kind]
 
 
-async def fleet_topics(settings) -> None:
+async def fleet_topics(bootstrap: str, settings) -> None:
     """Create the fleet topics first: a topic the worker creates after the group's first assignment brings a
     rebalance a few seconds later, after which Faust may deliver a signal again (at least once)."""
-    await create_topics(BOOTSTRAP, [f"{settings.app_id}-fleet-signals", settings.fleet_events_topic],
+    await create_topics(bootstrap, [f"{settings.app_id}-fleet-signals", settings.fleet_events_topic],
                         settings.partitions)
 
 
 @pytest.mark.parametrize("mode", ["block", "shadow"])
-def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(tmp_path, mode):
-    settings = worker_settings(BOOTSTRAP, tmp_path)
+def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(kafka_bootstrap, tmp_path,
+                                                                                          mode):
+    settings = worker_settings(kafka_bootstrap, tmp_path)
     t0 = int(time.time() * 1000)
 
     async def main() -> tuple[list[dict], dict, list[dict]]:
-        await fleet_topics(settings)
+        await fleet_topics(kafka_bootstrap, settings)
         async with running_worker(settings, Engine(OpenClawConfig(fleet_config(mode)))) as worker:
             await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
             topic = settings.input_topics[0]
-            await produce_positions(topic, scenario(t0))
-            loops = await fleet_records(settings.fleet_events_topic, "fleet_loop", 1, 60)
+            await produce_positions(kafka_bootstrap, topic, scenario(t0))
+            loops = await fleet_records(kafka_bootstrap, settings.fleet_events_topic, "fleet_loop", 1, 60)
             # the breaker has learnt of it once the worker's reader saw the record
             deadline = time.monotonic() + 30
             while not len(worker.fleet.breaker) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             blocked_event = failing(9, t0 + 20_000, call=0)  # another run, agent and session
-            [(partition, offset)] = await produce_positions(topic, [blocked_event])
+            [(partition, offset)] = await produce_positions(kafka_bootstrap, topic, [blocked_event])
             verdicts = [decode_event(r.value) for r in
-                        await consume_all(BOOTSTRAP, settings.verdicts_topic, 12, 60)]
+                        await consume_all(kafka_bootstrap, settings.verdicts_topic, 12, 60)]
             await asyncio.sleep(2)  # time for a second, wrong, fleet_loop record to show up
             events = [decode_event(r.value) for r in
-                      await consume_all(BOOTSTRAP, settings.fleet_events_topic, 100, 4)]  # all (a handful)
+                      await consume_all(kafka_bootstrap, settings.fleet_events_topic, 100, 4)]  # all (a handful)
             return loops, {v["event_id"]: v for v in verdicts}, events
 
     loops, verdicts, events = asyncio.run(main())
@@ -126,8 +123,9 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
     assert block_record["signature"] == loop["signature"]
 
 
-def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_same_fleet_loop(tmp_path):
-    settings = worker_settings(BOOTSTRAP, tmp_path)
+def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_same_fleet_loop(kafka_bootstrap,
+                                                                                              tmp_path):
+    settings = worker_settings(kafka_bootstrap, tmp_path)
     t0 = int(time.time() * 1000)
     events = scenario(t0)
     config = fleet_config("off")
@@ -140,13 +138,13 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     table: dict = {}
 
     async def main() -> tuple[list[tuple[int, int]], list[dict], list[dict]]:
-        await fleet_topics(settings)
+        await fleet_topics(kafka_bootstrap, settings)
         async with running_worker(settings, Engine(OpenClawConfig(config))) as worker:
             assert worker.fleet.breaker is None
-            positions = await produce_positions(settings.input_topics[0], events)
-            loops = await fleet_records(settings.fleet_events_topic, "fleet_loop", 1, 60)
+            positions = await produce_positions(kafka_bootstrap, settings.input_topics[0], events)
+            loops = await fleet_records(kafka_bootstrap, settings.fleet_events_topic, "fleet_loop", 1, 60)
             verdicts = [decode_event(r.value) for r in
-                        await consume_all(BOOTSTRAP, settings.verdicts_topic, len(events), 60)]
+                        await consume_all(kafka_bootstrap, settings.verdicts_topic, len(events), 60)]
             deadline = time.monotonic() + 30  # the agent may still be counting the last signal
             while len(worker.fleet.table.data) < len(expected_windows) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
