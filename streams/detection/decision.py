@@ -30,7 +30,8 @@ Shape (``None`` when nothing fired: a plain ``allow``, ``ignore``, or a compacti
 * ``late``: the verdict came after the runner had already run the call (``late: true``);
 * ``others``: every other finding of the same verdict, same shape, strongest first:
   detections a stricter rule outranked (an escalation abort over a detection's
-  block) and shadow findings. Absent when there are none.
+  block) and shadow findings. Absent when there are none, and for an event of
+  an ended run (kind ``run_end``: nothing else about the refused call counts).
 
 The primary finding is the strongest enforced one whose action is the verdict
 (precedence: run end, fleet breaker, escalation and budget, the guard, a
@@ -142,6 +143,8 @@ def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     found = _all_findings(verdict)
     if not found:
         return None
+    if found[0]["kind"] == "run_end":
+        found = found[:1]  # a refused call of an ended run: what OpenClaw or a policy says of it decides nothing
     final = verdict.get("verdict")
     primary = next((f for f in found if f["enforced"] and f["action"] == final), None)
     if primary is None:

@@ -151,6 +151,8 @@ for _label in ("block", "shadow"):
     FLEET_BREAKER.labels(_label)
 for _label in ("error", "unknown_tool", "detector", "result"):
     FLEET_LOOPS.labels(_label)
+for _label in ("ran_without_verdict", "past_deadline"):
+    LATE_VERDICTS.labels(_label)
 DETECTIONS.labels("guard", "compaction_loop_persisted", "critical", "abort", "true")
 
 

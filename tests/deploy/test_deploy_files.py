@@ -1,8 +1,10 @@
 """The Docker deployment files, checked without Docker (none on CI).
 
 docker-compose.yml, Prometheus and Grafana provisioning parse; every metric a
-dashboard query names exists in streams.worker.metrics; Prometheus scrapes the
-worker's metrics port; every file a service mounts or builds from exists.
+dashboard query names is exported by the worker (streams.worker.metrics) or the
+gateway (streams.runners.gateway.metrics); Prometheus scrapes both and loads the
+alert rules (tests/deploy/test_alert_rules.py evaluates them); every file a
+service mounts or builds from exists.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is in the test extra: pip install -e '.[test]'")
 
+from streams.runners.gateway.metrics import GatewayMetrics  # noqa: E402
 from streams.worker.metrics import METRIC_NAMES  # noqa: E402
 from streams.worker.settings import WorkerSettings  # noqa: E402
 
@@ -24,6 +27,15 @@ PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 METRIC = re.compile(r"\bloopwatch_[a-z_]+\b")
+
+
+def _gateway_names() -> set[str]:
+    """Every series name of the gateway's /metrics (its registry, every series created)."""
+    gateway = GatewayMetrics()
+    gateway.initialise(["/v1/events"])
+    gateway.roundtrip.labels("/v1/events")
+    return {line.split("{")[0].split(" ")[0] for line in gateway.render().decode().splitlines()
+            if line.startswith("loopwatch_")}
 
 
 def _compose() -> dict:
@@ -40,9 +52,9 @@ def _exprs(node) -> list[str]:
     return []
 
 
-def test_compose_has_the_four_services():
+def test_compose_has_the_five_services():
     compose = _compose()
-    assert set(compose["services"]) == {"kafka", "worker", "prometheus", "grafana"}
+    assert set(compose["services"]) == {"kafka", "worker", "gateway", "prometheus", "grafana"}
     assert compose["services"]["kafka"]["image"].startswith("apache/kafka:3.9")
     env = compose["services"]["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node
@@ -84,6 +96,13 @@ def test_prometheus_scrapes_the_workers_metrics_port():
     assert f"127.0.0.1:{port}:{port}" in worker.get("ports", [])
     mounts = [v for v in _compose()["services"]["prometheus"]["volumes"] if v.startswith("./")]
     assert "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+    # the gateway, on the port its service listens on, and the alert rules, where rule_files says
+    gateway = _compose()["services"]["gateway"]
+    assert f"gateway:{gateway['environment']['LOOPWATCH_GATEWAY_PORT']}" in targets
+    assert gateway["environment"]["LOOPWATCH_GATEWAY_HOST"] == "0.0.0.0"
+    assert gateway["environment"]["LOOPWATCH_GATEWAY_TOKEN"].startswith("${LOOPWATCH_GATEWAY_TOKEN:?")  # no default
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    assert "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in mounts
 
 
 def test_grafana_provisioning_points_at_the_mounted_dashboards():
@@ -106,12 +125,20 @@ def test_dashboard_queries_name_only_real_metrics(path):
     exprs = _exprs(dashboard)
     assert len(exprs) >= 10
     names = {name for expr in exprs for name in METRIC.findall(expr)}
-    assert names - METRIC_NAMES == set()
+    assert names - METRIC_NAMES - _gateway_names() == set()
     # the panels the dashboard promises
     assert "loopwatch_verdict_latency_seconds_bucket" in names
-    assert {"loopwatch_events_total", "loopwatch_detections_total", "loopwatch_post_compaction_aborts_total",
+    assert {"loopwatch_events_total", "loopwatch_detections_total",
             "loopwatch_dead_letters_total", "loopwatch_consumer_lag", "loopwatch_checkpoint_seconds_bucket",
-            "loopwatch_redelivered_events_total", "loopwatch_states_not_written_total"} <= names
+            "loopwatch_redelivered_events_total", "loopwatch_states_not_written_total",
+            "loopwatch_gateway_requests_total", "loopwatch_gateway_timeouts_total",
+            "loopwatch_gateway_roundtrip_seconds_bucket"} <= names
+    # "Aborts" counts every cause that ends a run (not only the guard's), enforced only; shadow apart
+    stats = {panel["title"]: panel["targets"][0]["expr"] for panel in dashboard["panels"] if panel["type"] == "stat"}
+    assert stats["Aborts"] == ('sum(increase(loopwatch_detections_total{action="abort",enforced="true",'
+                               'kind!="run_end"}[$__range]))')
+    assert any('enforced="false"' in e for e in exprs)
+    assert all('enforced="' in e for e in exprs if "loopwatch_detections_total" in e)
     assert any(e.startswith("histogram_quantile(0.99") for e in exprs)
     assert any(e.startswith("histogram_quantile(0.5") for e in exprs)
 
@@ -123,7 +150,7 @@ def test_metric_regex_sees_every_name():
 
 def test_every_port_is_published_on_loopback_only():
     ports = [p for service in _compose()["services"].values() for p in service.get("ports", [])]
-    assert len(ports) == 4 and all(p.startswith("127.0.0.1:") for p in ports)
+    assert len(ports) == 5 and all(p.startswith("127.0.0.1:") for p in ports)
 
 
 def test_the_worker_container_gives_its_commands_the_broker_address():

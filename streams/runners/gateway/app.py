@@ -306,6 +306,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
     app.router.add_post("/v1/events", events)
     for runner in mappers:
         app.router.add_post(f"/v1/hooks/{runner}", hook_handler(runner))
+    metrics.initialise(["/v1/events", *(f"/v1/hooks/{runner}" for runner in mappers)])
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)

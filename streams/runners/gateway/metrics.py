@@ -33,6 +33,17 @@ class GatewayMetrics:
         self.timeouts = Counter("loopwatch_gateway_timeouts", "Verdicts that did not come within the timeout",
                                 ["endpoint"], registry=self.registry)
 
+    OUTCOMES = ("allow", "warn", "block", "abort", "none", "not_waited", "timeout", "send_error", "bad_request",
+                "unauthorized", "too_large", "unavailable")
+
+    def initialise(self, endpoints: list[str]) -> None:
+        """Create every ``endpoint`` x outcome series at 0, so that a scrape shows them from the start
+        (an alert on ``increase()`` then sees the first timeout or refusal, not only the second)."""
+        for endpoint in endpoints:
+            self.timeouts.labels(endpoint)
+            for outcome in self.OUTCOMES:
+                self.requests.labels(endpoint, outcome)
+
     def render(self) -> bytes:
         """The exposition text."""
         return generate_latest(self.registry)
