@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js ci run
+.PHONY: venv kafka-start kafka-stop test test-js ci run e2e e2e-install
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -38,3 +38,13 @@ test-js:
 # topics, the example fleet, live verdicts; Ctrl-C stops. Options: make run ARGS='--once --rate 5'.
 run: venv
 	.venv/bin/loopwatch demo $(ARGS)
+
+# The real runner CLIs (versions pinned in tests/e2e/runners.txt) from the npm registry into a cache
+# folder, then the end-to-end tests (marker e2e; docs/runners/e2e.md): each runner in a scripted tool
+# loop through a local fake model, the real broker, worker and gateway.
+E2E_DIR ?= .work/e2e
+e2e-install:
+	npm install --prefix $(E2E_DIR) --no-audit --no-fund --no-update-notifier $$(cat tests/e2e/runners.txt)
+
+e2e: venv e2e-install
+	LOOPWATCH_E2E_DIR=$(abspath $(E2E_DIR)) deploy/kafka/kafka.sh with $(PY) -m pytest -q -m e2e tests/e2e $(ARGS)

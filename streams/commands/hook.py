@@ -4,10 +4,12 @@ importing click) does not take. Behaviour: :mod:`streams.runners.hooks.command`.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
+from streams.runners.hooks import snippets
 from streams.runners.hooks.command import DEFAULT_TIMEOUT_S, DEFAULT_URL, RUNNERS, URL_ENV, runner_exit, run
 from streams.runners.token import read_token
 
@@ -17,7 +19,9 @@ __all__ = ["hook", "runner_exit"]
 @click.command("hook", epilog="""\b
 Examples (settings to paste: docs/runners/claude-code.md, docs/runners/codex.md):
   echo '{"hook_event_name":"PreToolUse",...}' | loopwatch hook claude-code
-  loopwatch hook codex --on-failure block      # fail-closed: no verdict, no tool call
+  LOOPWATCH_HOOK_ON_FAILURE=block loopwatch hook codex   # fail-closed: no verdict, no tool call
+  loopwatch hook codex --print-config >> ~/.codex/config.toml
+  loopwatch hook claude-code --print-config --http http://127.0.0.1:8787
 """)
 @click.argument("runner", type=click.Choice(RUNNERS))
 @click.option("--url", default=DEFAULT_URL, show_default=True, envvar=URL_ENV, show_envvar=True,
@@ -28,7 +32,15 @@ Examples (settings to paste: docs/runners/claude-code.md, docs/runners/codex.md)
 @click.option("--on-failure", type=click.Choice(["allow", "block"]), default="allow", show_default=True,
               envvar="LOOPWATCH_HOOK_ON_FAILURE", show_envvar=True,
               help="When no verdict can be had from the gateway: allow (fail-open) or block (fail-closed).")
-def hook(runner: str, url: str, timeout: float, on_failure: str) -> None:
+@click.option("--print-config", is_flag=True,
+              help="Print the hook settings for RUNNER (with this loopwatch's absolute path) and exit: Claude "
+                   "Code's settings.json hooks, Codex's config.toml tables (--format json: hooks.json).")
+@click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default=None,
+              help="With --print-config for codex: config.toml tables (default) or hooks.json.")
+@click.option("--http", "http_url", metavar="GATEWAY_URL", default=None,
+              help="With --print-config for claude-code: http hooks posting to this gateway instead of commands.")
+def hook(runner: str, url: str, timeout: float, on_failure: str, print_config: bool, fmt: str | None,
+         http_url: str | None) -> None:
     """Answer one RUNNER hook call (JSON on stdin) with the gateway's verdict.
 
     Exit status 0 lets the tool run (Claude Code reads the JSON printed on
@@ -37,6 +49,11 @@ def hook(runner: str, url: str, timeout: float, on_failure: str) -> None:
     LOOPWATCH_GATEWAY_TOKEN, else the gateway's token file
     (LOOPWATCH_GATEWAY_TOKEN_FILE, else ~/.config/loopwatch/gateway-token).
     """
+    if print_config:
+        click.echo(_snippet(runner, fmt, http_url), nl=False)
+        return
+    if fmt or http_url:
+        raise click.UsageError("--format and --http go with --print-config")
     status, out, err = run(runner, url, timeout, on_failure, sys.stdin.buffer.read(), read_token())
     if out:
         sys.stdout.write(out)
@@ -44,3 +61,15 @@ def hook(runner: str, url: str, timeout: float, on_failure: str) -> None:
         sys.stderr.write(err)
     sys.stdout.flush()
     sys.exit(status)
+
+
+def _snippet(runner: str, fmt: str | None, http_url: str | None) -> str:
+    if runner == "claude-code":
+        if fmt == "toml":
+            raise click.UsageError("Claude Code's settings are JSON: leave out --format toml")
+        return json.dumps(snippets.claude_code_settings(http_url=http_url), indent=2) + "\n"
+    if http_url:
+        raise click.UsageError("Codex runs command hooks only: leave out --http")
+    if fmt == "json":
+        return json.dumps(snippets.codex_hooks_json(), indent=2) + "\n"
+    return snippets.codex_config_toml()

@@ -40,7 +40,7 @@ Examples:
 @click.option("--msgpack", "use_msgpack", is_flag=True,
               help="Write a stream of msgpack maps instead of JSON Lines (an event holding a lone surrogate "
                    "is reported and skipped: msgpack cannot carry it).")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) -> None:
     """Convert recorded agent sessions into loopwatch events.
 

@@ -55,7 +55,8 @@ def _format(fmt: str) -> Format:
 def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
     """The session files of format ``fmt`` named by ``paths`` (files or directories, recursively).
 
-    Each file is yielded once, in the order given (directories in sorted order).
+    Each file is yielded once, in the order given (directories in sorted order). ``-`` is standard
+    input, read as one file (:func:`_stdin_file`).
 
     Raises:
         ValueError: unknown format.
@@ -64,7 +65,7 @@ def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
     spec = _format(fmt)
     seen: set[Path] = set()
     for raw in paths:
-        root = Path(raw).expanduser()
+        root = _stdin_file() if str(raw) == "-" else Path(raw).expanduser()
         if not root.exists():
             raise FileNotFoundError(f"no such file or directory: {raw}")
         for found in spec.discover(root):
@@ -72,6 +73,22 @@ def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
             if key not in seen:
                 seen.add(key)
                 yield found
+
+
+def _stdin_file() -> Path:
+    """Standard input copied to ``<temporary folder>/stdin.jsonl`` (removed at exit): the importers read a
+    file more than once (format sniffing, side files), which a pipe cannot give."""
+    import atexit
+    import shutil
+    import sys
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="loopwatch-stdin-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "stdin.jsonl"
+    with path.open("wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out)
+    return path
 
 
 def import_paths(

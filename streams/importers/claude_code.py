@@ -13,10 +13,13 @@ Mapping (in log order):
   is imported once (resumed/forked logs repeat records).
 * The outcome is the first later ``tool_result`` block with that ``tool_use_id``:
   ``is_error: true`` -> thrown error whose message is the result text (blocks' text joined by
-  ``\\n``), ``result = null``; otherwise ``result = {"content": <blocks>, "details": {}}`` where a
-  string ``content`` becomes ``[{"type":"text","text":...}]`` and a block list is kept as is.
-  ``details`` stays empty: Claude Code's parsed ``toolUseResult`` has no OpenClaw counterpart,
-  so the outcome hash is the one of the text (spec §4.3 rule 8). No result -> ``result = null``.
+  ``\\n``; the ``error`` Claude Code hands a ``PostToolUseFailure`` hook), ``result = null``.
+  Otherwise, when the record carries Claude Code's parsed ``toolUseResult`` (the ``tool_response``
+  its ``PostToolUse`` hook gets), the result is that, in the live hooks' shape
+  (:func:`streams.importers.events.structured_result`: an object goes to ``details`` without its
+  timing fields), so a replay gives the live result hashes; without it (progress records, older
+  logs) ``result = {"content": <blocks>, "details": {}}`` where a string ``content`` becomes
+  ``[{"type":"text","text":...}]`` and a block list is kept as is. No result -> ``result = null``.
 * Inline or not: the outcome is inline when the result follows its call with nothing between.
   Claude Code writes a block's record as it streams and starts the tool then; the
   ``tool_use`` records of one message written before any of that message's results were all
@@ -63,6 +66,7 @@ from .events import (
     joined_text,
     read_jsonl,
     report,
+    structured_result,
 )
 
 __all__ = ["discover", "read", "looks_like", "is_prompt", "run_id", "side_file", "MAIN_AGENT", "VIA_PROGRESS"]
@@ -222,7 +226,7 @@ def _events(path: Path, session_id: str, sub_agent: str | None,
                 continue
             answered.add(owner[call["tool_call_id"]])
             events.append({"type": "tool_result", **base, "tool_call_id": call["tool_call_id"],
-                           "tool_name": call["tool_name"], "args": call["args"], **_outcome(block), **tail})
+                           "tool_name": call["tool_name"], "args": call["args"], **_outcome(block, rec), **tail})
     apart = {call_id for batch in batches.values() if len(batch) > 1 for call_id in batch}
     return fold_results(events, apart)
 
@@ -249,12 +253,14 @@ def _check_sub_agents(path: Path, records: list[tuple[int, dict[str, Any]]], eve
                                                 f"{total - got} missing"), on_error)
 
 
-def _outcome(block: dict[str, Any] | None) -> dict[str, Any]:
+def _outcome(block: dict[str, Any] | None, record: dict[str, Any] | None = None) -> dict[str, Any]:
     if block is None:
         return {"result": None, "error": None}
     content = block.get("content")
     if block.get("is_error") is True:
         return {"result": None, "error": joined_text(content)}
+    if record is not None and "toolUseResult" in record and len(_tool_results(record)) == 1:
+        return {"result": structured_result(record["toolUseResult"]), "error": None}
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     elif not isinstance(content, list):

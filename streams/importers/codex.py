@@ -1,4 +1,9 @@
-"""Codex CLI ``codex exec --json`` output -> stream events.
+"""Codex CLI recordings -> stream events: session files (rollouts, :mod:`.codex_rollout`) and ``codex exec --json`` output.
+
+A file whose first record is a rollout record (``session_meta``, ...) is read by
+:func:`streams.importers.codex_rollout.read`, with the ids the live Codex hooks use; the rest of this
+docstring is about ``codex exec --json`` output, whose item ids (``item_1``, ...) are not Codex's call
+ids, so a capture predicts the live decisions but not the live ids.
 
 Input: JSON Lines events ``thread.started {thread_id}``, ``turn.started``, ``turn.completed``,
 ``turn.failed``, ``item.started {item}``, ``item.completed {item}``, ``error``; ``item.id`` pairs a
@@ -39,10 +44,12 @@ Errors: unparsable lines and items without ``id`` are reported (path, line) and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from . import codex_rollout
 from .events import (
     ErrorHandler,
     EventIds,
@@ -75,8 +82,9 @@ def discover(root: Path) -> Iterator[Path]:
 
 
 def looks_like(first: Any) -> bool:
-    """Whether a file's first JSON line is a ``codex exec --json`` event."""
-    return isinstance(first, dict) and first.get("type") in ("thread.started", "turn.started")
+    """Whether a file's first JSON line is a Codex session record or a ``codex exec --json`` event."""
+    return codex_rollout.looks_like(first) or (
+        isinstance(first, dict) and first.get("type") in ("thread.started", "turn.started"))
 
 
 def run_id(session_id: str, turn: int | str) -> str:
@@ -89,6 +97,15 @@ def run_id(session_id: str, turn: int | str) -> str:
 def shell_args(command: Any) -> dict[str, Any]:
     """The args of a shell command call (``tool_name`` ``shell``), from a capture or a live hook."""
     return {"command": command}
+
+
+def _is_rollout(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            first = next((line for line in handle if line.strip()), b"")
+        return codex_rollout.looks_like(json.loads(first))
+    except (OSError, ValueError):
+        return False
 
 
 def _args(item: dict[str, Any]) -> Any:
@@ -126,8 +143,12 @@ def _outcome(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the stream events of one ``codex exec --json`` capture (see the module docstring)."""
+    """Yield the stream events of one Codex session file or ``codex exec --json`` capture (see the module
+    docstring)."""
     path = Path(path)
+    if _is_rollout(path):
+        yield from codex_rollout.read(path, on_error)
+        return
     rows: list[tuple[int, dict[str, Any]]] = []
     for lineno, ev in read_jsonl(path, on_error):
         item = ev.get("item")

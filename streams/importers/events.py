@@ -47,6 +47,8 @@ __all__ = [
     "iso_to_ms",
     "text_result",
     "joined_text",
+    "structured_result",
+    "VOLATILE_KEYS",
     "report",
     "fold_results",
     "number_events",
@@ -138,6 +140,32 @@ def iso_to_ms(value: Any) -> int | None:
 def text_result(text: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """OpenClaw's tool result shape ``{"content": [{"type": "text", "text": ...}], "details": {...}}``."""
     return {"content": [{"type": "text", "text": text}], "details": details if details is not None else {}}
+
+
+# Timing fields some tools put in their structured result (Claude Code's Grep, WebFetch, WebSearch, Task):
+# they change from one identical call to the next, so they would make every outcome look like progress.
+VOLATILE_KEYS = frozenset({"durationMs", "durationSeconds", "totalDurationMs", "duration_ms", "duration"})
+
+
+def structured_result(response: Any) -> dict[str, Any]:
+    """A runner's parsed tool result (a hook's ``tool_response``, Claude Code's ``toolUseResult``) in OpenClaw's shape.
+
+    A string is the text the tool returned (``{"content": [{"type": "text", "text": ...}], "details": {}}``);
+    a list is content blocks; an object is the tool's structured result, kept in ``details`` without
+    its timing fields (:data:`VOLATILE_KEYS`); None (no response) is an empty result. The engine hashes
+    ``details`` and the text together (spec §4.3 rule 8), so two responses count as the same outcome
+    exactly when they are equal but for their timings. The live hooks and the importers both use it,
+    so a live run and the backtest of its recording agree on every result hash.
+    """
+    if isinstance(response, str):
+        return text_result(response)
+    if isinstance(response, list):
+        return {"content": response, "details": {}}
+    if isinstance(response, dict):
+        return {"content": [], "details": {k: v for k, v in response.items() if k not in VOLATILE_KEYS}}
+    if response is None:
+        return {"content": [], "details": {}}
+    return {"content": [], "details": {"value": response}}
 
 
 def joined_text(content: Any) -> str:

@@ -97,8 +97,10 @@ def test_events_claude_code_and_codex_get_allow_warn_block_and_abort_from_the_wo
     assert warn_status == 0 and json.loads(warn_out)["systemMessage"].startswith("WARNING: You have called shell 10")
     assert block_status == 2 and block_out == "" and block_err.startswith("CRITICAL: Called shell with identical")
     assert codex_stop[0] == (0, "", "")
-    status, out, _ = codex_stop[1]
-    assert status == 0 and json.loads(out)["continue"] is False
+    status, out, _ = codex_stop[1]  # no Codex hook answer ends a turn: the model is told, the next call denied
+    specific = json.loads(out)["hookSpecificOutput"]
+    assert status == 0 and "continue" not in json.loads(out)
+    assert specific["hookEventName"] == "PostToolUse" and "Aborting" in specific["additionalContext"]
 
 
 @pytest.mark.timeout(120)

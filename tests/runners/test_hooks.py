@@ -15,6 +15,7 @@ Payload shapes are those of the runners' hook references:
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -138,7 +139,9 @@ def test_codex_answers_and_the_command_turns_a_deny_into_exit_2():
     assert runner_exit("codex", "PreToolUse", answers[12], None, "allow") == (2, "", reason + "\n")
     assert runner_exit("codex", "PreToolUse", answers[0], None, "allow") == (0, "", "")
     status, out, err = runner_exit("codex", "PreToolUse", answers[10], None, "allow")
-    assert status == 0 and '"systemMessage"' in out and err == ""
+    assert status == 0 and err == ""
+    assert json.loads(out)["hookSpecificOutput"] == {"hookEventName": "PreToolUse",
+                                                     "additionalContext": answers[10]["systemMessage"]}
     # Claude Code reads the deny as JSON on stdout with exit 0
     status, out, _ = runner_exit("claude-code", "PreToolUse", answers[12], None, "allow")
     assert status == 0 and '"permissionDecision": "deny"' in out
@@ -146,8 +149,12 @@ def test_codex_answers_and_the_command_turns_a_deny_into_exit_2():
 
 def test_hook_command_failure_is_fail_open_or_the_runners_blocking_answer():
     failure = "gateway at http://127.0.0.1:8787 unreachable (Connection refused)"
-    assert runner_exit("codex", "PreToolUse", None, failure, "allow")[0] == 0
-    assert runner_exit("claude-code", "PostToolUse", None, failure, "allow")[:2] == (0, "")
+    # fail-open: the tool runs (exit 0), and the user sees why: systemMessage (what Codex shows of a
+    # hook) and stderr (Claude Code's transcript)
+    for runner in ("codex", "claude-code"):
+        status, out, err = runner_exit(runner, "PreToolUse", None, failure, "allow")
+        assert status == 0 and err.startswith("loopwatch: gateway at") and "failing open" in err
+        assert json.loads(out) == {"systemMessage": err.strip()}
     assert runner_exit("codex", "PreToolUse", None, failure, "block")[0] == 2
     assert runner_exit("codex", "PostToolUse", None, failure, "block")[0] == 2
     assert runner_exit("claude-code", "PreToolUse", None, failure, "block")[0] == 2

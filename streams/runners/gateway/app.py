@@ -271,9 +271,9 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
                 event = hooks.event(payload)
             except HookInputError as exc:
                 raise BadRequest(400, f"not a {runner} hook call: {exc}") from None
-            if event is None:
+            if event is None:  # no event, but the answer may still stop the runner (an ended run)
                 metrics.requests.labels(endpoint, "none").inc()
-                return _json(200, {})
+                return _json(200, hooks.answer(payload, None))
             answer = await verdict_of(event, endpoint, hook_wait(request))
             metrics.requests.labels(endpoint, outcome_of(answer)).inc()
             return _json(200, hooks.answer(payload, answer))

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-__all__ = ["HookInputError", "RunTracker", "tool_outcome", "require_str", "optional_str", "VOLATILE_KEYS", "hook_answer"]
+from streams.importers.events import VOLATILE_KEYS, structured_result
 
-# Timing fields some tools put in their response (Claude Code's Grep, WebFetch, WebSearch, Task): they change
-# from one identical call to the next, so they would make every outcome look like progress.
-VOLATILE_KEYS = frozenset({"durationMs", "durationSeconds", "totalDurationMs", "duration_ms", "duration"})
-
+__all__ = ["HookInputError", "RunTracker", "EndedRuns", "tool_outcome", "require_str", "optional_str", "VOLATILE_KEYS",
+           "stop_text", "warning_text", "run_ended"]
 
 class HookInputError(ValueError):
     """Hook JSON that is not what the runner sends (a required field missing or of the wrong type);
@@ -32,24 +30,7 @@ def optional_str(payload: Mapping[str, Any], field: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def tool_outcome(response: Any) -> dict[str, Any]:
-    """The ``result`` of a tool that returned ``response`` (a hook's ``tool_response``), in OpenClaw's shape.
-
-    A string is the text the tool returned (``{"content": [{"type": "text", "text": ...}], "details": {}}``);
-    a list is content blocks; an object is the tool's structured result, kept in ``details`` without
-    its timing fields (:data:`VOLATILE_KEYS`); None (no response) is an empty result. The engine hashes
-    ``details`` and the text together (spec §4.3 rule 8), so two responses count as the same outcome
-    exactly when they are equal but for their timings.
-    """
-    if isinstance(response, str):
-        return {"content": [{"type": "text", "text": response}], "details": {}}
-    if isinstance(response, list):
-        return {"content": response, "details": {}}
-    if isinstance(response, dict):
-        return {"content": [], "details": {k: v for k, v in response.items() if k not in VOLATILE_KEYS}}
-    if response is None:
-        return {"content": [], "details": {}}
-    return {"content": [], "details": {"value": response}}
+tool_outcome = structured_result  # the ``result`` of a hook's ``tool_response``, as the importers read it
 
 
 class RunTracker:
@@ -99,26 +80,63 @@ class RunTracker:
         return entry[0]
 
 
-def hook_answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None,
-                warning: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """A runner's hook output for the gateway's ``decision`` (None: no event was sent, no answer).
+DEFAULT_STOP_TEXT = "loopwatch: tool-call loop detected"
 
-    Claude Code and Codex document the same shapes: a ``PreToolUse`` hook denies a call with
-    ``hookSpecificOutput.permissionDecision: "deny"`` and its reason; any other hook stops the
-    session with ``continue: false`` and a ``stopReason`` (a post-compaction abort arrives on the
-    result); an emitted warning is ``warning(message)``, the one shape in which they differ.
+
+def stop_text(decision: Mapping[str, Any]) -> str:
+    """What to tell the model when a call is denied or a run stopped (``decision``: the gateway's answer).
+
+    A loopwatch policy's message when a policy decided; else the verdict record's ``block_text``
+    (OpenClaw 2026.9.6's text for the model), else its ``block_reason`` (a block, or a call of a run
+    that has ended, CONTRACTS.md §3), else the gateway's ``message`` (the post-compaction guard's
+    abort, or the client's stand-in when no verdict came).
     """
-    if decision is None:
-        return {}
-    verdict, message = decision["decision"], decision.get("message") or "loopwatch: tool-call loop detected"
-    if payload.get("hook_event_name") == "PreToolUse":
-        if verdict in ("block", "abort"):
-            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                           "permissionDecisionReason": message}}
-        if verdict == "warn" and decision.get("message"):
-            return warning(message)
-        return {}
-    if verdict in ("abort", "block"):
-        return {"continue": False, "stopReason": message}
-    return {}
+    record = decision.get("verdict") or {}
+    policy = record.get("policy") or {}
+    if policy.get("message") and policy.get("verdict") == decision.get("decision"):
+        return str(policy["message"])
+    for text in (record.get("block_text"), record.get("block_reason"), decision.get("message")):
+        if isinstance(text, str) and text:
+            return text
+    ended = record.get("run_ended") or {}
+    if ended.get("reason"):
+        return f"loopwatch: this run has ended ({ended['reason']})"
+    return DEFAULT_STOP_TEXT
 
+
+def warning_text(decision: Mapping[str, Any]) -> str | None:
+    """What to tell the model of an emitted warning: the record's ``warning.note`` (OpenClaw 2026.9.6's
+    note on the tool result) when present, else the warning's message; None when there is none."""
+    record = decision.get("verdict") or {}
+    note = (record.get("warning") or {}).get("note")
+    if isinstance(note, str) and note:
+        return note
+    return decision.get("message") or None
+
+
+def run_ended(decision: Mapping[str, Any] | None) -> bool:
+    """Whether ``decision`` ends its run or says it has ended: an ``abort`` (the post-compaction guard, a
+    policy's abort, a 2026.9.6 terminal block, a call of an ended run, or failing closed on a result)."""
+    return decision is not None and decision.get("decision") == "abort"
+
+
+class EndedRuns:
+    """Runs that a gateway answered with an ending verdict, and why (bounded, least recently used forgotten).
+
+    Only for the hook events that carry no event of their own but can still stop the runner (Claude
+    Code's ``PostToolBatch``): every call of an ended run gets the worker's ``abort`` anyway.
+    """
+
+    def __init__(self, max_runs: int = 100_000) -> None:
+        self.max_runs = max_runs
+        self._runs: OrderedDict[str, str] = OrderedDict()
+
+    def end(self, run: str, reason: str) -> None:
+        self._runs[run] = reason
+        self._runs.move_to_end(run)
+        if len(self._runs) > self.max_runs:
+            self._runs.popitem(last=False)
+
+    def reason(self, run: str) -> str | None:
+        """Why ``run`` ended, or None when it has not (as far as this gateway saw)."""
+        return self._runs.get(run)

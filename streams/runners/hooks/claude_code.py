@@ -45,7 +45,7 @@ import uuid
 from typing import Any, Mapping
 
 from streams.importers.claude_code import MAIN_AGENT, run_id
-from .base import RunTracker, hook_answer, optional_str, require_str, tool_outcome
+from .base import EndedRuns, RunTracker, optional_str, require_str, run_ended, stop_text, tool_outcome, warning_text
 from .transcripts import TranscriptPrompts
 
 __all__ = ["ClaudeCodeHooks", "RUNNER"]
@@ -61,13 +61,16 @@ class ClaudeCodeHooks:
         runs: the sessions' runs in progress when their transcripts cannot be read (a fresh
             :class:`RunTracker` by default); one per gateway, shared by all requests.
         transcripts: where the runs are read from (a fresh :class:`TranscriptPrompts` by default).
+        ended: the runs this gateway answered with an ending verdict (a fresh :class:`EndedRuns`).
     """
 
     runner = RUNNER
 
-    def __init__(self, runs: RunTracker | None = None, transcripts: TranscriptPrompts | None = None) -> None:
+    def __init__(self, runs: RunTracker | None = None, transcripts: TranscriptPrompts | None = None,
+                 ended: EndedRuns | None = None) -> None:
         self.runs = runs if runs is not None else RunTracker()
         self.transcripts = transcripts if transcripts is not None else TranscriptPrompts()
+        self.ended = ended if ended is not None else EndedRuns()
 
     def _main_run(self, payload: Mapping[str, Any], session: str, tracked: str | None) -> str | None:
         """The run of a main-agent call: from the transcript, else ``tracked`` (the RunTracker's)."""
@@ -121,10 +124,48 @@ class ClaudeCodeHooks:
                     "agent_id": sub_agent or MAIN_AGENT}
         return None
 
-    @staticmethod
-    def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Claude Code's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
-        return hook_answer(payload, decision, lambda message: {
-            "systemMessage": message,  # shown to the user; additionalContext reaches the model
-            "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": message}})
+    def run_of(self, payload: Mapping[str, Any]) -> str:
+        """The run a hook call of any event belongs to (as :meth:`event` maps a tool event's).
 
+        Raises:
+            HookInputError: no ``session_id`` string.
+        """
+        session = require_str(payload, "session_id")
+        sub_agent = optional_str(payload, "agent_id")
+        default = run_id(session, sub_agent=sub_agent)
+        if sub_agent:
+            return default
+        return self._main_run(payload, session, self.runs.current(session, default)) or default
+
+    def answer(self, payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Claude Code's hook output for ``decision`` (the gateway's answer; None when no event was sent).
+
+        See the module docstring; an ``abort`` is remembered for the run, so that the
+        ``PostToolBatch`` after a ``PostToolUseFailure`` (whose ``continue: false`` Claude Code
+        ignores) stops the session.
+        """
+        name = payload.get("hook_event_name")
+        if name == "PostToolBatch":
+            reason = self.ended.reason(self.run_of(payload))
+            return {"continue": False, "stopReason": reason} if reason else {}
+        if decision is None:
+            return {}
+        verdict = decision.get("decision")
+        if verdict in ("block", "abort"):
+            text = stop_text(decision)
+            if run_ended(decision):
+                record = decision.get("verdict") or {}
+                self.ended.end(record.get("run_id") or self.run_of(payload), text)
+            if name != "PreToolUse":
+                return {"continue": False, "stopReason": text}
+            answer: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                                             "permissionDecision": "deny",
+                                                             "permissionDecisionReason": text}}
+            if verdict == "abort":
+                answer.update({"continue": False, "stopReason": text})
+            return answer
+        if verdict == "warn" and name in _TOOL_EVENTS:
+            text = warning_text(decision)
+            if text:  # systemMessage is shown to the user, additionalContext reaches the model
+                return {"systemMessage": text, "hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+        return {}

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from streams.importers.codex import AGENT_ID, run_id, shell_args
-from .base import RunTracker, hook_answer, optional_str, require_str, tool_outcome
+from .base import RunTracker, optional_str, require_str, stop_text, tool_outcome, warning_text
 
 __all__ = ["CodexHooks", "RUNNER"]
 
@@ -96,5 +96,23 @@ class CodexHooks:
 
     @staticmethod
     def answer(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Codex's hook output for ``decision`` (the gateway's answer; None when no event was sent)."""
-        return hook_answer(payload, decision, lambda message: {"systemMessage": message})
+        """Codex's hook output for ``decision`` (the gateway's answer; None when no event was sent).
+
+        No hook answer of Codex 0.171 ends a turn: a ``PreToolUse`` ``block`` or ``abort`` (an ended
+        run's later calls included) is a deny, which ``loopwatch hook codex`` turns into exit status 2;
+        ``continue: false`` is never sent (on ``PreToolUse`` Codex counts the hook as failed and runs
+        the call). Warnings, and an abort that arrives on a result, reach the model as
+        ``additionalContext`` and the user as ``systemMessage``.
+        """
+        if decision is None:
+            return {}
+        name, verdict = payload.get("hook_event_name"), decision.get("decision")
+        if name == "PreToolUse" and verdict in ("block", "abort"):
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                           "permissionDecisionReason": stop_text(decision)}}
+        if name in ("PreToolUse", "PostToolUse"):
+            text = (stop_text(decision) if verdict in ("block", "abort")
+                    else warning_text(decision) if verdict == "warn" else None)
+            if text:  # systemMessage is shown to the user (TUI: "Hook · <text>"), additionalContext reaches the model
+                return {"systemMessage": text, "hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+        return {}

@@ -13,8 +13,9 @@ What it prints and how it exits:
   0), nothing when it is ``{}``. Codex: a deny becomes exit status 2 with the reason on stderr (the
   blocking status Codex documents); other output is printed as JSON (exit 0).
 * No answer (gateway unreachable, timeout, a non-2xx answer or one that is not a JSON object):
-  with ``--on-failure allow`` (fail-open, the default) exit 0 and a one-line note on stderr, so the
-  tool runs; with ``--on-failure block`` (fail-closed) exit 2 with the reason on stderr (Codex:
+  with ``--on-failure allow`` (fail-open, the default) exit 0 with the reason as ``systemMessage`` on
+  stdout (what Codex 0.171 shows of a hook: its TUI prints ``Hook · <message>``; it shows no hook's
+  stderr) and on stderr (Claude Code's transcript), so the tool runs; with ``--on-failure block`` (fail-closed) exit 2 with the reason on stderr (Codex:
   every event; Claude Code: ``PreToolUse``), or for Claude Code's other events
   ``{"continue": false, "stopReason": ...}``, which stops the session.
 
@@ -142,8 +143,11 @@ def runner_exit(runner: str, event_name: Any, output: dict[str, Any] | None, fai
     """``(exit status, stdout, stderr)`` for the runner, given the gateway's ``output`` or the ``failure``."""
     if failure is not None:
         if on_failure == "allow":
-            return 0, "", f"loopwatch: {failure}; failing open (--on-failure allow): the tool runs\n"
-        reason = f"loopwatch: {failure}; failing closed (--on-failure block)"
+            note = f"loopwatch: {failure}; failing open (on-failure allow): the tool runs without a loop check"
+            # stderr for Claude Code's transcript; systemMessage is what Codex shows ("Hook · ...") and
+            # Claude Code shows the user; exit 0 so that neither counts the hook as failed
+            return 0, json.dumps({"systemMessage": note}) + "\n", note + "\n"
+        reason = f"loopwatch: {failure}; failing closed (on-failure block)"
         if runner == "claude-code" and event_name != "PreToolUse":
             return 0, json.dumps({"continue": False, "stopReason": reason}) + "\n", ""
         return 2, "", reason + "\n"

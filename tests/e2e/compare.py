@@ -1,0 +1,33 @@
+"""Verdict records (live from the verdicts topic, or from ``loopwatch replay``) as one line per tool call, to compare.
+
+A call's line: its run, the args hash, the pre-call verdict and decision, the detection that decided, and the
+result hash of its outcome (from the inline outcome of a complete ``tool_call``, or from its ``tool_result``:
+the live hooks always send the two apart, an importer folds an outcome that follows at once).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+__all__ = ["calls_of", "E2E_CONFIG"]
+
+# The config of the end-to-end loops: warn at 3, block at 5, and two blocks in a row abort the run.
+E2E_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}},
+              "policies": {"escalation": {"consecutiveBlocks": 2}}}
+
+
+def calls_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``tool_call_id`` -> the call's line (see the module docstring), in the order the calls came."""
+    calls: dict[str, dict[str, Any]] = {}
+    for record in records:
+        kind, call_id = record.get("type"), record.get("tool_call_id")
+        outcome = record.get("outcome") or {}
+        if kind == "tool_call":
+            detection = record.get("detection") or {}
+            calls[call_id] = {"run_id": record.get("run_id"), "args_hash": record.get("args_hash"),
+                              "verdict": record.get("verdict"), "decision": record.get("decision"),
+                              "detector": detection.get("detector"), "count": detection.get("count"),
+                              "result_hash": outcome.get("result_hash")}
+        elif kind == "tool_result" and call_id in calls:
+            calls[call_id]["result_hash"] = outcome.get("result_hash")
+    return calls

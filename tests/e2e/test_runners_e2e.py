@@ -1,0 +1,136 @@
+"""The real runner CLIs in a tool loop, through the real broker, worker and gateway (``make e2e``; marker ``e2e``).
+
+Each test drives one runner (Claude Code 2.1.332, Codex CLI 0.171.0, installed by ``make e2e`` from the npm
+registry) with a scripted model (:mod:`tests.e2e.fake_model`) that asks for the same failing shell command
+again and again, with loopwatch's hooks exactly as ``loopwatch hook RUNNER --print-config`` prints them. The
+command appends a line to a counter file before it fails, so the counter is what really ran.
+
+With ``warningThreshold: 3, criticalThreshold: 5`` and the ``escalation`` policy (2 blocks in a row abort
+the run): calls 1-5 run, the 6th is blocked (``generic_repeat`` at 5; the model gets OpenClaw's CRITICAL
+message), the 7th ends the run. Claude Code stops there (deny + ``continue: false``); Codex cannot be stopped by a hook, so every
+later call of the turn is denied (exit 2) until the model gives up. In both, no call after the 5th runs,
+and the live verdicts equal ``loopwatch replay`` of the runner's own session file (Claude Code's transcript,
+Codex's rollout) with the same config: run ids, call ids, args and result hashes, verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import topic_tag
+from tests.e2e.compare import E2E_CONFIG, calls_of
+from tests.e2e.harness import (Pipeline, ModelServer, replay, run_claude_code, run_codex, runner_bin)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka]
+
+CONFIG = E2E_CONFIG
+MAX_CALLS = 10  # the model gives up after this many tool calls
+FIXTURES_OUT = os.environ.get("LOOPWATCH_E2E_FIXTURES")  # write the runs' files here (tests/fixtures/runners)
+
+
+def _binary(name: str) -> Path:
+    found = runner_bin(name)
+    if found is None:
+        pytest.skip(f"{name} of the pinned version is not installed: run `make e2e` (installs it)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka_bootstrap, tmp_path_factory):
+    started = Pipeline(kafka_bootstrap, tmp_path_factory.mktemp("pipeline"), CONFIG, topic_tag()).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _command(counter: Path) -> str:
+    """The looping command: counts its runs in ``counter`` (in the project folder, the command's cwd) and fails.
+    Relative, so that the command, and the args hash, is the same in every run and in the fixtures."""
+    return f"echo ran >> {counter.name}; ls /nonexistent-loop-target"
+
+
+def _ran(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def _model_saw(log: Path) -> str:
+    """The last request the model got (its whole conversation), as text."""
+    return log.read_text().splitlines()[-1]
+
+
+def _keep(name: str, run, live: list[dict]) -> None:
+    """Save a run's session file and live verdicts as a test fixture (LOOPWATCH_E2E_FIXTURES)."""
+    if not FIXTURES_OUT or run.session_file is None:
+        return
+    from tests.e2e.trim import trim_file
+
+    out = Path(FIXTURES_OUT)
+    trim_file(run.session_file, out / f"{name}.jsonl", root=str(run.home.parent))
+    lines = [json.dumps({"tool_call_id": k, **v}) for k, v in calls_of(live).items()]
+    (out / f"{name}.live-calls.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _assert_live_equals_replay(fmt: str, run, live: list[dict], config: Path) -> dict:
+    replayed = calls_of(replay(fmt, run.session_file, config))
+    live_calls = calls_of(live)
+    assert live_calls == replayed
+    return live_calls
+
+
+def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tmp_path):
+    binary = _binary("claude")
+    counter = tmp_path / "project" / "ran.txt"
+    started = time.monotonic()
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl") as model:
+        run = run_claude_code(binary, tmp_path, model.url, pipeline.gateway_url)
+    assert run.status == 0, run.stderr
+    assert run.session_id is not None
+    live = pipeline.verdicts(run.session_id, at_least=12)
+    calls = _assert_live_equals_replay("claude-code", run, live, pipeline.config_path)
+    verdicts = [c["verdict"] for c in calls.values()]
+    assert verdicts == ["allow"] * 5 + ["block", "abort"]
+    assert _ran(counter) == 5  # nothing ran after the block; the session stopped at the abort
+    assert model.model.calls == 7  # no model turn after the stop
+    assert "CRITICAL: Called exec with identical arguments" in _model_saw(tmp_path / "model.jsonl")
+    transcript = run.session_file.read_text()
+    assert "hook_stopped_continuation" in transcript or "2 consecutive tool calls" in transcript
+    _keep("claude-code-escalation", run, live)
+    print(f"claude-code e2e run: {time.monotonic() - started:.1f} s")
+
+
+def test_codex_blocks_the_sixth_call_and_denies_every_later_call_of_the_turn(pipeline, tmp_path):
+    binary = _binary("codex")
+    counter = tmp_path / "project" / "ran.txt"
+    started = time.monotonic()
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl") as model:
+        run = run_codex(binary, tmp_path, model.url, pipeline.gateway_url)
+    assert run.status == 0, run.stderr
+    assert run.session_id is not None
+    live = pipeline.verdicts(run.session_id, at_least=MAX_CALLS + 5)
+    calls = _assert_live_equals_replay("codex", run, live, pipeline.config_path)
+    verdicts = [c["verdict"] for c in calls.values()]
+    assert verdicts == ["allow"] * 5 + ["block"] + ["abort"] * (MAX_CALLS - 6)
+    assert _ran(counter) == 5  # every call after the 5th was denied before it ran
+    assert model.model.calls == MAX_CALLS  # the turn went on: no hook answer ends it
+    seen = _model_saw(tmp_path / "model.jsonl")
+    assert "CRITICAL: Called shell with identical arguments" in seen
+    assert "2 consecutive tool calls in this run were blocked" in seen
+    _keep("codex-escalation", run, live)
+    print(f"codex e2e run: {time.monotonic() - started:.1f} s")
+
+
+def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
+    binary = _binary("codex")
+    counter = tmp_path / "project" / "ran.txt"
+    with ModelServer(_command(counter), 7, tmp_path / "model.jsonl") as model:
+        run = run_codex(binary, tmp_path, model.url, pipeline.gateway_url, trust_hooks=False)
+    assert run.status == 0, run.stderr
+    assert _ran(counter) == 7  # no hook ran: nothing was blocked
+    assert pipeline.verdicts(run.session_id, at_least=1, timeout=3.0) == []
+    assert "hook" not in run.stderr.lower()

@@ -1,0 +1,85 @@
+"""Session files the real runners wrote (tests/fixtures/runners, made by ``make e2e`` with
+``LOOPWATCH_E2E_FIXTURES``: Claude Code 2.1.332, Codex CLI 0.171.0, long strings cut) import with the ids and
+result hashes the live hooks gave, so a backtest of a session predicts its live verdicts.
+
+``*.live-calls.jsonl`` are the live verdicts of the same run, read from the verdicts topic, one line per call
+(:func:`tests.e2e.compare.calls_of`); ``*.hooks.jsonl`` are the hook calls the runner made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.detection import Engine, OpenClawConfig
+from streams.importers import import_paths
+from streams.offline.replay import Replayer
+from streams.runners.hooks import mapper
+from tests.e2e.compare import E2E_CONFIG, calls_of
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runners"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name,fmt", [("claude-code-escalation", "claude-code"), ("codex-escalation", "codex")])
+def test_the_replay_of_a_runners_own_session_gives_its_live_verdicts_result_hashes_included(name, fmt):
+    replayer = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
+    records = [replayer.apply(event, event["event_id"]) for event in import_paths(fmt, [FIXTURES / f"{name}.jsonl"])]
+    live = {line.pop("tool_call_id"): line for line in _lines(FIXTURES / f"{name}.live-calls.jsonl")}
+    assert calls_of(records) == live
+    assert [c["verdict"] for c in live.values()][:7] == ["allow"] * 5 + ["block", "abort"]
+    assert all(c["result_hash"].startswith(("error:" if fmt == "claude-code" else "")) for c in list(live.values())[:5])
+
+
+def test_claude_code_transcript_results_are_the_hooks_tool_responses():
+    session = FIXTURES / "claude-code-bash-ok.jsonl"
+    imported = {e["tool_call_id"]: e for e in import_paths("claude-code", [session])}
+    hooks = mapper("claude-code")
+    checked = 0
+    for payload in _lines(FIXTURES / "claude-code-bash-ok.hooks.jsonl"):
+        payload["transcript_path"] = str(session)
+        event = hooks.event(payload)
+        if event is None:
+            continue
+        mine = imported[event["tool_call_id"]]
+        assert event["run_id"] == mine["run_id"] and event["session_id"] == mine["session_id"]
+        if event["type"] == "tool_result":
+            assert (event["result"], event["error"]) == (mine["result"], mine["error"])
+            assert event["result"]["details"]["stdout"] == "hello"
+            checked += 1
+    assert checked == 8
+
+
+def test_codex_rollout_turns_call_ids_and_calls_that_never_ran():
+    events = list(import_paths("codex", [FIXTURES / "codex-interrupted.jsonl"]))
+    meta = _lines(FIXTURES / "codex-interrupted.jsonl")[0]["payload"]
+    turn = next(r["payload"]["turn_id"] for r in _lines(FIXTURES / "codex-interrupted.jsonl")
+                if r["payload"].get("type") == "task_started")
+    assert [e["tool_call_id"] for e in events] == ["call_01_000001", "call_02_000002", "call_03_000003"]
+    assert {e["run_id"] for e in events} == {f"{meta['id']}#{turn}"}
+    assert all(e["tool_name"] == "shell" and e["args"] == {"command": "ls /nonexistent-dir"} for e in events)
+    assert events[0]["result"] == {"content": [{"type": "text", "text": "ls: cannot access '/nonexistent-dir': "
+                                                                        "No such file or directory\n"}], "details": {}}
+    assert events[2]["result"] is None and "outcome_follows" not in events[2]  # interrupted before it ran
+
+    blocked = list(import_paths("codex", [FIXTURES / "codex-escalation.jsonl"]))
+    assert [e["result"] is None for e in blocked] == [False] * 5 + [True] * 5  # 6-10 denied by the hook
+
+
+def test_codex_sessions_import_from_a_tree_and_from_standard_input(monkeypatch, tmp_path):
+    tree = tmp_path / "sessions" / "2026" / "12" / "03"
+    tree.mkdir(parents=True)
+    (tree / "rollout-2026-12-03T07-00-00-x.jsonl").write_bytes((FIXTURES / "codex-interrupted.jsonl").read_bytes())
+    from_tree = list(import_paths("codex", [tmp_path / "sessions"]))
+    assert len(from_tree) == 3
+    import subprocess
+    import sys
+    out = subprocess.run([str(Path(sys.executable).parent / "loopwatch"), "import", "--format", "codex", "-"],
+                         input=(FIXTURES / "codex-interrupted.jsonl").read_bytes(), capture_output=True, check=True)
+    assert [json.loads(line)["tool_call_id"] for line in out.stdout.splitlines()] == \
+        [e["tool_call_id"] for e in from_tree]
