@@ -20,10 +20,11 @@ from streams.runners.hooks.command import runner_exit
 from tests.runners.gateway_support import EngineSource, served
 from tests.runners.test_hooks import CC_COMMON, CX_COMMON, _post, cc_pre, cx_post, cx_pre
 
-RUN_ENDED = {"decision": "abort", "message": None, "verdict": {
-    "run_id": "cc-1:start", "verdict": "abort", "decision": "allow", "blocked": False,
-    "block_reason": "loopwatch: this run has ended (compaction_loop_persisted); no further tool calls run",
-    "run_ended": {"by": "compaction_loop_persisted", "reason": "CRITICAL: tool exec repeated 3 times"}}}
+RUN_ENDED = {"decision": "abort", "message": None, "verdict": {  # OpenClaw would block it: its fields stay
+    "run_id": "cc-1:start", "verdict": "abort", "decision": "block", "blocked": True,
+    "block_reason": "CRITICAL: Called exec with identical arguments ...",
+    "run_ended": {"by": "compaction_loop_persisted", "reason": "CRITICAL: tool exec repeated 3 times",
+                  "message": "loopwatch: this run has ended (compaction_loop_persisted); no further tool calls run"}}}
 TERMINAL = {"decision": "abort", "message": "CRITICAL: Called exec with identical arguments ...", "verdict": {
     "run_id": "cc-1:start", "verdict": "abort", "decision": "block", "blocked": True,
     "block_reason": "CRITICAL: Called exec with identical arguments ...",
@@ -48,7 +49,7 @@ ENDING = {"run_ended": RUN_ENDED, "terminal": TERMINAL, "guard": GUARD_ABORT, "p
 def test_the_text_for_the_model_is_block_text_else_block_reason_and_the_note_of_a_warning():
     assert stop_text(TERMINAL) == TERMINAL["verdict"]["block_text"]
     assert stop_text(RECOVERY_BLOCK) == "CRITICAL: bare\n\nTry a different approach."
-    assert stop_text(RUN_ENDED) == RUN_ENDED["verdict"]["block_reason"]
+    assert stop_text(RUN_ENDED) == RUN_ENDED["verdict"]["run_ended"]["message"]
     assert stop_text(GUARD_ABORT) == "CRITICAL: tool exec repeated 3 times after compaction"
     assert stop_text(POLICY_ABORT) == "CRITICAL: 2 consecutive tool calls in this run were blocked"
     assert stop_text({"decision": "block", "message": "loopwatch: no verdict within 2 s", "verdict": None}) \

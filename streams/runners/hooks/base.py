@@ -86,21 +86,22 @@ DEFAULT_STOP_TEXT = "loopwatch: tool-call loop detected"
 def stop_text(decision: Mapping[str, Any]) -> str:
     """What to tell the model when a call is denied or a run stopped (``decision``: the gateway's answer).
 
-    A loopwatch policy's message when a policy decided; else the verdict record's ``block_text``
-    (OpenClaw 2026.9.6's text for the model), else its ``block_reason`` (a block, or a call of a run
-    that has ended, CONTRACTS.md §3), else the gateway's ``message`` (the post-compaction guard's
-    abort, or the client's stand-in when no verdict came).
+    For a call of a run that had already ended, the record's ``run_ended.message`` (docs/events-and-
+    verdicts.md); else a loopwatch policy's message when a policy decided; else the record's
+    ``block_text`` (OpenClaw 2026.9.6's text for the model), else its ``block_reason``, else the
+    gateway's ``message`` (the post-compaction guard's abort, or the client's stand-in when no
+    verdict came).
     """
     record = decision.get("verdict") or {}
+    ended = record.get("run_ended") or {}
     policy = record.get("policy") or {}
+    candidates = [ended.get("message"), ended.get("reason")] if ended and decision.get("decision") == "abort" else []
     if policy.get("message") and policy.get("verdict") == decision.get("decision"):
-        return str(policy["message"])
-    for text in (record.get("block_text"), record.get("block_reason"), decision.get("message")):
+        candidates.append(policy["message"])
+    candidates += [record.get("block_text"), record.get("block_reason"), decision.get("message")]
+    for text in candidates:
         if isinstance(text, str) and text:
             return text
-    ended = record.get("run_ended") or {}
-    if ended.get("reason"):
-        return f"loopwatch: this run has ended ({ended['reason']})"
     return DEFAULT_STOP_TEXT
 
 
