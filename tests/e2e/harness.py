@@ -128,6 +128,15 @@ class Pipeline:
     def config_path(self) -> Path:
         return self.workdir / "loopwatch.json"
 
+    @property
+    def token_file(self) -> Path:
+        """The gateway's bearer token file (it makes the token on its first start)."""
+        return self.workdir / "gateway-token"
+
+    def hook_env(self) -> dict[str, str]:
+        """What a runner's environment needs for the hooks: the gateway's URL and its token file."""
+        return {"LOOPWATCH_GATEWAY_URL": self.gateway_url, "LOOPWATCH_GATEWAY_TOKEN_FILE": str(self.token_file)}
+
     def start(self) -> "Pipeline":
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(json.dumps(self.config))
@@ -142,7 +151,8 @@ class Pipeline:
              "--events-topic", self.topics["events"], "--verdicts-topic", self.topics["verdicts"],
              "--timeout", str(self.gateway_timeout_s), "--on-timeout", self.on_timeout],
             stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "LOOPWATCH_GATEWAY_TOKEN": ""})
+            env={**{k: v for k, v in os.environ.items() if k != "LOOPWATCH_GATEWAY_TOKEN"},
+                 "LOOPWATCH_GATEWAY_TOKEN_FILE": str(self.token_file)})
         _wait_for(lambda: _answers(port), 60, "loopwatch gateway", self.gateway, log)
         return self
 
@@ -220,17 +230,20 @@ class RunnerRun:
     home: Path
 
 
-def run_claude_code(binary: Path, workdir: Path, model_url: str, gateway_url: str, prompt: str = "loop please",
-                    http: bool = False, timeout: float = 300.0, extra_env: dict[str, str] | None = None) -> RunnerRun:
-    """``claude -p PROMPT`` with loopwatch's hook settings (command hooks; ``http``: http hooks)."""
+def run_claude_code(binary: Path, workdir: Path, model_url: str, hook_env: dict[str, str], prompt: str = "loop please",
+                    http: bool = False, timeout: float = 300.0) -> RunnerRun:
+    """``claude -p PROMPT`` with loopwatch's hook settings (command hooks; ``http``: http hooks, with the
+    gateway's token in ``LOOPWATCH_GATEWAY_TOKEN`` as their docs say)."""
     home, project = workdir / "home", workdir / "project"
     project.mkdir(parents=True, exist_ok=True)
     (home / ".claude").mkdir(parents=True, exist_ok=True)
     settings = workdir / "settings.json"
+    gateway_url = hook_env["LOOPWATCH_GATEWAY_URL"]
     settings.write_text(json.dumps(snippets.claude_code_settings(LOOPWATCH, http_url=gateway_url if http else None)))
     env = {**QUIET_ENV, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-           "ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy",
-           "LOOPWATCH_GATEWAY_URL": gateway_url, **(extra_env or {})}
+           "ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy", **hook_env}
+    if http:
+        env["LOOPWATCH_GATEWAY_TOKEN"] = Path(hook_env["LOOPWATCH_GATEWAY_TOKEN_FILE"]).read_text().strip()
     proc = subprocess.run([str(binary), "-p", prompt, "--settings", str(settings), "--allowedTools", "Bash",
                            "--output-format", "json"], cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
@@ -266,16 +279,15 @@ stream_max_retries = 0
 """
 
 
-def run_codex(binary: Path, workdir: Path, model_url: str, gateway_url: str, prompt: str = "loop please",
-              trust_hooks: bool = True, timeout: float = 300.0, extra_env: dict[str, str] | None = None) -> RunnerRun:
+def run_codex(binary: Path, workdir: Path, model_url: str, hook_env: dict[str, str], prompt: str = "loop please",
+              trust_hooks: bool = True, timeout: float = 300.0) -> RunnerRun:
     """``codex exec --json PROMPT`` with loopwatch's hooks in ``$CODEX_HOME/config.toml``; ``trust_hooks``
     passes ``--dangerously-bypass-hook-trust`` (``codex exec`` cannot answer the trust prompt)."""
     home, project = workdir / "codex-home", workdir / "project"
     project.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(CODEX_CONFIG.format(model_url=model_url) + snippets.codex_config_toml(LOOPWATCH))
-    env = {**QUIET_ENV, "HOME": str(home), "CODEX_HOME": str(home), "E2E_MODEL_KEY": "e2e-dummy",
-           "LOOPWATCH_GATEWAY_URL": gateway_url, **(extra_env or {})}
+    env = {**QUIET_ENV, "HOME": str(home), "CODEX_HOME": str(home), "E2E_MODEL_KEY": "e2e-dummy", **hook_env}
     args = [str(binary), "exec", "--skip-git-repo-check", "--json"]
     if trust_hooks:
         args.append("--dangerously-bypass-hook-trust")

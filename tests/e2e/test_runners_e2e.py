@@ -88,7 +88,7 @@ def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tm
     counter = tmp_path / "project" / "ran.txt"
     started = time.monotonic()
     with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl") as model:
-        run = run_claude_code(binary, tmp_path, model.url, pipeline.gateway_url)
+        run = run_claude_code(binary, tmp_path, model.url, pipeline.hook_env())
     assert run.status == 0, run.stderr
     assert run.session_id is not None
     live = pipeline.verdicts(run.session_id, at_least=12)
@@ -109,7 +109,7 @@ def test_codex_blocks_the_sixth_call_and_denies_every_later_call_of_the_turn(pip
     counter = tmp_path / "project" / "ran.txt"
     started = time.monotonic()
     with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl") as model:
-        run = run_codex(binary, tmp_path, model.url, pipeline.gateway_url)
+        run = run_codex(binary, tmp_path, model.url, pipeline.hook_env())
     assert run.status == 0, run.stderr
     assert run.session_id is not None
     live = pipeline.verdicts(run.session_id, at_least=MAX_CALLS + 5)
@@ -129,7 +129,7 @@ def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
     binary = _binary("codex")
     counter = tmp_path / "project" / "ran.txt"
     with ModelServer(_command(counter), 7, tmp_path / "model.jsonl") as model:
-        run = run_codex(binary, tmp_path, model.url, pipeline.gateway_url, trust_hooks=False)
+        run = run_codex(binary, tmp_path, model.url, pipeline.hook_env(), trust_hooks=False)
     assert run.status == 0, run.stderr
     assert _ran(counter) == 7  # no hook ran: nothing was blocked
     assert pipeline.verdicts(run.session_id, at_least=1, timeout=3.0) == []
