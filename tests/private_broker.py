@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
@@ -38,6 +39,21 @@ def free_port_pair() -> int:
             except OSError:
                 continue
         return port
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for a gateway or a fake server of a test)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def running_broker(work: Path) -> Iterator["PrivateBroker"]:
+    """A started broker under ``work``, stopped afterwards (the body of a module fixture: ``yield from``)."""
+    own = PrivateBroker(work)
+    own.start()
+    yield own
+    own.stop()
 
 
 def _libs() -> Path:

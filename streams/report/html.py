@@ -14,6 +14,9 @@ sessions worst first); timelines are drawn for the ``top`` worst sessions only, 
 drawn), and a stretch of more than :data:`ALLOWED_RUN` allowed calls in a row is one
 grey ``gap`` marker saying how many.
 
+Every string from the recordings goes through :func:`_e`: cut, with invisible and bidi characters
+escaped (:mod:`.shown`), then HTML-escaped.
+
 Elements carry ``data-*`` attributes (``data-status``, ``data-tool``, ``data-where``,
 ``data-metric``) so that tests can read the rendered page.
 """
@@ -26,6 +29,7 @@ from typing import Iterable
 
 from .compare import Comparison, Difference
 from .model import Call, Compaction, Report, RunReport, SessionReport
+from .shown import LIMIT, MESSAGE_LIMIT, shown
 
 __all__ = ["render_html"]
 
@@ -137,8 +141,10 @@ _JS = """
 """
 
 
-def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+def _e(value: object, limit: int | None = LIMIT, lines: bool = False) -> str:
+    """``value`` as HTML text or attribute: cut and with invisible characters escaped
+    (:func:`~streams.report.shown.shown`), then HTML-escaped."""
+    return escape(shown(value, limit, lines), quote=True)
 
 
 def _short(run_id: str, keep: int = 22) -> str:
@@ -162,16 +168,17 @@ def _rel(path: str, base: str | None) -> str:
 def _call_tip(call: Call, relative_to: str | None) -> str:
     from .model import where
 
-    lines = [f"{call.tool} — {_STATUS_TEXT[call.status]}"]
+    # Each part cut and escaped here (the tip keeps its newlines): _e(tip, None, lines=True) adds no cut.
+    lines = [f"{shown(call.tool)} — {_STATUS_TEXT[call.status]}"]
     if call.detection:
-        lines.append(f"{call.detection.get('detector')} / {call.detection.get('level')}, "
-                     f"count {call.detection.get('count')}")
+        lines.append(f"{shown(call.detection.get('detector'))} / {shown(call.detection.get('level'))}, "
+                     f"count {shown(call.detection.get('count'))}")
     if call.status == "abort" and call.abort:
-        lines.append(f"compaction_loop_persisted / critical, count {call.abort.get('count')}")
+        lines.append(f"compaction_loop_persisted / critical, count {shown(call.abort.get('count'))}")
     message = call.message
     if message:
-        lines.append(message)
-    lines.append(where(call.source, relative_to, basename=True))
+        lines.append(shown(message, MESSAGE_LIMIT))
+    lines.append(shown(where(call.source, relative_to, basename=True)))
     return "\n".join(lines)
 
 
@@ -193,14 +200,14 @@ def _timeline(run: RunReport, relative_to: str | None) -> str:
         item = items[index]
         index += 1
         if isinstance(item, Compaction):
-            tip = f"compaction (post-compaction guard armed)\n{where(item.source, relative_to, basename=True)}"
-            parts.append(f'<span class="cmp" data-tip="{_e(tip)}" title="{_e(tip)}"></span>')
+            tip = f"compaction (post-compaction guard armed)\n{shown(where(item.source, relative_to, basename=True))}"
+            parts.append(f'<span class="cmp" data-tip="{_e(tip, None, True)}" title="{_e(tip, None, True)}"></span>')
         else:
             tip = _call_tip(item, relative_to)
             parts.append(
                 f'<span class="c st-{item.status}" data-status="{item.status}" data-tool="{_e(item.tool)}" '
                 f'data-count="{_e(item.count if item.count is not None else "")}" '
-                f'data-where="{_e(where(item.source, relative_to, basename=True))}" data-tip="{_e(tip)}"></span>')
+                f'data-where="{_e(where(item.source, relative_to, basename=True))}" data-tip="{_e(tip, None, True)}"></span>')
     if not parts:
         parts.append('<span class="empty">no tool calls</span>')
     return "".join(parts)
@@ -257,7 +264,7 @@ def _session_section(index: int, session: SessionReport, relative_to: str | None
             f'{_e(_line_only(r.source) if single else r.where(relative_to, basename=True))}</td>'
             f'<td class="l">{_e(r.tool)}</td><td class="l">{_e(r.detector)}</td><td class="l">{_e(r.level)}</td>'
             f'<td class="l">{_e(r.action)}</td><td>{_e("" if r.count is None else r.count)}</td>'
-            f'<td class="msg">{_e(r.message)}</td></tr>' for r in rows)
+            f'<td class="msg">{_e(r.message, MESSAGE_LIMIT)}</td></tr>' for r in rows)
         opened = " open" if len(rows) <= FOLD_DETECTIONS_ABOVE else ""
         body.append(f'<details class="dets"{opened}><summary>{len(rows)} detection(s)</summary>'
                     '<table class="detections"><tr><th>source</th><th class="l">tool</th><th class="l">detector</th>'
@@ -288,7 +295,7 @@ def _fleet_loops(report: Report, top: int | None) -> str:
                     f'<td>{group["runs"]}</td><td>{group["windows"]}</td><td>{group["events"]}</td>'
                     f'<td class="l">{_e(", ".join(group["agents"][:5]) or "-")}</td><td class="l mono">{_e(runs)}</td>'
                     f'<td class="l">{_e(minute(group["first_seen"]))} – {_e(minute(group["last_seen"]))}</td>'
-                    f'<td class="msg">{_e(group["message"])}</td></tr>')
+                    f'<td class="msg">{_e(group["message"], MESSAGE_LIMIT)}</td></tr>')
     more = len(groups) - len(shown)
     return (f'<h2>Fleet loops ({len(groups)} signature(s), {len(report.fleet_loops)} window(s))</h2>'
             '<table id="fleet-loops"><tr><th>signature</th><th>runs</th><th>windows</th><th>events</th>'
@@ -368,7 +375,7 @@ def _differences(table_id: str, diffs: list[Difference], relative_to: str | None
         return '<p class="empty">None.</p>'
     rows = "".join(f'<tr><td class="mono">{_e(d.where(relative_to))}</td><td class="l">{_e(d.tool)}</td>'
                    f'<td class="l mono">{_e(d.run_id or "")}</td><td class="l mono">{_e(d.event_id or "")}</td>'
-                   f'<td class="l">{_e(d.a)}</td><td class="l">{_e(d.b)}</td></tr>' for d in diffs)
+                   f'<td class="l">{_e(d.a, MESSAGE_LIMIT)}</td><td class="l">{_e(d.b, MESSAGE_LIMIT)}</td></tr>' for d in diffs)
     return (f'<table id="{table_id}"><tr><th>source</th><th class="l">tool</th><th class="l">run</th>'
             '<th class="l">event</th><th class="l">A</th><th class="l">B</th></tr>' + rows + "</table>")
 

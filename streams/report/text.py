@@ -1,5 +1,7 @@
 """Plain-text rendering of a :class:`~streams.report.model.Report` (and of a comparison).
 
+Strings from the recordings are shown cut and with invisible characters escaped (:mod:`.shown`).
+
 Layout, summary first so that the top fits one screen whatever the fleet's size:
 a header line; the fleet summary table; the fleet loops (the ``top`` with the most
 runs); detections by detector; the sessions worst first (by aborts, blocks, emitted
@@ -18,6 +20,7 @@ from typing import Iterable
 
 from .compare import Comparison, Difference
 from .model import Report, SessionReport, Totals, plural
+from .shown import MESSAGE_LIMIT, shown as visible
 
 __all__ = ["render_text", "render_comparison_text", "table"]
 
@@ -55,9 +58,9 @@ def _action_summary(counter: Counter) -> str:
 
 def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]:
     t = session.totals
-    out = [f"session {session.session_id}"]
+    out = [f"session {visible(session.session_id)}"]
     for path in session.files:
-        out.append(f"  file: {_rel(path, relative_to)}")
+        out.append(f"  file: {visible(_rel(path, relative_to))}")
     out.append(f"  {plural(t.runs, 'run')}, {plural(t.calls, 'call')}"
                + (f", {plural(t.compactions, 'compaction')}" if t.compactions else ""))
     if not t.detections:
@@ -71,13 +74,13 @@ def _session_lines(session: SessionReport, relative_to: str | None) -> list[str]
         out.append(f"    {detector:<26} {level:<9} {_action_summary(actions)}")
     flagged = [run for run in session.runs.values() if run.detections]
     for run in flagged[:RUNS_PER_SESSION]:
-        out.append(f"  run {run.run_id} ({plural(len(run.calls), 'call')})")
+        out.append(f"  run {visible(run.run_id)} ({plural(len(run.calls), 'call')})")
         for row in run.detections[:ROWS_PER_RUN]:
-            count = "" if row.count is None else f"count {row.count}"
-            out.append(f"    {row.where(relative_to)}  {row.tool}  {row.detector} {row.level} "
+            count = "" if row.count is None else f"count {visible(row.count)}"
+            out.append(f"    {visible(row.where(relative_to))}  {visible(row.tool)}  {row.detector} {row.level} "
                        f"{row.action}  {count}".rstrip())
             if row.message:
-                out.append(f"      {row.message}")
+                out.append(f"      {visible(row.message, MESSAGE_LIMIT)}")
         if len(run.detections) > ROWS_PER_RUN:
             out.append(f"    ... {plural(len(run.detections) - ROWS_PER_RUN, 'more detection')} in this run")
     if len(flagged) > RUNS_PER_SESSION:
@@ -115,7 +118,7 @@ def _session_table(report: Report, sessions: list[SessionReport]) -> list[str]:
     names = report.session_names()
     for session in sessions:
         t = session.totals
-        rows.append([names[session.session_id], t.runs, t.calls, t.warnings_emitted, t.warnings_suppressed,
+        rows.append([visible(names[session.session_id]), t.runs, t.calls, t.warnings_emitted, t.warnings_suppressed,
                      t.blocks, t.aborts])
     return table(["session", "runs", "calls", "warned", "suppressed", "blocks", "aborts"], rows)
 
@@ -135,11 +138,11 @@ def _fleet_lines(report: Report, top: int | None) -> list[str]:
            "many runs within a window)" + (f"; the {len(shown)} with the most runs" if len(shown) < len(groups) else "")]
     rows = []
     for group in shown:
-        agents = ",".join(group["agents"][:3]) + (",..." if len(group["agents"]) > 3 else "")
-        rows.append([group["signature"], group["runs"], group["windows"], group["events"], agents or "-",
+        agents = ",".join(visible(agent) for agent in group["agents"][:3]) + (",..." if len(group["agents"]) > 3 else "")
+        rows.append([visible(group["signature"]), group["runs"], group["windows"], group["events"], agents or "-",
                      minute(group["first_seen"]), minute(group["last_seen"])])
     out += table(["signature", "runs", "windows", "events", "agents", "first seen (UTC)", "last seen"], rows)
-    out.append(f"  {shown[0]['message']}")
+    out.append(f"  {visible(shown[0]['message'], MESSAGE_LIMIT)}")
     return out
 
 
@@ -171,7 +174,7 @@ def render_text(report: Report, relative_to: str | None = None, top: int | None 
     for session in shown:
         out.append("")
         out.extend(_session_lines(session, relative_to))
-    return "\n".join(out) + "\n"
+    return _visible("\n".join(out) + "\n")
 
 
 def render_comparison_text(comparison: Comparison, relative_to: str | None = None) -> str:
@@ -194,13 +197,19 @@ def render_comparison_text(comparison: Comparison, relative_to: str | None = Non
     out += ["", f"calls with the same verdict but another detection: {len(comparison.detection_differences)}"
                 " (detector, level, or warned / suppressed by OpenClaw's dedupe)"]
     out += _difference_lines(comparison.detection_differences, relative_to)
-    return "\n".join(out) + "\n"
+    return _visible("\n".join(out) + "\n")
+
+
+def _visible(text: str) -> str:
+    """The whole report with any invisible character left (in a config path, a note) escaped; the fields
+    that come from recordings are cut and escaped where they are written (:mod:`streams.report.shown`)."""
+    return visible(text, None, lines=True)
 
 
 def _difference_lines(diffs: list[Difference], relative_to: str | None) -> list[str]:
     out = []
     for diff in diffs:
-        out.append(f"  {diff.where(relative_to)}  {diff.tool}  {diff.ids()}")
-        out.append(f"      A: {diff.a}")
-        out.append(f"      B: {diff.b}")
+        out.append(f"  {visible(diff.where(relative_to))}  {visible(diff.tool)}  {visible(diff.ids())}")
+        out.append(f"      A: {visible(diff.a, MESSAGE_LIMIT)}")
+        out.append(f"      B: {visible(diff.b, MESSAGE_LIMIT)}")
     return out

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import time
 from collections import Counter
 
@@ -26,7 +25,7 @@ import pytest
 
 from streams.runners.gateway import GatewayConfig, serve
 from streams.wire.codecs import decode_event
-from tests.private_broker import PrivateBroker
+from tests.private_broker import PrivateBroker, free_port, running_broker
 from tests.runners.gateway_support import call
 from tests.runners.test_client_outage import _whole_topic
 from tests.worker_harness import create_topics, worker_settings
@@ -42,27 +41,18 @@ SLACK_S = 3.0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    own = PrivateBroker(tmp_path_factory.mktemp("kafka"))
-    own.start()
-    yield own
-    own.stop()
+    yield from running_broker(tmp_path_factory.mktemp("kafka"))
 
 
 def _broker_pid(broker: PrivateBroker) -> int:
     return int((broker.work / f"port-{broker.port}" / "kafka.pid").read_text().strip())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.timeout(300)
 def test_accepted_events_reach_kafka_after_a_broker_hang_and_beyond_the_outbox_503(broker, tmp_path):
     settings = worker_settings(broker.bootstrap, tmp_path)
     topic = settings.input_topics[0]
-    port = _free_port()
+    port = free_port()
     answers: list[tuple[str, int, dict, float, str]] = []  # (tool_call_id, status, body, seconds, phase)
     phase = "before"
 
