@@ -300,6 +300,16 @@ def _profiles_of(options: Any) -> tuple[str, dict[str, str]]:
     return default, per_agent
 
 
+def _validate_entry(entry: Any, path: str, issues: list[tuple[str, str]], profile: str) -> None:
+    """An agent entry (of ``agents.list`` or ``agents.entries``): an object whose ``tools``, when present, is an
+    object whose ``loopDetection`` block follows ``profile``'s rules."""
+    if not _check_object(entry, path, issues):
+        return
+    entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
+    if entry_tools is not None and "loopDetection" in entry_tools:
+        _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues, profile)
+
+
 def validate(raw: Mapping[str, Any], source: str | None = None, profile: str | None = None) -> None:
     """Check the loop-detection blocks of an OpenClaw config (Spec §2.1).
 
@@ -340,24 +350,13 @@ def validate(raw: Mapping[str, Any], source: str | None = None, profile: str | N
             issues.append(("agents.list", f"Expected array, received {_type_name(agent_list)}"))
             agent_list = []
         for index, entry in enumerate(agent_list):
-            path = f"agents.list.{index}"
-            if not _check_object(entry, path, issues):
-                continue
-            entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
-            if entry_tools is not None and "loopDetection" in entry_tools:
-                _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues,
-                                agent_profile(entry.get("id")))
+            _validate_entry(entry, f"agents.list.{index}", issues,
+                            agent_profile(entry.get("id") if isinstance(entry, dict) else None))
     if agents is not None and "entries" in agents:  # 2026.9.6's agent table (2026.9 delta §2.4)
         entries = agents["entries"]
         if _check_object(entries, "agents.entries", issues):
             for agent_id, entry in entries.items():
-                path = f"agents.entries.{agent_id}"
-                if not _check_object(entry, path, issues):
-                    continue
-                entry_tools = _object_member(entry, "tools", f"{path}.tools", issues)
-                if entry_tools is not None and "loopDetection" in entry_tools:
-                    _validate_block(entry_tools["loopDetection"], f"{path}.tools.loopDetection", issues,
-                                    agent_profile(agent_id))
+                _validate_entry(entry, f"agents.entries.{agent_id}", issues, agent_profile(agent_id))
     if options is not None:
         if _check_strict(options, _OPTION_KEYS, "options", issues) and "channelSendTools" in options:
             names = options["channelSendTools"]
@@ -582,18 +581,15 @@ class OpenClawConfig:
             return self._cache[key]
         except KeyError:
             pass
-        if self.profile_for(agent_id, profile) == OPENCLAW_2026_9_6:
-            if isinstance(agent_id, str) and agent_id:
+        is_2026_9 = self.profile_for(agent_id, profile) == OPENCLAW_2026_9_6
+        if isinstance(agent_id, str) and agent_id:
+            if is_2026_9:  # 2026.9 delta §2.4: another agent lookup and overlay
                 block = merge_blocks_2026_9(self._global, self._agent_block_2026_9(agent_id))
             else:
-                block = self._global if isinstance(self._global, dict) else None
-            settings = self._cache[key] = resolve_2026_9(block)
-            return settings
-        if isinstance(agent_id, str) and agent_id:
-            block = merge_blocks(self._global, self._agent_block(agent_id))
+                block = merge_blocks(self._global, self._agent_block(agent_id))
         else:
             block = self._global if isinstance(self._global, dict) else None
-        settings = self._cache[key] = resolve(block)
+        settings = self._cache[key] = (resolve_2026_9 if is_2026_9 else resolve)(block)
         return settings
 
     def _agent_block_2026_9(self, agent_id: str) -> Any:

@@ -269,3 +269,26 @@ def test_a_command_hooks_timeout_shortens_the_gateways_wait_so_the_gateway_gives
     deadlines = [decode_event(sent)["deadline"] for _, sent in producer.records]
     # 0.4 s less the 0.25 s left for the hook's round trip; then the gateway's 0.05 s
     assert deadlines == [5_000_150] + [5_000_050] * 4
+
+
+def test_an_openclaw_2026_9_6_runner_beside_a_2026_7_config_gets_that_releases_answers():
+    """The event's profile field (the OpenClaw plugin sets it from its host) picks the behaviour: LOOPY's
+    thresholds (12) are ignored, the first critical is a recovery block with its text, the second ends the run."""
+    async def main():
+        source = EngineSource()
+        answers = []
+        async with served(source) as client:
+            for i in range(22):
+                response = await client.post("/v1/events", json=call("r9", i, profile="openclaw-2026.9.6"))
+                answers.append(await response.json())
+                await client.post("/v1/events", json={**result("r9", i), "profile": "openclaw-2026.9.6"})
+        assert [a["decision"] for a in answers[9:]] == ["allow", "warn"] + ["allow"] * 9 + ["block", "abort"]
+        warn, recovery, terminal = answers[10], answers[20], answers[21]
+        assert warn["message"] == warn["verdict"]["warning"]["note"]
+        assert warn["message"].startswith("[System note: Tool-loop warning after 10 repeated calls.")
+        assert recovery["message"] == recovery["verdict"]["block_text"]
+        assert recovery["message"].endswith("continue with a different tool or different arguments.")
+        assert (terminal["detector"], terminal["count"]) == ("generic_repeat", 21)
+        assert terminal["message"].endswith("This run is stopping now.")
+        assert terminal["verdict"]["run_terminated"] is True
+    _run(main())
