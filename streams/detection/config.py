@@ -57,6 +57,8 @@ __all__ = [
     "resolve",
     "resolve_2026_9",
     "normalize_agent_id",
+    "js_double",
+    "js_increment",
 ]
 
 DEFAULT_HISTORY_SIZE = 30
@@ -189,6 +191,7 @@ def _check_positive_int(value: Any, path: str, issues: list[tuple[str, str]]) ->
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         issues.append((path, f"Expected number, received {_type_name(value)}"))
         return False
+    value = js_double(value)
     if isinstance(value, float) and not value.is_integer():
         issues.append((path, "Expected integer, received float"))
         return False
@@ -248,14 +251,15 @@ def _validate_block(block: Any, path: str, issues: list[tuple[str, str]], profil
                 block["postCompactionGuard"]["windowSize"], f"{path}.postCompactionGuard.windowSize", issues
             )
     # Cross-field rules apply only when both fields are present in this block (Spec §2.1).
+    # (comparing the doubles JavaScript holds, Spec §2.2 R1)
     if numbers_ok.get("warningThreshold") and numbers_ok.get("criticalThreshold"):
-        if block["warningThreshold"] >= block["criticalThreshold"]:
+        if js_double(block["warningThreshold"]) >= js_double(block["criticalThreshold"]):
             issues.append((
                 f"{path}.criticalThreshold",
                 "tools.loopDetection.warningThreshold must be lower than criticalThreshold.",
             ))
     if numbers_ok.get("criticalThreshold") and numbers_ok.get("globalCircuitBreakerThreshold"):
-        if block["criticalThreshold"] >= block["globalCircuitBreakerThreshold"]:
+        if js_double(block["criticalThreshold"]) >= js_double(block["globalCircuitBreakerThreshold"]):
             issues.append((
                 f"{path}.globalCircuitBreakerThreshold",
                 "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold.",
@@ -403,10 +407,36 @@ def merge_blocks(global_block: Any, agent_block: Any) -> dict | None:
     return merged
 
 
+_MAX_SAFE = 2 ** 53  # up to here every integer is exactly a double
+
+
+def js_double(value: int | float) -> int | float:
+    """The IEEE-754 double JavaScript's JSON reader makes of a parsed number (Spec §2.2, R1).
+
+    Integers beyond 2^53 become the nearest double (``9007199254740993`` ->
+    ``9007199254740992``), returned as a Python int when finite so it prints
+    as JavaScript prints it; an integer too large for a double is ``inf``.
+    Floats (already doubles) and smaller integers are returned unchanged.
+    """
+    if type(value) is int and not -_MAX_SAFE <= value <= _MAX_SAFE:
+        try:
+            return int(float(value))
+        except OverflowError:  # beyond the largest double: JavaScript's Infinity
+            return float("inf") if value > 0 else float("-inf")
+    return value
+
+
+def js_increment(value: int) -> int:
+    """``value + 1`` in double arithmetic (Spec §2.2 steps 2-3: ``2**53 + 1`` stays ``2**53``)."""
+    return value + 1 if value < _MAX_SAFE else int(float(value) + 1)
+
+
 def _positive_int(value: Any, default: int) -> int:
+    """Spec §2.2 step 1: a number, an integer (as a double) and > 0; else ``default``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
-    if isinstance(value, float) and not value.is_integer():
+    value = js_double(value)
+    if isinstance(value, float) and not value.is_integer():  # also NaN and the infinities
         return default
     return int(value) if value > 0 else default
 
@@ -432,9 +462,9 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     critical = _positive_int(block.get("criticalThreshold"), DEFAULT_CRITICAL_THRESHOLD)
     breaker = _positive_int(block.get("globalCircuitBreakerThreshold"), DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD)
     if critical <= warning:
-        critical = warning + 1
+        critical = js_increment(warning)
     if breaker <= critical:
-        breaker = critical + 1
+        breaker = js_increment(critical)
     detectors = block.get("detectors")
     detectors = detectors if isinstance(detectors, dict) else {}
     guard = block.get("postCompactionGuard")
@@ -479,10 +509,23 @@ def resolve_2026_9(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     return DEFAULTS_2026_9
 
 
-def _entry_block(entry: dict) -> Any:
-    """An ``agents.list`` entry's own ``tools.loopDetection`` block, or None."""
-    tools = entry.get("tools")
+def _entry_block(entry: dict | list) -> Any:
+    """An ``agents.list`` entry's own ``tools.loopDetection`` block, or None (an array entry has none)."""
+    tools = entry.get("tools") if isinstance(entry, dict) else None
     return tools.get("loopDetection") if isinstance(tools, dict) else None
+
+
+def _entry_agent_id(entry: dict | list) -> str | None:
+    """The normalised id an ``agents.list`` entry is looked up by (Spec §2.4, R2).
+
+    An array entry (an object in JavaScript, with no ``id``) and an entry whose
+    ``id`` is absent, null or blank normalise to ``main``; None for an id that
+    is not a string (OpenClaw's normalisation cannot take it: not a candidate).
+    """
+    entry_id = entry.get("id") if isinstance(entry, dict) else None
+    if entry_id is None:
+        return "main"
+    return normalize_agent_id(entry_id) if isinstance(entry_id, str) else None
 
 
 class OpenClawConfig:
@@ -504,7 +547,12 @@ class OpenClawConfig:
         self._global = tools.get("loopDetection") if isinstance(tools, dict) else None
         agents = raw.get("agents")
         agent_list = agents.get("list") if isinstance(agents, dict) else None
-        self._agents: list[dict] = [a for a in agent_list if isinstance(a, dict)] if isinstance(agent_list, list) else []
+        # candidates: the entries that are objects in JavaScript's sense, arrays included (Spec §2.4, R2),
+        # with the normalised id each is looked up by
+        self._agents: list[tuple[str, dict | list]] = [
+            (agent_id, entry) for entry in (agent_list if isinstance(agent_list, list) else ())
+            if isinstance(entry, (dict, list)) and (agent_id := _entry_agent_id(entry)) is not None
+        ]
         entries = agents.get("entries") if isinstance(agents, dict) else None
         self._entries: dict[str, Any] = {}  # agents.entries by normalised id (2026.9 delta §2.4), first key wins
         for key, entry in (entries.items() if isinstance(entries, dict) else ()):
@@ -529,7 +577,7 @@ class OpenClawConfig:
     def smallest_warning_threshold(self) -> int:
         """The lowest resolved ``warningThreshold`` over the global block and every agent (of ``agents.list``,
         ``agents.entries`` and ``options.agentProfiles``), under either profile (an event may name its own)."""
-        ids = [entry.get("id") for entry in self._agents if isinstance(entry.get("id"), str)]
+        ids = [agent_id for agent_id, _ in self._agents]
         ids += [*self._entries, *self._agent_profiles]
         return min(self.for_agent(agent_id, profile).warning_threshold
                    for agent_id in [None, *ids] for profile in PROFILES)
@@ -554,27 +602,29 @@ class OpenClawConfig:
         applies (the first entry of each normalised id, as there), in file order."""
         seen: set[str] = set()
         ids = []
-        for entry in self._agents:
-            entry_id = entry.get("id")
-            if not isinstance(entry_id, str) or normalize_agent_id(entry_id) in seen:
+        for agent_id, entry in self._agents:
+            if agent_id in seen:
                 continue
-            seen.add(normalize_agent_id(entry_id))
+            seen.add(agent_id)
             if _entry_block(entry) is not None:
-                ids.append(entry_id)
+                entry_id = entry.get("id") if isinstance(entry, dict) else None
+                ids.append(entry_id if isinstance(entry_id, str) and js_trim(entry_id) else agent_id)
         return ids
 
     def _agent_block(self, agent_id: str) -> Any:
+        """The first candidate entry whose normalised id is ``agent_id``'s: its own block, or None."""
         wanted = normalize_agent_id(agent_id)
-        for entry in self._agents:
-            entry_id = entry.get("id")
-            if isinstance(entry_id, str) and normalize_agent_id(entry_id) == wanted:
+        for entry_id, entry in self._agents:
+            if entry_id == wanted:
                 return _entry_block(entry)
         return None
 
     def for_agent(self, agent_id: str | None, profile: str | None = None) -> LoopDetectionSettings:
-        """Spec §2.4: effective settings for events of ``agent_id`` (None/empty: global only).
+        """Spec §2.4: effective settings for events of ``agent_id``.
 
-        ``profile`` is the event's ``profile`` field (None: the agent's, :meth:`profile_for`).
+        None or ``""``: no lookup, the global block alone; a blank id (``" "``)
+        is looked up as ``main`` (R2). ``profile`` is the event's ``profile``
+        field (None: the agent's, :meth:`profile_for`).
         """
         key: Any = agent_id if profile is None else (profile, agent_id)
         try:

@@ -14,9 +14,11 @@ Event shapes (Spec §10, the conformance vectors' schema):
   (string = thrown Error message; other non-null = thrown value), optional
   ``outcome_follows``;
 * ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
-  ``tool_call_id``, optional ``tool_name`` and ``args`` (the call's, as
-  OpenClaw's after-tool-call hook has them), ``result``, ``error``;
-  optional ``ran_without_verdict`` and ``judged`` (see below);
+  ``tool_call_id`` (may be null or absent, Spec §9 R8), optional ``tool_name``
+  and ``args`` (the call's, as OpenClaw's after-tool-call hook has them),
+  ``result``, ``error``; optional ``ran_without_verdict`` and ``judged`` (see
+  below). It may have neither session id nor session key (Spec §8.1 R7: it
+  then reads and changes no session state);
 * ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
   optional ``agent_id``.
 
@@ -25,7 +27,9 @@ takes the map of guards apart from the state, keyed by :func:`guard_key`
 (the raw run id, or for a blank run id the session key, else the session id).
 The stream processor passes none and keeps them in ``state.runs`` of the
 record key; :class:`~streams.detection.sessions.SessionStore` keeps one map for
-all sessions.
+all sessions. Blocked deferred calls (Spec §9 R6) are remembered the same way:
+by :func:`blocked_key` (run id as sent and call id), in a map the caller passes
+(the store: one for all sessions) or else in ``state.blocked``.
 
 Verdict records carry the fields of the vectors' ``expected`` entries plus
 ``verdict`` (allow, warn, block, abort or ignore: what the runner should do),
@@ -75,10 +79,10 @@ from .post_compaction_guard import abort_evidence, arm, guard_status, observe
 from .profiles import check_profile
 from .recovery import block_text, warning_note
 from .run_end import ending, refuse
-from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
+from .state import CallRecord, PendingCall, RunState, SessionState, hash_key, remember_blocked
 
 __all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "guard_key", "has_session_key",
-           "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
+           "has_session", "blocked_key", "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
@@ -97,20 +101,21 @@ _STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_
 _BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
 
 
-def _check_envelope(event: Mapping[str, Any]) -> None:
+def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
     """Field types every event kind shares, and a session to belong to.
 
     Raises EventError. Absent and null are allowed where OpenClaw has a default
     (Spec §10: ``session_key`` null = no session key; a missing tool name is
-    ``tool``), but an event with neither session id nor session key belongs
-    to no session at all and is rejected.
+    ``tool``). A ``tool_call`` or ``compaction_retry`` with neither session id
+    nor session key belongs to no session at all and is rejected; a
+    ``tool_result`` without them is valid and has no effect (Spec §8.1, R7).
     """
     get = event.get
     for field in _STRING_FIELDS:
         value = get(field)
         if value is not None and type(value) is not str:
             raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
-    if not (get("session_id") or get("session_key")):
+    if kind != "tool_result" and not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
     for field in ("ts", "deadline"):
         value = get(field)
@@ -135,9 +140,11 @@ def validate_event(event: Any) -> str:
 
     These are all the rules the engine rejects an event by (the worker
     dead-letters such an event with reason class ``schema``): an object,
-    ``type`` one of :data:`EVENT_TYPES`, the shared field types and a session
-    (see :func:`_check_envelope`), and a ``tool_call_id`` on a ``tool_result``.
-    An event that passes is accepted by the engine whatever state it meets.
+    ``type`` one of :data:`EVENT_TYPES`, the shared field types and, except
+    for a ``tool_result``, a session (see :func:`_check_envelope`). A
+    ``tool_result`` needs no ``tool_call_id`` (Spec §9, R8) and no session
+    (Spec §8.1, R7). An event that passes is accepted by the engine whatever
+    state it meets.
 
     Raises:
         EventError: the first rule the event breaks (``str()`` names the field).
@@ -147,16 +154,19 @@ def validate_event(event: Any) -> str:
     kind = event.get("type")
     if kind not in EVENT_TYPES:
         raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
-    _check_envelope(event)
-    if kind == "tool_result" and not event.get("tool_call_id"):
-        raise EventError("a tool_result needs the tool_call_id (a non-empty string) of its tool_call")
+    _check_envelope(event, kind)
     return kind
 
 
 def state_key(event: Mapping[str, Any]) -> str | None:
-    """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1)."""
-    key = event["session_key"] if "session_key" in event else event.get("session_id")
-    return key or event.get("session_id") or None
+    """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1).
+
+    Only an absent or null ``session_key`` falls back (JavaScript's ``??``):
+    ``session_key: ""`` is the key ``""`` (R4). None when the event has
+    neither (the store then uses ``"unknown"``).
+    """
+    key = event.get("session_key")
+    return event.get("session_id") if key is None else key
 
 
 def has_session_key(event: Mapping[str, Any]) -> bool:
@@ -168,6 +178,29 @@ def has_session_key(event: Mapping[str, Any]) -> bool:
     return bool(event["session_key"] if "session_key" in event else event.get("session_id"))
 
 
+def has_session(event: Mapping[str, Any]) -> bool:
+    """Whether the event has a session key or a session id, either non-empty (Spec §3 step 6, §8.1).
+
+    Outcomes are recorded only for such events; a ``tool_result`` without
+    either reads and changes no session state (R7).
+    """
+    return bool(event.get("session_key") or event.get("session_id"))
+
+
+def blocked_key(raw_run: Any, call_id: Any) -> str | None:
+    """The key a blocked call is remembered by (Spec §9, R6); None: never remembered.
+
+    The run id as sent (untrimmed) joined by ``:`` with the ``tool_call_id``
+    when the run id is not blank, else the call id alone; a call without an id
+    (null, absent or empty) has no key.
+    """
+    if not call_id:
+        return None
+    if raw_run and js_trim(raw_run):
+        return f"{raw_run}:{call_id}"
+    return call_id
+
+
 def guard_key(event: Mapping[str, Any]) -> str:
     """The identity of the post-compaction guard an event belongs to (Spec §7).
 
@@ -176,6 +209,8 @@ def guard_key(event: Mapping[str, Any]) -> str:
     (absent, null, empty or whitespace-only) run id: the ``session_key`` when
     the field is present and not null (even ``""``), else the ``session_id``.
     Both kinds share one namespace of strings, as OpenClaw's own map does.
+    None for a blank run id with neither (only a ``tool_result`` can have
+    neither, R7: it gets a guard of its own that nothing keeps).
     """
     raw_run = event.get("run_id")
     if raw_run and js_trim(raw_run):
@@ -183,7 +218,7 @@ def guard_key(event: Mapping[str, Any]) -> str:
     session_key = event.get("session_key")
     if session_key is not None:
         return session_key
-    return event.get("session_id") or ""
+    return event.get("session_id")
 
 
 class Engine:
@@ -202,14 +237,17 @@ class Engine:
         self.policies: Policies | None = build_policies(self.config.raw)
 
     def process(self, event: Mapping[str, Any], state: SessionState | None, ref: Any = None,
-                guards: MutableMapping[str, RunState] | None = None) -> dict[str, Any]:
+                guards: MutableMapping[str, RunState] | None = None,
+                blocked: MutableMapping[str, PendingCall] | None = None) -> dict[str, Any]:
         """Apply one event to ``state`` and return its verdict record.
 
         Arguments:
             event: a decoded event (see the module docstring).
             state: the state of the event's partition key; changed in place.
-                May be None for a ``compaction_retry`` when ``guards`` is
-                given: it touches no session state (Spec §8.1).
+                May be None, when ``guards`` and ``blocked`` are given, for a
+                ``compaction_retry``, a ``tool_result`` without session id or
+                key, and one of a blocked call: they touch no session state
+                (Spec §8.1 R7, §9 R6).
             ref: an opaque, msgpack-serialisable reference to this event (e.g.
                 ``[event_id, partition, offset]``) kept with the record it adds
                 and reported as evidence when that record contributes to a
@@ -217,6 +255,8 @@ class Engine:
             guards: the post-compaction guards by :func:`guard_key`, created
                 on first sight; default ``state.runs`` (at most
                 :data:`~streams.detection.state.MAX_RUNS`, idle ones evicted first).
+            blocked: the blocked deferred calls by :func:`blocked_key`
+                (Spec §9, R6), in insertion order; default ``state.blocked``.
         Returns:
             The verdict record (a new dict).
         Raises:
@@ -228,16 +268,27 @@ class Engine:
         """
         kind = validate_event(event)
         policies = self.policies
-        run_key = guard_key(event)
+        if blocked is None:
+            blocked = state.blocked
+        answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
+        if kind == "tool_result":
+            answered = _answered_call(event, state, blocked)
+            # a result applied as its call's belongs to the call's run (Spec §9, R5): a pending call's, or a
+            # blocked call's that ran without its verdict
+            applied = answered[1] is not None and event.get("judged") is not False and (
+                answered[0] is None or (event.get("ran_without_verdict") is True and has_session(event)))
+            run_key = answered[1].guard if applied else guard_key(event)
+        else:
+            run_key = guard_key(event)
         known_run = (guards if guards is not None else state.runs).get(run_key)
         ended = known_run.ended if known_run is not None else None  # before this event
         try:
             if policies is not None:
                 event = policies.prepare(event)
             if kind == "tool_call":
-                verdict = self._tool_call(event, state, ref, guards)
+                verdict = self._tool_call(event, state, ref, guards, blocked)
             elif kind == "tool_result":
-                verdict = self._tool_result(event, state, ref, guards)
+                verdict = self._tool_result(event, state, ref, guards, blocked, *answered)
             else:
                 verdict = self._compaction_retry(event, state, guards)
         except RecursionError:
@@ -253,7 +304,7 @@ class Engine:
         if ended is not None:
             return set_decided_by(refuse(verdict, ended))
         end = ending(verdict)
-        if end is not None:  # every path above created the run's state
+        if end is not None and run_key is not None:  # every path above created the run's state
             (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
         return set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
 
@@ -267,10 +318,15 @@ class Engine:
         return settings, raw_run, run_id
 
     @staticmethod
-    def _run(event: Mapping[str, Any], state: SessionState | None, guards: MutableMapping[str, RunState] | None,
-             settings: LoopDetectionSettings) -> RunState:
-        """The event's guard (Spec §7), created on first sight with its agent's guard config."""
-        key = guard_key(event)
+    def _run(event: Mapping[str, Any] | None, state: SessionState | None,
+             guards: MutableMapping[str, RunState] | None, settings: LoopDetectionSettings,
+             key: str | None = None) -> RunState:
+        """The guard of ``event``, or the one of identity ``key`` (Spec §7), created on first sight
+        with its agent's guard config. No identity (a sessionless result, R7): a fresh guard nothing keeps."""
+        if event is not None:
+            key = guard_key(event)
+        if key is None:
+            return RunState(settings.guard_enabled, settings.window_size)
         if guards is None:
             return state.run(key, settings.guard_enabled, settings.window_size)
         run = guards.get(key)
@@ -279,7 +335,8 @@ class Engine:
         return run
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any,
-                   guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
+                   guards: MutableMapping[str, RunState] | None,
+                   blocked: MutableMapping[str, PendingCall]) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
         settings, raw_run, run_id = self._context(event)
         is_2026_9 = settings.is_2026_9
@@ -303,9 +360,11 @@ class Engine:
         follows = event.get("outcome_follows") is True
 
         if detection is not None and detection.level == CRITICAL:
-            if follows and call_id:
+            key = blocked_key(raw_run, call_id) if follows else None
+            if key is not None:  # its result is ignored when it comes (Spec §9, R6)
                 profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
-                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=True))
+                remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
+                                                           event.get("agent_id"), event.get("profile")))
             run = self._run(event, state, guards, settings)
             if is_2026_9:  # 2026.9 delta §3.1 step 3: a recorded veto, with one recovery chance per attempt
                 return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
@@ -346,8 +405,9 @@ class Engine:
             "warning": warning, "blocked": False, "recorded_call": recorded_call,
         }
         if follows:
-            if call_id:
-                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, blocked=False))
+            if call_id:  # its result is recorded as this call's: run, agent, guard (Spec §9, R5)
+                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
+                                                         event.get("agent_id"), event.get("profile")))
             verdict["outcome"] = {"deferred": True}
             verdict["guard"] = guard_status(run)
             verdict["run_aborted"] = run.aborted
@@ -363,51 +423,69 @@ class Engine:
             verdict.update(marks)
         return verdict
 
-    def _tool_result(self, event: Mapping[str, Any], state: SessionState, ref: Any,
-                     guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
-        """Spec §9: a result for a pending call, for a blocked call, or for no pending call.
+    def _tool_result(self, event: Mapping[str, Any], state: SessionState | None, ref: Any,
+                     guards: MutableMapping[str, RunState] | None, blocked: MutableMapping[str, PendingCall],
+                     blocked_hit: str | None, call: PendingCall | None) -> dict[str, Any]:
+        """Spec §9: a result for a blocked call, for a pending call, or for no pending call.
+
+        ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
+        result whose run id and call id give the key of a remembered blocked
+        call is ignored and uses the entry up, in whatever session (R6). A
+        pending call (by ``tool_call_id``, in the session's state) gets its
+        outcome recorded as that call's: its run id, agent config, tool, args
+        and guard, whatever run id the result carries (R5). Otherwise the
+        outcome is recorded with the event's own tool name, args and run id,
+        attaching to the newest matching pending record (compared by call id
+        only when the result has one, R8). A result with neither session id
+        nor key records nothing and reads no session state (Spec §8.1, R7).
 
         A result the runner ran without loopwatch's verdict (``ran_without_verdict``) of a call the
         rules blocked is applied as the result of a call that ran; one of a call loopwatch never
         judged (``judged: false``) is not applied (the module docstring).
         """
-        call_id = event.get("tool_call_id")  # non-empty: validate_event
-        settings, _, run_id = self._context(event)
-        is_2026_9 = settings.is_2026_9
+        call_id = event.get("tool_call_id")
         if event.get("judged") is False:
-            return self._unjudged_result(event, state, guards, settings)
-        call = state.calls.get(call_id)
-        if call is not None and call.blocked and event.get("ran_without_verdict") is True:
-            call = PendingCall(call.tool, call.args_hash, call.run_id, call.profile, blocked=False)
-            if is_2026_9:  # its veto record becomes the record of the call that ran
-                _unveto(state, call_id)
-        if call is None or call.blocked:
-            # The event's own tool name and args (absent: "tool" and undefined);
-            # hashed before any change to the state (RecursionError).
-            tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
-            args = event.get("args", UNDEFINED)
-            call_hash = args_hash(tool, args)
-            if call is not None:  # blocked: OpenClaw never ran it
-                del state.calls[call_id]
+            return self._unjudged_result(event, state, guards, self._context(event)[0])
+        sessionful = has_session(event)
+        if blocked_hit is not None:
+            del blocked[blocked_hit]  # the first such result uses the entry up
+            if not (event.get("ran_without_verdict") is True and sessionful):
+                # blocked: OpenClaw never ran it. The event's own tool name and args (absent: "tool" and undefined)
+                settings = self._context(event)[0]
+                tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
+                call_hash = args_hash(tool, event.get("args", UNDEFINED))
                 run = self._run(event, state, guards, settings)
                 ignored = {
                     "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
                     "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": run.aborted, "verdict": "ignore",
                     "evidence": [],
                 }
-                if is_2026_9:
+                if settings.is_2026_9:
                     ignored["run_terminated"] = run.terminated
                 return ignored
-            # No pending call (never seen, already answered, or its state expired):
-            # recorded as step 6 records any outcome, carrying the event's call id.
+            # ran without its verdict: applied as the blocked call's result, as a pending call's
+        if call is None:
+            # No pending call (never seen, already answered, or its state expired): the
+            # event's own tool name and args (absent: "tool" and undefined), hashed before
+            # any change to the state (RecursionError); recorded as step 6 records any
+            # outcome, carrying the event's call id.
+            settings, _, record_run = self._context(event)
+            is_2026_9 = settings.is_2026_9
+            tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
+            args = event.get("args", UNDEFINED)
+            call_hash = args_hash(tool, args)
             profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
-            record_run = run_id
+            run = self._run(event, state, guards, settings)
         else:
+            settings = self.config.for_agent(call.agent, call.behaviour)
+            is_2026_9 = settings.is_2026_9
             tool, call_hash, record_run, profile = call.tool, call.args_hash, call.run_id, call.profile
-        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9)
-        if call is not None:
+            run = self._run(None, state, guards, settings, call.guard)
+        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if sessionful else None
+        if call is not None and blocked_hit is None:
             del state.calls[call_id]
-        run = self._run(event, state, guards, settings)
+        elif blocked_hit is not None and is_2026_9:  # ran without its verdict: its veto record becomes its record
+            _unveto(state, call_id)
         verdict: dict[str, Any] = {"type": "tool_result", "tool_name": tool, "args_hash": call_hash}
         self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, record_run, outcome, ref,
                              append_call_id=call_id if call is None else None)
@@ -501,7 +579,8 @@ class Engine:
         """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
 
         ``append_call_id`` is the call id a record appended here carries (a
-        result with no pending call keeps the event's, Spec §9). A record with an
+        result with no pending call keeps the event's, Spec §9). The history is
+        trimmed to ``settings.history_size`` either way (Spec §8.1, R9). A record with an
         outcome kind is never matched, and only an outcome with a result hash is
         observed by the guard (2026.9 delta §3.1 steps 6-7; under 2026.7 every
         recorded outcome has a hash and no kind).
@@ -518,6 +597,9 @@ class Engine:
                     and record.args_key == call_key and (not call_id or record.call_id == call_id)
                     and not record.kind):
                 record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
+                # trimmed after an attached outcome too: after a merge (R9), or under a smaller cap
+                if len(state.history) > settings.history_size:
+                    state.trim(settings.history_size)
                 break
         else:
             state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref, kind=kind,
@@ -577,6 +659,22 @@ def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id:
                     state.rebind(record, call_hash)
                 return
     state.maybe_pending = pending
+
+
+def _answered_call(event: Mapping[str, Any], state: SessionState | None,
+                   blocked: Mapping[str, PendingCall]) -> tuple[str | None, PendingCall | None]:
+    """What a ``tool_result`` answers (Spec §9): ``(blocked key, the blocked call)`` when its run id and
+    call id give the key of a remembered blocked call (R6), else ``(None, its pending call or None)``:
+    the session's pending call of its ``tool_call_id`` (none without a call id, R8, or a session, R7)."""
+    call_id = event.get("tool_call_id")
+    key = blocked_key(event.get("run_id"), call_id)
+    if key is not None:
+        hit = blocked.get(key)
+        if hit is not None:
+            return key, hit
+    if state is None or not call_id or not has_session(event):
+        return None, None
+    return None, state.calls.get(call_id)
 
 
 def _evidence(records: list[CallRecord]) -> list[Any]:

@@ -17,6 +17,8 @@ __all__ = ["COMPACTION_LOOP_PERSISTED", "arm", "observe", "guard_status", "abort
 
 COMPACTION_LOOP_PERSISTED = "compaction_loop_persisted"
 
+_MAX_SAFE = 2 ** 53
+
 
 def abort_message(tool: str, count: int, window_size: int) -> str:
     """The abort message, verbatim (Spec §5.3)."""
@@ -51,7 +53,8 @@ def observe(run: RunState, tool: str, args_hash: str, result_hash: str, ref: Any
     """
     if not run.guard_enabled or run.remaining <= 0:
         return guard_status(run)
-    run.remaining -= 1
+    # a window beyond 2^53 counts down in double arithmetic, as in JavaScript (Spec §2.2, R1)
+    run.remaining = run.remaining - 1 if run.remaining <= _MAX_SAFE else int(float(run.remaining) - 1)
     observation = (tool, args_hash, result_hash, ref)
     run.window.append(observation)
     count = sum(1 for entry in run.window if entry[:3] == observation[:3])

@@ -4,17 +4,20 @@ The stream processor keeps one :class:`SessionState` per Kafka record key in a
 table. Offline (replay, conformance, backtests) :class:`SessionStore` plays the
 part of OpenClaw's in-process map, holding every state in one place:
 
-* states are keyed by the session key, else the session id; each remembers
-  the last session id (and session key) it was looked up with;
+* states are keyed by the session key, else the session id (only an absent
+  or null key falls back: ``session_key: ""`` is a key, R4); each remembers
+  the last session id it was looked up with;
 * a ``tool_call`` or ``tool_result`` finds its state by the lookup of Spec
   §8.1: the state under its key; else, or when that one remembers another
   session id, the first state (in insertion order) remembering its session
   id, which is merged into the direct one, moved under the event's session
   key, or (keyless event) used where it is;
-* a ``compaction_retry`` touches no session state;
+* a ``compaction_retry`` touches no session state, nor does a
+  ``tool_result`` with neither session id nor session key (R7);
 * the post-compaction guards live beside the states, one map for all
   sessions, by :func:`~streams.detection.engine.guard_key` (Spec §7): they
-  never move or merge with a session's state.
+  never move or merge with a session's state; so do the blocked deferred
+  calls, by :func:`~streams.detection.engine.blocked_key` (Spec §9, R6).
 
 Idle states are not pruned: a store lives for one input.
 """
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from .engine import Engine, has_session_key, state_key, validate_event
-from .state import RunState, SessionState
+from .engine import Engine, blocked_key, has_session, has_session_key, state_key, validate_event
+from .state import PendingCall, RunState, SessionState, remember_blocked
 
 __all__ = ["SessionStore", "merge_states"]
 
@@ -32,11 +35,12 @@ __all__ = ["SessionStore", "merge_states"]
 def merge_states(into: SessionState, other: SessionState) -> None:
     """Merge ``other`` into ``into`` (Spec §8.1).
 
-    Histories are concatenated, ``into``'s records first (not trimmed: the next
-    insertion trims to ``historySize``); warning buckets keep the larger of the
-    two per key; pending deferred calls of both are kept (``into``'s for an id
-    both hold). Guards kept in ``runs`` are joined too (the stream processor's
-    states; the offline store keeps none there).
+    Histories are concatenated, ``into``'s records first (not trimmed, R9: the
+    next record or outcome trims to ``historySize``); warning buckets keep the
+    larger of the two per key; pending deferred calls of both are kept
+    (``into``'s for an id both hold). Guards kept in ``runs`` and blocked calls
+    kept in ``blocked`` are joined too (the stream processor's states; the
+    offline store keeps none there).
     """
     into.history.extend(other.history)
     into.reindex()
@@ -47,6 +51,8 @@ def merge_states(into: SessionState, other: SessionState) -> None:
         into.runs.setdefault(key, run)
     for key, call in other.calls.items():
         into.calls.setdefault(key, call)
+    for key, call in other.blocked.items():
+        remember_blocked(into.blocked, key, call)
 
 
 class SessionStore:
@@ -59,14 +65,16 @@ class SessionStore:
         states: state key -> :class:`SessionState`, in insertion order (a moved
             state is inserted anew).
         guards: guard identity -> :class:`RunState`, for all sessions.
+        blocked: blocked deferred calls by run and call id, for all sessions (Spec §9, R6).
     """
 
-    __slots__ = ("engine", "states", "guards", "_session_ids", "_by_session_id", "_order", "_next")
+    __slots__ = ("engine", "states", "guards", "blocked", "_session_ids", "_by_session_id", "_order", "_next")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.states: dict[str, SessionState] = {}
         self.guards: dict[str, RunState] = {}
+        self.blocked: dict[str, PendingCall] = {}
         self._session_ids: dict[str, str] = {}  # state key -> the session id it remembers
         self._by_session_id: dict[str, set[str]] = {}  # session id -> keys of the states remembering it
         self._order: dict[str, int] = {}  # state key -> insertion number (the lookup's "first")
@@ -88,7 +96,9 @@ class SessionStore:
         Changes the store as the lookup does (merge, move or create) and makes
         the state remember the event's session id.
         """
-        key = state_key(event) or "unknown"
+        key = state_key(event)
+        if key is None:
+            key = "unknown"
         session_id = event.get("session_id")
         if not (isinstance(session_id, str) and session_id):
             session_id = None
@@ -123,11 +133,19 @@ class SessionStore:
                 guards are unchanged, but a merge or move the lookup made stays).
         """
         kind = validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
-        if kind == "compaction_retry":
-            return self.engine.process(event, None, ref, self.guards)
-        return self.engine.process(event, self.state_for(event), ref, self.guards)
+        if kind == "compaction_retry" or (kind == "tool_result" and not self._looks_up(event)):
+            return self.engine.process(event, None, ref, self.guards, self.blocked)
+        return self.engine.process(event, self.state_for(event), ref, self.guards, self.blocked)
 
     # ------------------------------------------------------------------ helpers
+
+    def _looks_up(self, event: Mapping[str, Any]) -> bool:
+        """Whether a ``tool_result`` looks its session state up: not without session id or key (R7),
+        nor for a blocked call's result, which is ignored (Spec §9, R6) unless it ran without a verdict."""
+        if not has_session(event):
+            return False
+        return (event.get("ran_without_verdict") is True
+                or blocked_key(event.get("run_id"), event.get("tool_call_id")) not in self.blocked)
 
     def _first_remembering(self, session_id: str) -> str | None:
         keys = self._by_session_id.get(session_id)

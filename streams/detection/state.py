@@ -11,12 +11,16 @@ A :class:`SessionState` holds (Spec §1, §6, §7):
   :func:`~streams.detection.engine.guard_key`), when the caller keeps them
   with the state (the stream processor does; the offline store keeps one map
   for all sessions instead);
-* ``calls`` -- calls whose outcome is still to come (``outcome_follows``) or
-  that were blocked, by tool-call id, so a later ``tool_result`` can be
-  applied or ignored (Spec §9).
+* ``calls`` -- calls whose outcome is still to come (``outcome_follows``),
+  by tool-call id, so a later ``tool_result`` is recorded as theirs (Spec §9);
+* ``blocked`` -- deferred calls that were blocked, by run id and call id
+  (:func:`~streams.detection.engine.blocked_key`), so their result is ignored
+  (Spec §9, R6), when the caller keeps them with the state (the stream
+  processor does; the offline store keeps one map for all sessions).
 
 How memory stays bounded: ``history`` by ``historySize``, ``warning_buckets``
-by 256 keys, ``runs`` by :data:`MAX_RUNS` (idle guards evicted first).
+by 256 keys, ``runs`` by :data:`MAX_RUNS` (idle guards evicted first),
+``blocked`` by :data:`MAX_BLOCKED` (OpenClaw's own cap; oldest first).
 ``calls`` is *not* bounded by count: OpenClaw keeps a deferred call pending
 until its result arrives or its session state expires, and dropping one
 early would turn its late result into a result with no pending call, which
@@ -42,10 +46,23 @@ import msgpack
 
 from .fingerprint import KIND_TERMINAL_EXEC_FAILURE
 
-__all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS"]
+__all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS",
+           "MAX_BLOCKED", "remember_blocked"]
 
 MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
 MAX_RUNS = 64  # guards kept per partition key; the oldest idle ones go first
+MAX_BLOCKED = 1024  # blocked calls OpenClaw remembers (Spec §9)
+
+
+def remember_blocked(blocked: dict[str, "PendingCall"] | Any, key: str, call: "PendingCall") -> None:
+    """Remember a blocked call by its key (Spec §9, R6); a new key beyond :data:`MAX_BLOCKED` evicts the oldest.
+
+    A key already there keeps its place (a set's ``add``) and takes the newer
+    call (what a result that ran without a verdict is recorded as).
+    """
+    if key not in blocked and len(blocked) >= MAX_BLOCKED:
+        del blocked[next(iter(blocked))]
+    blocked[key] = call
 
 _FORMAT_VERSION = 3
 
@@ -206,20 +223,43 @@ class RunState:
 
 
 class PendingCall:
-    """A call whose outcome arrives later as a ``tool_result``, or that was blocked.
+    """A call whose outcome arrives later as a ``tool_result`` (Spec §9).
 
-    ``profile`` is the outcome rule chosen from the call's tool and args
-    (:func:`~streams.detection.fingerprint.outcome_profile`).
+    The outcome is recorded as this call's (R5): ``run_id`` (trimmed, None
+    when blank), ``tool`` and ``args_hash``; ``profile`` is the outcome rule
+    chosen from the call's tool and args
+    (:func:`~streams.detection.fingerprint.outcome_profile`); ``guard`` the
+    identity of the call's guard (:func:`~streams.detection.engine.guard_key`)
+    and ``agent`` and ``behaviour`` the call's ``agent_id`` and behaviour
+    ``profile`` field (they pick the settings the outcome is recorded with).
     """
 
-    __slots__ = ("tool", "args_hash", "run_id", "profile", "blocked")
+    __slots__ = ("tool", "args_hash", "run_id", "profile", "guard", "agent", "behaviour")
 
-    def __init__(self, tool: str, args_hash: str, run_id: str | None, profile: int, blocked: bool) -> None:
+    def __init__(self, tool: str, args_hash: str, run_id: str | None, profile: int, guard: str | None,
+                 agent: str | None = None, behaviour: str | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash
         self.run_id = run_id
         self.profile = profile
-        self.blocked = blocked
+        self.guard = guard
+        self.agent = agent
+        self.behaviour = behaviour
+
+    def packed(self) -> list:
+        """``[tool, args, run id, profile, 0]``, plus ``[guard, agent, behaviour]`` unless they are
+        ``[run id, None, None]`` (see :meth:`SessionState.to_bytes`)."""
+        entry = [self.tool, _pack_hash(self.args_hash[len(self.tool) + 1:]), self.run_id, self.profile, 0]
+        if self.guard != self.run_id or self.agent is not None or self.behaviour is not None:
+            entry += (self.guard, self.agent, self.behaviour)
+        return entry
+
+    @classmethod
+    def unpacked(cls, entry: list) -> "PendingCall":
+        """Inverse of :meth:`packed` (also reads the entries of states written before the guard was kept)."""
+        tool, args_bin, run_id, profile, _blocked, *more = entry
+        guard, agent, behaviour = (*more, None)[:3] if more else (run_id, None, None)
+        return cls(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, guard, agent, behaviour)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PendingCall) and all(
@@ -230,8 +270,8 @@ class PendingCall:
 class SessionState:
     """Mutable per-partition-key state; see the module docstring."""
 
-    __slots__ = ("history", "warning_buckets", "runs", "calls", "last_offsets", "args_counts", "policy_runs",
-                 "maybe_pending")
+    __slots__ = ("history", "warning_buckets", "runs", "calls", "blocked", "last_offsets", "args_counts",
+                 "policy_runs", "maybe_pending")
     _COMPARED = __slots__[:-1]  # maybe_pending is a hint, not state
 
     def __init__(self) -> None:
@@ -243,6 +283,7 @@ class SessionState:
         self.warning_buckets: dict[str, int] = {}
         self.runs: dict[str, RunState] = {}
         self.calls: dict[str, PendingCall] = {}
+        self.blocked: dict[str, PendingCall] = {}  # blocked_key -> the blocked call, oldest first
         # source partition -> last applied offset; kept by the stream processor
         # in the same changelog record so state and progress move together.
         self.last_offsets: dict[str, int] = {}
@@ -261,7 +302,7 @@ class SessionState:
 
     def __repr__(self) -> str:
         return (f"SessionState(history={len(self.history)}, warning_keys={len(self.warning_buckets)}, "
-                f"runs={len(self.runs)}, calls={len(self.calls)})")
+                f"runs={len(self.runs)}, calls={len(self.calls)}, blocked={len(self.blocked)})")
 
     # ------------------------------------------------------------------ mutation
 
@@ -317,7 +358,7 @@ class SessionState:
         buckets[key] = bucket
 
     def remember_call(self, call_id: str, call: PendingCall) -> None:
-        """Keep a deferred or blocked call until its result arrives (no count limit: see the module docstring)."""
+        """Keep a deferred call until its result arrives (no count limit: see the module docstring)."""
         calls = self.calls
         calls.pop(call_id, None)  # a reused id is the newest call
         calls[call_id] = call
@@ -352,8 +393,12 @@ class SessionState:
 
         Layout (format 3): ``[3, run_ids, run_of_record, rows, full_args,
         full_results, warning_buckets, runs, calls, last_offsets]``, plus
-        ``policy_runs`` as an 11th element when a run policy keeps memory (a
-        run as :func:`_pack_run` packs it), where
+        ``policy_runs`` as an 11th element when a run policy keeps memory or a
+        12th follows, and the ``blocked`` keys as a 12th when there are any (a
+        run as :func:`_pack_run` packs it; ``calls`` entries are ``[tool, args,
+        run id, profile, 0]``, plus the guard identity, agent id and behaviour
+        profile unless they are the run id, None and None; ``blocked`` maps a
+        key to such an entry), where
         ``rows[i]`` is ``[tool, args key, call id, result key, unknown tool,
         ref]`` (:meth:`CallRecord.packed`, encoded once per record: a state is
         re-encoded at every checkpoint that follows a change, and its history
@@ -406,15 +451,15 @@ class SessionState:
             if r.kind == KIND_TERMINAL_EXEC_FAILURE and r.result_hash is not None:
                 full_results[index] = bytes.fromhex(r.result_hash[-32:])
         runs = {key: _pack_run(run) for key, run in self.runs.items()}
-        calls = {
-            key: [c.tool, _pack_hash(c.args_hash[len(c.tool) + 1:]), c.run_id, c.profile, int(c.blocked)]
-            for key, c in self.calls.items()
-        }
+        calls = {key: call.packed() for key, call in self.calls.items()}
         tail = [full_args, full_results, self.warning_buckets, runs, calls, self.last_offsets]
-        if self.policy_runs:  # an 11th element only when a run policy is on: states without stay byte-identical
+        # an 11th and 12th element only when used: states without them stay byte-identical
+        if self.policy_runs or self.blocked:
             tail.append(self.policy_runs)
+        if self.blocked:
+            tail.append({key: call.packed() for key, call in self.blocked.items()})
         return b"".join((
-            _HEAD if len(tail) == 6 else _HEAD_WITH_POLICIES, _packb(list(run_ids)), _packb(run_of),
+            _HEADS[len(tail)], _packb(list(run_ids)), _packb(run_of),
             _array_header(len(history)), *[r.packed() for r in history], _packb(tail)[1:],
         ))
 
@@ -423,14 +468,14 @@ class SessionState:
         """Inverse of :meth:`to_bytes` (also reads format 2). Raises ``ValueError`` for an unknown format."""
         doc = msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
         if not isinstance(doc, list) or not doc or doc[0] not in (2, _FORMAT_VERSION) or len(doc) not in (
-                (12,) if doc[0] == 2 else (10, 11)):
+                (12,) if doc[0] == 2 else (10, 11, 12)):
             raise ValueError("not a loopwatch session state (unknown format version)")
         if doc[0] == 2:  # rows without their tool: [args key, call id, result key, unknown tool, ref]
             _, tools, run_ids, tool_of, run_of, rows, *rest = doc
             rows = [[tools[tool_of[index]], *row] for index, row in enumerate(rows)]
         else:
             _, run_ids, run_of, rows, *rest = doc
-        full_args, full_results, buckets, runs, calls, offsets, *policy_runs = rest
+        full_args, full_results, buckets, runs, calls, offsets, *optional = rest
         state = cls()
         history = state.history
         for index, (tool, args_bin, call_id, result_bin, unknown, ref, *extra) in enumerate(rows):
@@ -457,11 +502,16 @@ class SessionState:
                 [(t, t + ":" + _unpack_hash(a), _unpack_hash(h), ref) for t, a, h, ref in window], bool(aborted),
                 *(bool(flag) for flag in rest[:2]), ended=tuple(rest[2]) if len(rest) > 2 else None,
             )
-        for key, (tool, args_bin, run_id, profile, blocked) in calls.items():
-            state.calls[key] = PendingCall(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, bool(blocked))
+        for key, entry in calls.items():
+            if entry[4]:  # written before blocked calls were kept apart: keyed by call id alone
+                remember_blocked(state.blocked, key, PendingCall.unpacked(entry))
+            else:
+                state.calls[key] = PendingCall.unpacked(entry)
         state.last_offsets = dict(offsets)
-        if policy_runs:
-            state.policy_runs = dict(policy_runs[0])
+        if optional and optional[0]:
+            state.policy_runs = dict(optional[0])
+        for key, entry in (optional[1] if len(optional) > 1 else {}).items():
+            remember_blocked(state.blocked, key, PendingCall.unpacked(entry))
         return state
 
 
@@ -481,8 +531,7 @@ def _pack_run(run: RunState) -> list:
 # surrogatepass: ids and tool names from JSON input may hold lone surrogates; they round-trip exactly.
 _packb = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass").pack
 _array_header = msgpack.Packer().pack_array_header
-_HEAD = _array_header(10) + _packb(_FORMAT_VERSION)
-_HEAD_WITH_POLICIES = _array_header(11) + _packb(_FORMAT_VERSION)
+_HEADS = {6 + extra: _array_header(10 + extra) + _packb(_FORMAT_VERSION) for extra in (0, 1, 2)}
 
 
 # Hex digests and keys (64 or 32 lower-case hex chars, optionally "error:"-prefixed)

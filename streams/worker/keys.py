@@ -32,6 +32,14 @@ nothing under one record key is kept apart by the store. Two modes:
   records in all and its dedupe map never passes 256 keys (both are per
   session offline, Spec §8.2, §6).
 
+A ``tool_result`` with neither session id nor session key (valid: it changes
+no session state and records nothing, Spec §8.1 R7) goes under its run id
+(whatever ``key_by``; its verdict reports that run's guard, exact with ``run``
+keying), else under ``unknown`` (OpenClaw's own state key for an event with
+neither). Blocked deferred calls are remembered in the state of the call's
+record key, by run id and call id (Spec §9 R6): a result is ignored there when
+it carries the call's run id, as with ``run`` keying it lands there.
+
 Outside that line the worker differs by construction: a run spread over
 sessions on several record keys (its guard is split), a session id under two
 keys (its state is split: a keyless result does not find the pending call of
@@ -46,9 +54,10 @@ from typing import Any, Mapping
 
 from streams.detection.fingerprint import js_trim
 
-__all__ = ["KEY_BY", "partition_key", "record_key"]
+__all__ = ["KEY_BY", "NO_IDS_KEY", "partition_key", "record_key"]
 
 KEY_BY = ("run", "session")
+NO_IDS_KEY = "unknown"  # a result with no run id, session id or key (Spec §8.1: OpenClaw's key for neither)
 
 
 def _text(value: Any) -> str | None:
@@ -61,17 +70,22 @@ def _run_text(value: Any) -> str | None:
 
 
 def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
-    """The partition key of ``event`` for ``key_by`` (``run`` or ``session``); "" if it has no ids."""
+    """The partition key of ``event`` for ``key_by`` (``run`` or ``session``).
+
+    An event with neither session id nor key (only a ``tool_result`` is
+    valid so, R7) falls back to its run id, then to :data:`NO_IDS_KEY`.
+    """
     session = _text(event.get("session_key")) or _text(event.get("session_id"))
+    run = _run_text(event.get("run_id"))
     if key_by == "session":
-        return session or ""
+        return session or run or NO_IDS_KEY
     if key_by != "run":
         raise ValueError(f"key_by must be one of {KEY_BY}, got {key_by!r}")
-    return _run_text(event.get("run_id")) or session or ""
+    return run or session or NO_IDS_KEY
 
 
 def record_key(event: Mapping[str, Any], key_by: str = "run") -> bytes | None:
-    """The Kafka record key of ``event``: :func:`partition_key` as UTF-8 bytes; None if it is "".
+    """The Kafka record key of ``event``: :func:`partition_key` as UTF-8 bytes (never empty).
 
     Raises:
         ValueError: ``key_by`` is not ``run`` or ``session``.

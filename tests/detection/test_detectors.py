@@ -684,10 +684,9 @@ def test_result_for_unknown_call_is_recorded():
     (tool_call(run=5), "run_id must be a string or null, got int"),
     (tool_call(call_id=["x"]), "tool_call_id must be a string or null, got list"),
     (tool_call(agent_id=7), "agent_id must be a string or null, got int"),
-    ({"type": "tool_result", "run_id": "r1", "session_id": "s1", "result": None},
-     "a tool_result needs the tool_call_id (a non-empty string) of its tool_call"),
-    ({"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": ""},
-     "a tool_result needs the tool_call_id (a non-empty string) of its tool_call"),
+    ({"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": 3},
+     "tool_call_id must be a string or null, got int"),
+    ({"type": "compaction_retry", "run_id": "r1", "session_key": ""}, "an event needs a session_id (or a session_key)"),
     ({"type": "compaction_retry", "run_id": 1.5, "session_id": "s1"}, "run_id must be a string or null, got float"),
     ({"type": "tool_call"}, "an event needs a session_id (or a session_key)"),
     (tool_call(tool=42), "tool_name must be a string or null, got int"),
@@ -695,7 +694,7 @@ def test_result_for_unknown_call_is_recorded():
     ({**tool_call(), "ts": "yesterday"}, "ts must be epoch milliseconds (a number), got str"),
     ({**tool_call(), "event_id": 5}, "event_id must be a string or null, got int"),
 ], ids=["not-mapping", "unknown-type", "no-type", "run-id-int", "call-id-list", "agent-id-int",
-        "result-without-call-id", "result-empty-call-id", "compaction-run-id-float", "no-session",
+        "result-call-id-int", "compaction-without-session", "compaction-run-id-float", "no-session",
         "tool-name-int", "outcome-follows-str", "ts-str", "event-id-int"])
 def test_malformed_events_raise_and_leave_state_unchanged(event, message):
     session = Session(ENABLED)

@@ -13,7 +13,7 @@ def test_state_key_prefers_session_key():
     assert state_key({"session_key": "k", "session_id": "s"}) == "k"
     assert state_key({"session_id": "s"}) == "s"
     assert state_key({"session_key": None, "session_id": "s"}) == "s"
-    assert state_key({"session_key": "", "session_id": "s"}) == "s"
+    assert state_key({"session_key": "", "session_id": "s"}) == ""  # Spec §8.1 R4: only absent or null falls back
     assert state_key({"session_key": None, "session_id": None}) is None
 
 

@@ -5,11 +5,13 @@ import pytest
 
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.state import (
+    MAX_BLOCKED,
     MAX_RUNS,
     CallRecord,
     PendingCall,
     RunState,
     hash_key,
+    remember_blocked,
 )
 
 from ._support import READ_HASH, SAME_RESULT_HASH, compaction, text_result, tool_call, tool_result
@@ -64,7 +66,7 @@ def test_realistic_state_exercises_every_part(engine):
     state, verdicts = build_state(realistic_events(), engine)
     decisions = [v.get("decision") for v in verdicts]
     assert "block" in decisions and "warn" not in decisions  # warnings below count 10 are not emitted
-    assert {key: call.blocked for key, call in state.calls.items()} == {"blocked-1": True, "pending-1": False}
+    assert list(state.calls) == ["pending-1"] and state.blocked == {"r1:blocked-1": None}  # R6: run and call id
     assert any(r.result_hash is None for r in state.history)  # pending record
     assert any((r.result_hash or "").startswith("error:") for r in state.history)
     assert {r.unknown_tool for r in state.history} >= {"weather_get"}
@@ -145,7 +147,9 @@ def test_hex_looking_identifiers_round_trip():
     hex32, hex64 = "0123456789abcdef" * 2, "0123456789abcdef" * 4
     state.append(CallRecord("read", READ_HASH, hex32, hex64, "error:" + hex64, hex32, ref=["x", 1]), 30)
     state.append(CallRecord("", ":" + hex64, "error:" + hex32, None, None, None), 30)
-    state.remember_call(hex64, PendingCall("read", READ_HASH, hex32, 2, blocked=False))
+    state.remember_call(hex64, PendingCall("read", READ_HASH, hex32, 2, hex32))
+    state.remember_call(hex32, PendingCall("read", READ_HASH, None, 2, "sess", "agent-x"))
+    state.blocked[hex32 + ":" + hex64] = None
     state.runs[hex32] = RunState(True, 3, 2, [("read", READ_HASH, hex64, None)], False)
     restored = SessionState.from_bytes(state.to_bytes())
     assert restored == state
@@ -153,6 +157,8 @@ def test_hex_looking_identifiers_round_trip():
     assert restored.history[0].result_hash == "error:" + hex64
     assert restored.history[1].call_id == "error:" + hex32
     assert restored.calls[hex64].run_id == hex32
+    assert (restored.calls[hex32].guard, restored.calls[hex32].agent) == ("sess", "agent-x")
+    assert restored.blocked == {hex32 + ":" + hex64: None}
 
 
 def test_format_2_states_still_load():
@@ -162,7 +168,8 @@ def test_format_2_states_still_load():
            [[bytes.fromhex(args[:32]), None, bytes.fromhex(result[:32]), None, ["e1", 0, 4]],
             [bytes.fromhex(args[:32]), "c2", None, None, None]],
            {1: bytes.fromhex(args[32:])}, {0: bytes.fromhex(result[32:])}, {"k": 2},
-           {"r1": [1, 3, 0, 0, []]}, {"c2": ["exec", bytes.fromhex(args), "r1", 0, 0]}, {"in-0": 9}]
+           {"r1": [1, 3, 0, 0, []]}, {"c2": ["exec", bytes.fromhex(args), "r1", 0, 0],
+                                      "c3": ["exec", bytes.fromhex(args), "r1", 0, 1]}, {"in-0": 9}]
     state = SessionState.from_bytes(msgpack.packb(doc, use_bin_type=True))
     assert [(r.tool, r.args_key, r.args_hash, r.call_id, r.run_id, r.result_key, r.result_hash, r.ref)
             for r in state.history] == [
@@ -172,7 +179,8 @@ def test_format_2_states_still_load():
     assert state.args_counts == {"read:" + args[:32]: 1, "exec:" + args[:32]: 1}
     assert state.warning_buckets == {"k": 2} and state.last_offsets == {"in-0": 9}
     assert state.runs == {"r1": RunState(True, 3)}
-    assert state.calls == {"c2": PendingCall("exec", "exec:" + args, "r1", 0, False)}
+    assert state.calls == {"c2": PendingCall("exec", "exec:" + args, "r1", 0, "r1")}
+    assert state.blocked == {"c3": None}  # a blocked call of that format: remembered by its call id
     # written again in the current format, read back the same
     assert SessionState.from_bytes(state.to_bytes()) == state
     assert msgpack.unpackb(state.to_bytes(), strict_map_key=False)[0] == 3
@@ -239,10 +247,21 @@ def test_remember_call_has_no_count_limit():
     """Pending calls stay until their result arrives (Spec §9): none is dropped for a newer one."""
     state = SessionState()
     for i in range(1000):
-        state.remember_call(f"c{i}", PendingCall("read", READ_HASH, None, 0, blocked=False))
+        state.remember_call(f"c{i}", PendingCall("read", READ_HASH, None, 0, "s1"))
     assert len(state.calls) == 1000 and list(state.calls)[0] == "c0"
-    state.remember_call("c2", PendingCall("read", READ_HASH, None, 0, blocked=True))  # re-added: now newest
-    assert list(state.calls)[-1] == "c2" and state.calls["c2"].blocked and len(state.calls) == 1000
+    state.remember_call("c2", PendingCall("exec", READ_HASH, None, 0, "s1"))  # re-added: now newest
+    assert list(state.calls)[-1] == "c2" and state.calls["c2"].tool == "exec" and len(state.calls) == 1000
+
+
+def test_blocked_calls_are_capped_oldest_first():
+    """OpenClaw remembers at most 1,024 blocked calls (Spec §9); a known key keeps its place."""
+    blocked: dict = {}
+    for i in range(MAX_BLOCKED):
+        remember_blocked(blocked, f"r:c{i}")
+    remember_blocked(blocked, "r:c0")
+    assert len(blocked) == MAX_BLOCKED and next(iter(blocked)) == "r:c0"
+    remember_blocked(blocked, "r:new")
+    assert len(blocked) == MAX_BLOCKED and "r:c0" not in blocked and list(blocked)[-1] == "r:new"
 
 
 def test_run_states_evict_idle_runs_first():

@@ -116,12 +116,11 @@ INVALID = [
     ({"type": "tool_call", "session_id": "s", "tool_name": ["read"]}, "tool_name must be a string or null, got list"),
     ({"type": "tool_call", "session_id": "s", "ts": "2024-01-01"}, "ts must be epoch milliseconds"),
     ({"type": "tool_call", "session_id": "s", "outcome_follows": 1}, "outcome_follows must be true or false"),
-    ({"type": "tool_result", "run_id": "r", "session_id": "s", "result": "x"}, "a tool_result needs the tool_call_id"),
-    ({"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": ""}, "a tool_result needs the tool_call_id"),
+    ({"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": 5}, "tool_call_id must be a string or null"),
     ({"type": "compaction_retry", "run_id": "r", "session_key": None}, "an event needs a session_id"),
 ]
 INVALID_IDS = ["no-session", "empty-session", "int-run-id", "list-tool-name", "text-ts", "int-follows",
-               "result-no-call-id", "result-empty-call-id", "retry-no-session"]
+               "result-int-call-id", "retry-no-session"]
 
 
 def _started_client(**kwargs) -> LoopwatchClient:

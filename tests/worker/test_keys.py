@@ -13,7 +13,11 @@ from streams.worker.keys import partition_key, record_key
     ({"run_id": "", "session_id": "s", "session_key": None}, "s", "s"),
     ({"session_id": "s"}, "s", "s"),
     ({"run_id": "\u3000", "session_id": "s"}, "s", "s"),  # JavaScript's trim: ideographic space is blank
-], ids=["run", "untrimmed", "whitespace-run", "empty-run-keyless", "no-run", "js-whitespace"])
+    # a tool_result with neither session id nor key (Spec §8.1 R7): its run, else OpenClaw's "unknown"
+    ({"type": "tool_result", "run_id": "r1", "session_id": None}, "r1", "r1"),
+    ({"type": "tool_result", "run_id": " ", "session_key": "", "tool_call_id": "c1"}, "unknown", "unknown"),
+], ids=["run", "untrimmed", "whitespace-run", "empty-run-keyless", "no-run", "js-whitespace", "no-session-run",
+        "no-ids"])
 def test_partition_keys(event, run_key, session_key):
     assert partition_key(event, "run") == run_key
     assert partition_key(event, "session") == session_key

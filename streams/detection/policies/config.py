@@ -50,8 +50,13 @@ NORMALIZE_PRESETS: dict[str, tuple[str, str]] = {
                   r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<time>"),
     # 1.2s, 350 ms, 2.5 seconds, 3m, 12µs
     "duration": (r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b", "<duration>"),
-    # long hex or base64-ish tokens (wrapper nonces, request ids): 16+ characters mixing digits and letters
-    "nonce": (r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}\b", "<nonce>"),
+    # long hex or base64-ish tokens (wrapper nonces, request ids): 16+ characters mixing digits and letters;
+    # and hex ids that happen to be all digits (0000000000019919): a token of digits exactly as long as a
+    # hex id (16, 24, 32, 40 or 64 characters). Ordinary numbers (counts, sizes, exit codes, epoch seconds
+    # or milliseconds, nanosecond times of 19 digits) are never those lengths and stay as they are.
+    "nonce": (r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}\b"
+              r"|(?<![A-Za-z0-9_-])(?:[0-9]{64}|[0-9]{40}|[0-9]{32}|[0-9]{24}|[0-9]{16})(?![A-Za-z0-9_-])",
+              "<nonce>"),
 }
 
 

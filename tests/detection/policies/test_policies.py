@@ -6,6 +6,7 @@ policy on (the policy's verdict). Event files are hand-written from the public r
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.config import ConfigError, validate
 from streams.detection.policies import policy_findings
+from streams.detection.policies.config import NORMALIZE_PRESETS
 from streams.offline.replay import Replayer
 from streams.wire.codecs import read_event_file
 
@@ -74,7 +76,8 @@ def test_run_budget_counts_across_tools():
     assert "25 outcomes without progress (limit 25)" in aborted[first_abort]["policy"]["message"]
 
 
-@pytest.mark.parametrize("name, preset", [("nonce-wrapper.jsonl", "nonce"), ("timestamped-failure.jsonl", "timestamp")])
+@pytest.mark.parametrize("name, preset", [("nonce-wrapper.jsonl", "nonce"), ("nonce-wrapper-digits.jsonl", "nonce"),
+                                          ("timestamped-failure.jsonl", "timestamp")])
 def test_normalised_results_make_identical_failures_identical(name, preset):
     """openclaw#130210 (a nonce in the wrapper) and #93917 (a timestamp in the failure): nothing ever blocks."""
     plain = replay(name)
@@ -83,6 +86,45 @@ def test_normalised_results_make_identical_failures_identical(name, preset):
     masked = replay(name, {"normalizeResults": {"patterns": [preset, "duration"]}})
     assert verdicts(masked)[20:] == ["block"] * 5  # OpenClaw's own generic_repeat, now that outcomes repeat
     assert masked[20]["detection"]["detector"] == "generic_repeat" and "policy" not in masked[20]
+
+
+def _nonce(text: str) -> str:
+    pattern, replacement = NORMALIZE_PRESETS["nonce"]
+    return re.sub(pattern, replacement, text)
+
+
+@pytest.mark.parametrize("token", [
+    "0000000000019919",  # a 16-character hex id that happens to be all digits (zero-padded counter)
+    "4753802658358440",  # ... or random
+    "000000000000000000000000000a1b2c",  # letters and digits: the mixed form
+    "00000000000000000000000000019919",  # 32 characters (a trace id)
+    "000000000000000000019919",  # 24 (an object id)
+])
+def test_nonce_preset_masks_hex_ids_of_digits_only(token):
+    assert _nonce(f'wrapper id="{token}" end') == 'wrapper id="<nonce>" end'
+    assert _nonce(f"{token}\n{token}") == "<nonce>\n<nonce>"
+
+
+@pytest.mark.parametrize("text", [
+    "exit code 0", "exit code 137", "wrote 1048576 bytes", "42 items, 3 pages", "size 1099511627776 (1 TiB)",
+    "epoch 1733212345 / 1733212345123 ms", "ts 1733212345123456789 ns", "pid 123456", "-1",
+    "12345678901234567 (17 digits)", "123456789012345 (15 digits)",
+])
+def test_nonce_preset_leaves_ordinary_numbers(text):
+    assert _nonce(text) == text
+
+
+def test_nonce_preset_keeps_progress_in_counts_visible():
+    """Outcomes that differ only in a count, a size or an exit code still hash differently."""
+    raw = {**ENABLED, "policies": {"normalizeResults": {"patterns": ["nonce"]}}}
+    engine, state = Engine(OpenClawConfig(raw)), SessionState()
+    hashes = [engine.process({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": f"c{i}",
+                              "tool_name": "exec", "args": {"command": "make"},
+                              "result": {"content": [{"type": "text", "text": text}], "details": {}}},
+                             state)["outcome"]["result_hash"]
+              for i, text in enumerate(["built 1048575 bytes, exit 0", "built 1048576 bytes, exit 0",
+                                        "built 1048576 bytes, exit 2", "built 1048576 bytes, exit 2"])]
+    assert len(set(hashes[:3])) == 3 and hashes[2] == hashes[3]
 
 
 def test_per_tool_threshold_lets_a_slow_poll_finish():
