@@ -470,9 +470,9 @@ class LoopwatchClient:
             ``asyncio.Future[Verdict]``.
         Raises:
             ValueError: an event the worker would dead-letter
-                (:class:`~streams.detection.EventError`: unknown ``type``, no
-                ``session_id``/``session_key``, a field of the wrong type, a
-                ``tool_result`` without ``tool_call_id``), or one neither msgpack
+                (:class:`~streams.detection.EventError`: unknown ``type``, a
+                ``tool_call`` or ``compaction_retry`` with no
+                ``session_id``/``session_key``, a field of the wrong type), or one neither msgpack
                 nor JSON can encode (the message names its type, event id, key
                 and tool call id); a ``timeout`` that is not positive.
             OutboxFullError: the outbox holds its bound of events not yet acknowledged

@@ -72,7 +72,7 @@ def test_bad_bodies_get_400_with_the_reason_and_are_not_published():
         b'{"type": "tool_call", "run_id": "r", "x": NaN}': "NaN is not JSON",
         b'{"type": "nope", "session_id": "s"}': "type",
         b'{"type": "tool_call", "run_id": "r", "tool_call_id": "c", "tool_name": "t"}': "session",
-        b'{"type": "tool_result", "run_id": "r", "session_id": "s", "result": null, "error": null}': "tool_call_id",
+        b'{"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": 7}': "tool_call_id",
         b'{"type": "tool_call", "run_id": 5, "session_id": "s", "tool_call_id": "c", "tool_name": "t"}': "run_id",
         (b'{"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": "c", "tool_name": "t", "args": '
          + b"[" * 995 + b"]" * 995 + b"}"): "nested too deeply",
