@@ -66,7 +66,8 @@ def test_realistic_state_exercises_every_part(engine):
     state, verdicts = build_state(realistic_events(), engine)
     decisions = [v.get("decision") for v in verdicts]
     assert "block" in decisions and "warn" not in decisions  # warnings below count 10 are not emitted
-    assert list(state.calls) == ["pending-1"] and state.blocked == {"r1:blocked-1": None}  # R6: run and call id
+    assert list(state.calls) == ["pending-1"] and list(state.blocked) == ["r1:blocked-1"]  # R6: run and call id
+    assert state.blocked["r1:blocked-1"].tool == "read" and state.blocked["r1:blocked-1"].guard == "r1"
     assert any(r.result_hash is None for r in state.history)  # pending record
     assert any((r.result_hash or "").startswith("error:") for r in state.history)
     assert {r.unknown_tool for r in state.history} >= {"weather_get"}
@@ -149,7 +150,7 @@ def test_hex_looking_identifiers_round_trip():
     state.append(CallRecord("", ":" + hex64, "error:" + hex32, None, None, None), 30)
     state.remember_call(hex64, PendingCall("read", READ_HASH, hex32, 2, hex32))
     state.remember_call(hex32, PendingCall("read", READ_HASH, None, 2, "sess", "agent-x"))
-    state.blocked[hex32 + ":" + hex64] = None
+    state.blocked[hex32 + ":" + hex64] = PendingCall("read", READ_HASH, hex32, 0, hex32 + " ", None, "openclaw-2026.7")
     state.runs[hex32] = RunState(True, 3, 2, [("read", READ_HASH, hex64, None)], False)
     restored = SessionState.from_bytes(state.to_bytes())
     assert restored == state
@@ -158,7 +159,7 @@ def test_hex_looking_identifiers_round_trip():
     assert restored.history[1].call_id == "error:" + hex32
     assert restored.calls[hex64].run_id == hex32
     assert (restored.calls[hex32].guard, restored.calls[hex32].agent) == ("sess", "agent-x")
-    assert restored.blocked == {hex32 + ":" + hex64: None}
+    assert restored.blocked == {hex32 + ":" + hex64: state.blocked[hex32 + ":" + hex64]}
 
 
 def test_format_2_states_still_load():
@@ -180,7 +181,8 @@ def test_format_2_states_still_load():
     assert state.warning_buckets == {"k": 2} and state.last_offsets == {"in-0": 9}
     assert state.runs == {"r1": RunState(True, 3)}
     assert state.calls == {"c2": PendingCall("exec", "exec:" + args, "r1", 0, "r1")}
-    assert state.blocked == {"c3": None}  # a blocked call of that format: remembered by its call id
+    # a blocked call of that format: remembered by its call id
+    assert state.blocked == {"c3": PendingCall("exec", "exec:" + args, "r1", 0, "r1")}
     # written again in the current format, read back the same
     assert SessionState.from_bytes(state.to_bytes()) == state
     assert msgpack.unpackb(state.to_bytes(), strict_map_key=False)[0] == 3
@@ -256,11 +258,12 @@ def test_remember_call_has_no_count_limit():
 def test_blocked_calls_are_capped_oldest_first():
     """OpenClaw remembers at most 1,024 blocked calls (Spec §9); a known key keeps its place."""
     blocked: dict = {}
+    call = PendingCall("read", READ_HASH, "r", 0, "r")
     for i in range(MAX_BLOCKED):
-        remember_blocked(blocked, f"r:c{i}")
-    remember_blocked(blocked, "r:c0")
+        remember_blocked(blocked, f"r:c{i}", call)
+    remember_blocked(blocked, "r:c0", call)
     assert len(blocked) == MAX_BLOCKED and next(iter(blocked)) == "r:c0"
-    remember_blocked(blocked, "r:new")
+    remember_blocked(blocked, "r:new", call)
     assert len(blocked) == MAX_BLOCKED and "r:c0" not in blocked and list(blocked)[-1] == "r:new"
 
 
