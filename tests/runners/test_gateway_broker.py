@@ -108,7 +108,7 @@ def test_fuzzed_bodies_get_4xx_keep_the_gateway_serving_and_never_reach_kafka(ka
     valid = json.dumps(call("fz", 0)).encode()
     bodies = [b"", b"{", b"}", b"null", b"[]", b"[{}]", b"0", b'"x"', b"\xff" * 20, b"\x00" * 5, b"{" * 5000,
               b"[" * 100_000, b'{"type": "tool_call"}', b'{"type": 1}', b'{"type": "tool_call", "session_id": []}',
-              b'{"type": "tool_result", "run_id": "r", "session_id": "s"}', b'{"a": NaN}', b'{"a": Infinity}',
+              b'{"type": "tool_result", "run_id": "r", "session_id": "s", "tool_call_id": 3}', b'{"a": NaN}', b'{"a": Infinity}',
               json.dumps({**call("fz", 1), "tool_call_id": 5}).encode(),
               json.dumps({**call("fz", 2), "session_key": {"x": 1}}).encode(),
               b"x" * 2_000_000]
