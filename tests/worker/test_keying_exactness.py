@@ -114,7 +114,7 @@ def test_inside_the_line_the_worker_gives_the_offline_verdicts_and_outside_it_di
     assert _view(got[0]) == _view(want)
     assert {v["verdict"] for v in want} == {"abort", "allow", "block", "ignore"}  # the scenario exercises them
     assert [v["verdict"] for v in got[1]] == [v["verdict"] for v in _offline(exact_run)] == [
-        "allow", "allow", "allow", "abort", "allow"]
+        "allow", "allow", "allow", "abort", "abort"]  # the guard's abort ends the run: its next call is refused
 
     # Outside: a run spread over sessions keeps one guard offline, two record keys in the worker.
     assert [v["verdict"] for v in _offline(spread)] == ["allow", "allow", "allow", "abort"]
