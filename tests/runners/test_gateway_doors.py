@@ -286,6 +286,7 @@ def test_a_full_outbox_answers_503_and_what_it_took_is_kept():
     assert "the bound is 2 events" in body["error"] and "the event is not taken" in body["error"]
     assert held[0] == 2
     assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="unavailable"} 1.0' in metrics
+    assert "loopwatch_gateway_outbox_events 2.0" in metrics
 
 
 def test_a_drain_answers_requests_in_flight_and_refuses_new_ones():

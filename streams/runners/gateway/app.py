@@ -296,6 +296,10 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         return _json(503, status(status="unavailable", reason=reason))
 
     async def metrics_page(request: web.Request) -> web.Response:
+        outbox = getattr(client, "outbox", None)  # (events, bytes) of a LoopwatchClient
+        if outbox is not None:
+            metrics.outbox_events.set(outbox[0])
+            metrics.outbox_bytes.set(outbox[1])
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # aiohttp's own size check backs ours up for bodies sent without a Content-Length (chunked).

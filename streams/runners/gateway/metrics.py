@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
@@ -21,6 +21,8 @@ class GatewayMetrics:
     * ``loopwatch_gateway_roundtrip_seconds{endpoint}``: from the request read to its verdict (events
       sent to Kafka only), timeouts included.
     * ``loopwatch_gateway_timeouts_total{endpoint}``: verdicts that did not come in time.
+    * ``loopwatch_gateway_outbox_events``, ``loopwatch_gateway_outbox_bytes``: events taken and not yet
+      acknowledged by Kafka (the client's outbox; near its bound, new events get 503).
     """
 
     def __init__(self) -> None:
@@ -32,6 +34,10 @@ class GatewayMetrics:
                                    ["endpoint"], buckets=_BUCKETS, registry=self.registry)
         self.timeouts = Counter("loopwatch_gateway_timeouts", "Verdicts that did not come within the timeout",
                                 ["endpoint"], registry=self.registry)
+        self.outbox_events = Gauge("loopwatch_gateway_outbox_events", "Events taken, not yet acknowledged by Kafka",
+                                   registry=self.registry)
+        self.outbox_bytes = Gauge("loopwatch_gateway_outbox_bytes", "Bytes of the events taken, not yet acknowledged "
+                                  "by Kafka", registry=self.registry)
 
     OUTCOMES = ("allow", "warn", "block", "abort", "none", "not_waited", "timeout", "send_error", "bad_request",
                 "unauthorized", "too_large", "unavailable")
