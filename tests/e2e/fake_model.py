@@ -25,7 +25,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["FakeModel", "main"]
 
@@ -33,10 +33,12 @@ __all__ = ["FakeModel", "main"]
 class FakeModel:
     """The script: which command to repeat, how many tool calls at most, the request log."""
 
-    def __init__(self, command: str, max_calls: int, log: Path | None = None) -> None:
+    def __init__(self, command: str, max_calls: int, log: Path | None = None,
+                 before_call: Callable[[int], None] | None = None) -> None:
         self.command = command
         self.max_calls = max_calls
         self.log = log
+        self.before_call = before_call  # called with a tool call's number before it is sent
         self.calls = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -47,7 +49,10 @@ class FakeModel:
             if self.calls >= self.max_calls:
                 return None
             self.calls += 1
-            return self.calls
+            number = self.calls
+        if self.before_call is not None:
+            self.before_call(number)
+        return number
 
     def record(self, path: str, body: Any) -> None:
         if self.log is None:

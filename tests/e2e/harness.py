@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from streams.runners.hooks import snippets
 from streams.wire.codecs import decode_event
@@ -73,8 +73,9 @@ def runner_bin(name: str) -> Path | None:
 class ModelServer:
     """:class:`tests.e2e.fake_model.FakeModel` served on a free local port (a daemon thread)."""
 
-    def __init__(self, command: str, max_calls: int, log: Path | None = None) -> None:
-        self.model = FakeModel(command, max_calls, log)
+    def __init__(self, command: str, max_calls: int, log: Path | None = None,
+                 before_call: Callable[[int], None] | None = None) -> None:
+        self.model = FakeModel(command, max_calls, log, before_call)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.model))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -181,7 +182,11 @@ class Pipeline:
 
     def verdicts(self, session_id: str, at_least: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """The verdict records of ``session_id`` on the verdicts topic, in topic order (at least ``at_least``)."""
-        return asyncio.run(_read_verdicts(self.bootstrap, self.topics["verdicts"], session_id, at_least, timeout))
+        return asyncio.run(_read_session(self.bootstrap, self.topics["verdicts"], session_id, at_least, timeout))
+
+    def events(self, session_id: str, at_least: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """The events of ``session_id`` as the gateway published them (the worker's input topic)."""
+        return asyncio.run(_read_session(self.bootstrap, self.topics["events"], session_id, at_least, timeout))
 
 
 def _answers(port: int) -> bool:
@@ -192,7 +197,7 @@ def _answers(port: int) -> bool:
         return False
 
 
-async def _read_verdicts(bootstrap: str, topic: str, session_id: str, at_least: int,
+async def _read_session(bootstrap: str, topic: str, session_id: str, at_least: int,
                          timeout: float) -> list[dict[str, Any]]:
     from aiokafka import AIOKafkaConsumer
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from streams.detection import Engine, OpenClawConfig
+from streams.offline.replay import Replayer
 from tests.conftest import topic_tag
 from tests.e2e.compare import E2E_CONFIG, calls_of
 from tests.e2e.harness import (Pipeline, ModelServer, replay, run_claude_code, run_codex, runner_bin)
@@ -83,12 +85,13 @@ def _assert_live_equals_replay(fmt: str, run, live: list[dict], config: Path) ->
     return live_calls
 
 
-def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tmp_path):
+@pytest.mark.parametrize("hooks", ["command", "http"])
+def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tmp_path, hooks):
     binary = _binary("claude")
     counter = tmp_path / "project" / "ran.txt"
     started = time.monotonic()
     with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl") as model:
-        run = run_claude_code(binary, tmp_path, model.url, pipeline.hook_env())
+        run = run_claude_code(binary, tmp_path, model.url, pipeline.hook_env(), http=hooks == "http")
     assert run.status == 0, run.stderr
     assert run.session_id is not None
     live = pipeline.verdicts(run.session_id, at_least=12)
@@ -100,8 +103,9 @@ def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tm
     assert "CRITICAL: Called exec with identical arguments" in _model_saw(tmp_path / "model.jsonl")
     transcript = run.session_file.read_text()
     assert "hook_stopped_continuation" in transcript or "2 consecutive tool calls" in transcript
-    _keep("claude-code-escalation", run, live)
-    print(f"claude-code e2e run: {time.monotonic() - started:.1f} s")
+    if hooks == "command":
+        _keep("claude-code-escalation", run, live)
+    print(f"claude-code ({hooks} hooks) e2e run: {time.monotonic() - started:.1f} s")
 
 
 def test_codex_blocks_the_sixth_call_and_denies_every_later_call_of_the_turn(pipeline, tmp_path):
@@ -134,3 +138,50 @@ def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
     assert _ran(counter) == 7  # no hook ran: nothing was blocked
     assert pipeline.verdicts(run.session_id, at_least=1, timeout=3.0) == []
     assert "hook" not in run.stderr.lower()
+
+
+@pytest.fixture
+def stoppable(kafka_bootstrap, tmp_path_factory):
+    """A pipeline of its own (its worker is stopped mid-run), failing open after 1 s without a verdict."""
+    started = Pipeline(kafka_bootstrap, tmp_path_factory.mktemp("stoppable"), CONFIG, topic_tag(),
+                       gateway_timeout_s=1.0, on_timeout="allow").start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+STOP_BEFORE_CALL = 3
+
+
+def test_codex_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable, tmp_path):
+    """The worker stops before the 3rd call; fail-open, every call runs without a verdict. Once the worker is
+    back, it applies the backlog: the calls its rules block (the 6th on) get late verdicts, and their results
+    are recorded as executed (marked ``ran_without_verdict`` by the gateway), never ignored as results of
+    blocked calls. The live verdicts equal the replay of the events as the gateway published them."""
+    binary = _binary("codex")
+    counter = tmp_path / "project" / "ran.txt"
+
+    def stop_worker(number: int) -> None:
+        if number == STOP_BEFORE_CALL:
+            stoppable.stop_worker()
+
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", before_call=stop_worker) as model:
+        run = run_codex(binary, tmp_path, model.url, stoppable.hook_env())
+    assert run.status == 0, run.stderr
+    assert _ran(counter) == MAX_CALLS  # fail-open: nothing could be blocked in time
+    stoppable.start_worker()
+    live = stoppable.verdicts(run.session_id, at_least=2 * MAX_CALLS, timeout=60.0)
+    events = stoppable.events(run.session_id, at_least=2 * MAX_CALLS)
+    calls = calls_of(live)
+    assert len(calls) == MAX_CALLS
+    assert all(c["result_hash"] is not None for c in calls.values())  # every call that ran is in the state
+    results = [r for r in live if r["type"] == "tool_result"]
+    assert not [r for r in results if r["verdict"] == "ignore"]
+    late = [e["tool_call_id"] for e in events if e.get("ran_without_verdict")]
+    assert len(late) >= MAX_CALLS - STOP_BEFORE_CALL  # the calls run while the worker was down
+    assert all(r.get("late") for r in results if r["tool_call_id"] in late)
+    verdicts = [c["verdict"] for c in calls.values()]
+    assert verdicts[5] == "block"  # the rules' answer, after the fact: the call had run
+    replayer = Replayer(Engine(OpenClawConfig(CONFIG)), key_by="run")
+    assert calls_of(replayer.apply(e, e["event_id"]) for e in events) == calls

@@ -145,3 +145,23 @@ def test_through_the_gateway_the_policy_abort_stops_claude_code_and_denies_in_co
     assert batch["continue"] is False  # the batch hook stops it too
     assert [a.get("hookSpecificOutput", {}).get("permissionDecision") for a in cx] == [None] * 5 + ["deny"] * 3
     assert all("continue" not in a for a in cx)
+
+
+def test_a_call_that_goes_on_without_its_verdict_is_shown_to_the_user_and_its_result_is_not_waited_for():
+    """Fail-open at the gateway (the worker down: ``hang`` answers at once as a timed-out client would, no
+    sleeping): the call runs, each runner shows the user why (``systemMessage``), the model is not told."""
+    async def main():
+        answers = {}
+        async with served(EngineSource(hang=True)) as client:
+            answers["claude-code"] = await _post(client, "claude-code", cc_pre(1))
+            answers["codex"] = await _post(client, "codex", cx_pre(1))
+            answers["codex-post"] = await _post(client, "codex", cx_post(1))
+        return answers
+
+    answers = asyncio.run(main())
+    for runner in ("claude-code", "codex"):
+        message = answers[runner]["systemMessage"]
+        assert answers[runner] == {"systemMessage": message}  # no deny, nothing for the model
+        assert message.startswith("loopwatch: no verdict within") and "failing open" in message
+        assert runner_exit(runner, "PreToolUse", answers[runner], None, "allow")[0] == 0
+    assert answers["codex-post"] == {}  # a result is not announced again

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from streams.importers.events import VOLATILE_KEYS, structured_result
 
 __all__ = ["HookInputError", "RunTracker", "EndedRuns", "tool_outcome", "require_str", "optional_str", "VOLATILE_KEYS",
-           "stop_text", "warning_text", "run_ended"]
+           "stop_text", "warning_text", "run_ended", "failed_open"]
 
 class HookInputError(ValueError):
     """Hook JSON that is not what the runner sends (a required field missing or of the wrong type);
@@ -113,6 +113,15 @@ def warning_text(decision: Mapping[str, Any]) -> str | None:
     if isinstance(note, str) and note:
         return note
     return decision.get("message") or None
+
+
+def failed_open(payload: Mapping[str, Any], decision: Mapping[str, Any] | None) -> str | None:
+    """The gateway's message when a ``PreToolUse`` call goes on without its verdict (no verdict in time, or
+    Kafka refused the event, and the gateway fails open): the user should know it ran unchecked."""
+    if (decision is None or payload.get("hook_event_name") != "PreToolUse" or decision.get("decision") != "allow"
+            or decision.get("verdict") is not None or not (decision.get("timed_out") or decision.get("error"))):
+        return None
+    return decision.get("message") or "loopwatch: no verdict; failing open"
 
 
 def run_ended(decision: Mapping[str, Any] | None) -> bool:

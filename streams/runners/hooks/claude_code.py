@@ -45,7 +45,8 @@ import uuid
 from typing import Any, Mapping
 
 from streams.importers.claude_code import MAIN_AGENT, run_id
-from .base import EndedRuns, RunTracker, optional_str, require_str, run_ended, stop_text, tool_outcome, warning_text
+from .base import (EndedRuns, RunTracker, failed_open, optional_str, require_str, run_ended, stop_text, tool_outcome,
+                   warning_text)
 from .transcripts import TranscriptPrompts
 
 __all__ = ["ClaudeCodeHooks", "RUNNER"]
@@ -168,4 +169,5 @@ class ClaudeCodeHooks:
             text = warning_text(decision)
             if text:  # systemMessage is shown to the user, additionalContext reaches the model
                 return {"systemMessage": text, "hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
-        return {}
+        unchecked = failed_open(payload, decision)
+        return {"systemMessage": unchecked} if unchecked else {}

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from streams.importers.codex import AGENT_ID, run_id, shell_args
-from .base import RunTracker, optional_str, require_str, stop_text, tool_outcome, warning_text
+from .base import RunTracker, failed_open, optional_str, require_str, stop_text, tool_outcome, warning_text
 
 __all__ = ["CodexHooks", "RUNNER"]
 
@@ -115,4 +115,5 @@ class CodexHooks:
                     else warning_text(decision) if verdict == "warn" else None)
             if text:  # systemMessage is shown to the user (TUI: "Hook · <text>"), additionalContext reaches the model
                 return {"systemMessage": text, "hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
-        return {}
+        unchecked = failed_open(payload, decision)
+        return {"systemMessage": unchecked} if unchecked else {}
