@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from streams.detection import Engine, OpenClawConfig
+from streams.detection.run_end import run_ended_message
 from tests.worker_harness import ROOT, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
@@ -108,6 +109,7 @@ def test_openclaw_hooks_get_allow_warn_block_and_abort_through_the_gateway(kafka
     after = {s["n"]: s for s in steps if s["hook"] == "after_tool_call" and s["run"].endswith("compaction")}
     assert [after[n]["logged"] for n in (1, 2, 3)] == [[], [], []]
     assert after[4]["logged"] == [f"error: loopwatch: {ABORT}"]
-    # ... and OpenClaw gets the block object for the run's next call, in the guard's words
-    assert before[("compaction", 5)]["returned"] == {"block": True, "blockReason": ABORT}
+    # ... and OpenClaw gets the block object for the run's next call: the run has ended, in the guard's words
+    assert before[("compaction", 5)]["returned"] == {
+        "block": True, "blockReason": run_ended_message("compaction_loop_persisted", ABORT)}
     assert [before[("compaction", n)]["returned"] for n in (1, 2, 3, 4)] == [None] * 4
