@@ -488,7 +488,7 @@ class Engine:
             _unveto(state, call_id)
         verdict: dict[str, Any] = {"type": "tool_result", "tool_name": tool, "args_hash": call_hash}
         self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, record_run, outcome, ref,
-                             append_call_id=call_id if call is None else None)
+                             append_call_id=(call_id or None) if call is None else None)
         verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
         verdict.setdefault("evidence", [])
         if is_2026_9:
