@@ -190,7 +190,10 @@ def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
         assert f"on_timeout='{policy}'" in event["message"]
         assert health == 503
         assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="send_error"} 1.0' in metrics
-    assert answers["allow"][1] == {}
+    # fail-open: the call runs, and the user is told why (nothing for the model)
+    shown = answers["allow"][1]["systemMessage"]
+    assert list(answers["allow"][1]) == ["systemMessage"] and "not connected to Kafka at 127.0.0.1:9" in shown
+    assert shown.endswith("failing open (on_timeout='allow'): going on without a loop check")
     assert answers["block"][1]["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
@@ -237,7 +240,8 @@ def test_fail_open_costs_one_timeout_per_hook_call_and_the_result_says_the_call_
         return first, second, metrics
 
     first, second, metrics = _run(main())
-    assert first == {} and second == {}  # allow: the tool runs; nothing to say after it
+    # allow: the tool runs, the user is told it ran unchecked; nothing to say after it
+    assert list(first) == ["systemMessage"] and "failing open" in first["systemMessage"] and second == {}
     sent = [decode_event(value) for _, value in producer.records]
     assert [e["type"] for e in sent] == ["tool_call", "tool_result"]
     assert sent[0]["deadline"] == 5_000_050 and "ran_without_verdict" not in sent[0]
