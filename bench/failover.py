@@ -23,12 +23,21 @@ Per kill, from the verdicts' arrival times:
   -> its table recovery completed, -> the first verdict.
 
 Also the restarted worker's start-up: process start -> its first log line
-(Python imports) -> ready.
+(Python imports) -> ready; per kill, the changelog records the survivor's
+recovery read (from its log: each active changelog partition's highwater less
+the offset it started reading at).
+
+``--preload N`` first sends N events as fast as the workers take them (the
+synthetic fleet of bench/workload.py, whose fleet-wide failures feed the fleet
+view, on by default) so that the kills happen after that much uptime; the
+records in the state and fleet-windows changelogs are printed before the kills
+and at the end.
 
 The median of each figure over the kills is printed beside its target.
 
     .venv/bin/python bench/failover.py                         # 5 kills, 4 partitions, 200 events/s
     .venv/bin/python bench/failover.py --kills 7 --rate 400 --standby-replicas 0
+    .venv/bin/python bench/failover.py --preload 150000     # after 150k events of uptime
 
 Every topic is named ``bench.<random>...`` and deleted at the end.
 """
@@ -55,7 +64,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import msgpack  # noqa: E402
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.admin import NewTopic  # noqa: E402
 
 from bench.pipeline import Worker, _admin, _cleanup, _event_id, _events  # noqa: E402
@@ -97,6 +106,18 @@ class GroupWorker(Worker):
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         return at
+
+    def log_lines(self, after: float) -> list[tuple[float, str]]:
+        """(epoch s, line) of every log line from the first timestamped one after ``after`` (a line without
+        a timestamp, as in Faust's tables, takes the one before it)."""
+        out, stamp = [], None
+        for line in self.log.read_text("utf-8", "replace").splitlines():
+            match = _LOG_TIME.match(line)
+            if match:
+                stamp = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if stamp is not None and stamp >= after:
+                out.append((stamp, line))
+        return out
 
     def log_times(self, after: float) -> list[tuple[float, str]]:
         """(epoch s, line) of each timestamped log line after ``after``."""
@@ -192,6 +213,15 @@ def _events_applied(worker: GroupWorker) -> float:
     return sum(float(m) for m in re.findall(r"^loopwatch_events_total\{[^}]*\} (\S+)$", text, re.M))
 
 
+def _wait_ready(workers: list[GroupWorker], timeout: float = 120.0) -> None:
+    """Wait until every worker's log says Ready."""
+    deadline = time.monotonic() + timeout
+    while not all(w.log.exists() and w.ready(w.log.read_text("utf-8", "replace")) for w in workers):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the workers are not ready after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def _wait_serving(workers: list[GroupWorker], timeout: float = 60.0) -> None:
     """Wait until every worker applies events (the group has settled after a restart)."""
     deadline = time.monotonic() + timeout
@@ -201,6 +231,90 @@ def _wait_serving(workers: list[GroupWorker], timeout: float = 60.0) -> None:
         if all(_events_applied(w) > b for w, b in zip(workers, before)):
             return
     raise TimeoutError(f"the workers do not all apply events after {timeout:.0f} s")
+
+
+_TABLE_ROW = re.compile(r"^\|\s*(\S+)\s*\|\s*(\d+)\s*\|\s*(-?\d+)\s*\|")
+
+
+def _log_table(lines: list[tuple[float, str]], title: str, after: float) -> dict[tuple[str, int], int]:
+    """The first Faust recovery table titled ``title`` ("Highwater - Active", "Reading Starts At - Active")
+    logged after ``after``: {(topic, partition): value}."""
+    text = "\n".join(line for _, line in lines)
+    rows: dict[tuple[str, int], int] = {}
+    at = next((i for i, (stamp, line) in enumerate(lines) if stamp >= after and title in line), None)
+    if at is None:
+        return rows
+    topic = ""
+    for raw in text.splitlines()[at:]:
+        if raw.startswith("+") and rows:
+            break
+        match = _TABLE_ROW.match(raw)
+        if match:
+            topic = topic if match.group(1) == "\u3003" else match.group(1)
+            rows[(topic, int(match.group(2)))] = int(match.group(3))
+    return rows
+
+
+def _restored(worker: "GroupWorker", after: float) -> int | None:
+    """Changelog records the worker's first recovery after ``after`` read (highwater less start, per partition)."""
+    lines = worker.log_lines(after)
+    highwaters = _log_table(lines, "Highwater - Active", after)
+    starts = _log_table(lines, "Reading Starts At - Active", after)
+    if not highwaters:
+        return None
+    return sum(max(0, hw - starts.get(key, -1)) for key, hw in highwaters.items())
+
+
+async def _changelog_records(bootstrap: str, app_id: str) -> dict[str, int]:
+    """Records (end offset less log start, all partitions) of the app's state and fleet-windows changelogs."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    try:
+        out = {}
+        for name in ("states", "fleet-windows"):
+            topic = f"{app_id}-{name}-changelog"
+            partitions = consumer.partitions_for_topic(topic) or set()
+            if not partitions:
+                await consumer._client.force_metadata_update()
+                partitions = consumer.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+            if not tps:
+                continue
+            ends, starts = await consumer.end_offsets(tps), await consumer.beginning_offsets(tps)
+            out[name] = sum(ends[tp] - starts[tp] for tp in tps)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def _preload(bootstrap: str, topic: str, count: int, workers: list["GroupWorker"], timeout: float) -> float:
+    """Send ``count`` events (a synthetic fleet) and wait until the workers applied them; seconds it took."""
+    started = time.monotonic()
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=262_144)
+        await producer.start()
+        try:
+            sent, chunk = 0, 0
+            while sent < count:
+                batch = _events(min(20_000, count - sent), seed=1000 + chunk, prefix=f"p{chunk}-")
+                for key, event in batch:
+                    event["ts"] = int(time.time() * 1000)
+                    await producer.send(topic, msgpack.packb(event, use_bin_type=True), key=key)
+                sent += len(batch)
+                chunk += 1
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    before = sum(_events_applied(w) for w in workers)
+    asyncio.run(send())
+    deadline = time.monotonic() + timeout
+    while sum(_events_applied(w) for w in workers) < before + count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the preloaded events were not applied in {timeout:.0f} s")
+        time.sleep(1.0)
+    return time.monotonic() - started
 
 
 def _first_after(lines: list[tuple[float, str]], needle: str, after: float) -> float | None:
@@ -235,7 +349,7 @@ def measure(traffic: Traffic, killed_at: float, survivor: GroupWorker, partition
     joined = _first_after(lines, "Joined group", rebalance or killed_at)
     recovered = _first_after(lines, "Recovery complete", joined or killed_at)
     phases = {"rebalance starts": rebalance, "joined": joined, "recovered": recovered}
-    return {"stall": stall, "owned": owned, "pause": pause,
+    return {"stall": stall, "owned": owned, "pause": pause, "restored": _restored(survivor, killed_at),
             **{name: (at - killed_at if at is not None else None) for name, at in phases.items()}}
 
 
@@ -272,6 +386,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rate", type=float, default=200.0, help="events per second, all partitions (default 200)")
     parser.add_argument("--timeout", type=float, default=90.0, help="longest wait for a failover, s")
+    parser.add_argument("--preload", type=int, default=0,
+                        help="events sent (as fast as the workers take them) before the kills (default 0)")
     for name in ("session-timeout-s", "heartbeat-interval-s", "rebalance-timeout-s", "standby-replicas", "store"):
         parser.add_argument(f"--{name}", help="worker setting (default: the worker's own)")
     args = parser.parse_args()
@@ -288,6 +404,11 @@ def main() -> None:
         try:
             for worker in workers:
                 worker.start()
+            if args.preload:
+                _wait_ready(workers)
+                took = _preload(args.bootstrap, workers[0].input, args.preload, workers, max(600.0, args.preload / 100))
+                sizes = asyncio.run(_changelog_records(args.bootstrap, workers[0].app_id))
+                print(f"preload: {args.preload} events applied in {took:.0f} s; changelog records: {sizes}", flush=True)
             traffic.start()
             time.sleep(_SETTLE_S)
             for number in range(args.kills):
@@ -299,11 +420,14 @@ def main() -> None:
                 victim.start()
                 startups.append(_startup(victim))
                 print(f"kill {number + 1}: stall {result['stall']:.2f} s (partitions {result['owned']}), "
-                      f"unaffected pause {result['pause']:.2f} s; rebalance at {_fmt(result['rebalance starts'])}, "
+                      f"unaffected pause {result['pause']:.2f} s; {result['restored']} changelog records restored; "
+                      f"rebalance at {_fmt(result['rebalance starts'])}, "
                       f"joined {_fmt(result['joined'])}, recovered {_fmt(result['recovered'])} s; "
                       f"restart: first log line {_fmt(startups[-1][0])}, ready {_fmt(startups[-1][1])} s",
                       flush=True)
                 time.sleep(_SETTLE_S)
+            sizes = asyncio.run(_changelog_records(args.bootstrap, workers[0].app_id))
+            print(f"changelog records at the end: {sizes}", flush=True)
         finally:
             traffic.stop()
             for worker in workers:
@@ -315,6 +439,13 @@ def main() -> None:
     print(f"  {'figure':<44} {'median s':>9} {'target s':>9}")
     print(f"  {'stall of the killed worker partitions':<44} {_fmt(stall):>9} {STALL_TARGET_S:>9.1f}")
     print(f"  {'pause of the unaffected partitions':<44} {_fmt(pause):>9} {PAUSE_TARGET_S:>9.1f}")
+    stalls = [r["stall"] for r in results]
+    if stalls:
+        print(f"  {'stall, largest of the kills':<44} {_fmt(max(stalls)):>9} {STALL_TARGET_S:>9.1f}")
+    restored = [r["restored"] for r in results if r["restored"] is not None]
+    if restored:
+        print(f"  {'changelog records restored (median, largest)':<44} {statistics.median(restored):>9.0f} "
+              f"{max(restored):>9}")
     for phase in ("rebalance starts", "joined", "recovered"):
         print(f"  {'kill -> ' + phase:<44} {_fmt(_median([r[phase] for r in results])):>9}")
     print(f"  {'restart: process start -> first log line':<44} {_fmt(_median([s[0] for s in startups])):>9}")

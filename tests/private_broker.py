@@ -13,6 +13,7 @@ A module shares one (``scope="module"`` fixture): a JVM start costs 5-15 s on 2 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -102,6 +103,18 @@ class PrivateBroker:
     def stop(self) -> None:
         """Stop the broker (SIGTERM, controlled shutdown) and wait until its port is closed."""
         self._run("stop")
+
+    def pid(self) -> int:
+        """The broker's JVM process id (kafka.sh's pidfile)."""
+        return int((self.work / f"port-{self.port}" / "kafka.pid").read_text().strip())
+
+    def freeze(self) -> None:
+        """SIGSTOP the broker's JVM: connections stay open, nothing is answered (a hung broker)."""
+        os.kill(self.pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT the broker's JVM."""
+        os.kill(self.pid(), signal.SIGCONT)
 
     def is_up(self) -> bool:
         with socket.socket() as sock:

@@ -73,18 +73,19 @@ from . import metrics
 from streams.wire.outages import Backoff, stop_producer
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
-from .checkpoint import Checkpoints
+from .checkpoint import Checkpoints, _failures_seen
 from .fencing import PartitionWriters
 from .consumer import Transport
 from .fleet import FleetView
 from streams.detection import Engine, SessionState, load_config
 from streams.wire.logs import limit_kafka_client_logs
+from .outage import Outages, is_broker_trouble
 from .outputs import Outputs
 from .reader import Batch, InputReader
 from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
 from .rekey import decode_envelope, encode_envelope
 from .settings import WorkerSettings
-from .table import StateTable
+from .table import CHANGELOG_TOPIC_CONFIG, StateTable
 
 __all__ = ["Loopwatch", "create_app"]
 
@@ -138,7 +139,7 @@ class _App(faust.App):
         await super().on_stop()
 
 
-class Loopwatch(Checkpoints):
+class Loopwatch(Checkpoints, Outages):
     """The worker: a Faust app with its topics, state table, batch handlers and timers.
 
     Arguments:
@@ -193,6 +194,7 @@ class Loopwatch(Checkpoints):
         self.table: StateTable = app.tables.add(StateTable(
             app, name="states", default=None, key_type=bytes, value_type=bytes, partitions=s.partitions,
             beacon=app.tables.beacon, help="loopwatch state per key (SessionState bytes)",
+            extra_topic_configs=CHANGELOG_TOPIC_CONFIG,
         ))
         app.topics.add(self.input)  # subscribed; their records reach _on_batch, not a Faust stream
         app.topics.add(self.rekey)
@@ -203,6 +205,8 @@ class Loopwatch(Checkpoints):
 
         self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
         self._init_checkpoints()
+        self._init_outages()
+        self._owned_generation: int | None = None  # the group generation whose writers this worker started
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
         self._producers: tuple[AIOKafkaProducer, ...] = ()
@@ -228,7 +232,7 @@ class Loopwatch(Checkpoints):
         self._changelog_partitions = {self.table.changelog_topic.get_topic_name(): s.partitions}
         self.table.before_recovery = self._own_partitions
         self._reader = InputReader(
-            self._bootstrap, self._on_batch, self._ready, self.app.crash, backoff=self._backoff,
+            self._bootstrap, self._on_batch, self._ready, self._on_reader_error, backoff=self._backoff,
             client_id=f"{s.app_id}-input", fetch_max_wait_ms=int(s.fetch_max_wait_ms),
             max_poll_records=s.max_poll_records)
         app.timer(s.checkpoint_interval_s, name=f"{s.app_id}.checkpoint")(self._checkpoint_tick)
@@ -255,7 +259,7 @@ class Loopwatch(Checkpoints):
         """
         out = self._out or await self._open_outputs()
         async with self._lock:
-            if epoch != self._reader.epoch or self._failed is not None or self._tainted:
+            if epoch != self._reader.epoch or self._failed is not None or self._tainted or self._outage_since:
                 return
             now = time.monotonic()
             handled, rekey = self._handled, self._rekey_topic
@@ -268,8 +272,15 @@ class Loopwatch(Checkpoints):
                     handled[tp] = records[-1].offset
                     self._since_snapshot += len(records)
                 if out:
-                    self._outputs.extend(await out.send())
-            except BaseException:
+                    sent = await out.send()
+                    if epoch != self._reader.epoch:  # went back to the last checkpoint meanwhile (an outage)
+                        _failures_seen(sent)
+                        return
+                    self._outputs.extend(sent)
+            except BaseException as exc:
+                if is_broker_trouble(exc) and not self.app.should_stop:
+                    self._enter_outage(exc)  # these states are dropped: the last checkpoint is the truth again
+                    return
                 # States may hold events whose verdicts were never handed to the producer:
                 # no checkpoint may write or commit them (the worker stops, see the module docstring).
                 self._tainted = True
@@ -338,6 +349,20 @@ class Loopwatch(Checkpoints):
             metrics.observe_many(metrics.VERDICT_LATENCY_SECONDS,
                                  [max(0.0, now_ms - sent) / 1000.0 for sent in self._sent_ms])
             self._sent_ms.clear()
+
+    async def _on_reader_error(self, exc: BaseException) -> None:
+        """The reader failed (its task has ended): ride out a broker that does not answer, crash otherwise."""
+        if is_broker_trouble(exc) and not self.app.should_stop:
+            self._enter_outage(exc)
+        else:
+            await self.app.crash(exc)
+
+    def _replace_outputs(self) -> None:
+        """Drop the output producer (an outage): the records it still holds are given up, a new one opens
+        with the next batch."""
+        producers, self._producers, self._out = self._producers, (), None
+        for producer in producers:
+            asyncio.ensure_future(stop_producer(producer, 1.0))
 
     def _unwrap(self, topic: str, partition: int, record: Any
                 ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:
@@ -493,6 +518,8 @@ class Loopwatch(Checkpoints):
             self._reader.revoke()
             await consumer.stop_fetching(mine)
             generation = self.app.consumer_generation_id
+            if self._outage_since is not None and self._owned_generation != generation:
+                return  # no fresh writers for this assignment (Kafka did not answer): the next one reads
             for attempt in range(1, _OFFSET_ATTEMPTS + 1):
                 try:
                     committed = await consumer.committed_offsets(mine)
@@ -501,13 +528,23 @@ class Loopwatch(Checkpoints):
                     if self.app.consumer_generation_id != generation:
                         return  # the group rebalanced again: its assignment comes next
                     if attempt == _OFFSET_ATTEMPTS:  # no input read until a restart otherwise
+                        if is_broker_trouble(exc):
+                            self._enter_outage(exc)  # a rebalance once Kafka answers assigns them again
+                            return
                         log.error("loopwatch: cannot read the committed offsets: %r", exc)
                         await self.app.crash(exc)
                         return
                     log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
                     await asyncio.sleep(_OFFSET_RETRY_S)
-            await self._reader.start()
+            try:
+                await self._reader.start()
+            except Exception as exc:
+                if not is_broker_trouble(exc):
+                    raise
+                self._enter_outage(exc)
+                return
             self._reader.assign(committed)
+            self._outage_over()
 
     async def _reading_input(self) -> None:
         """Return once the worker reads the input of every state partition it owns, its outputs open.
@@ -558,8 +595,14 @@ class Loopwatch(Checkpoints):
         try:
             await self._writers.own(self._active_partitions(), generation)
         except Exception as exc:
+            if is_broker_trouble(exc) and not self.app.should_stop:
+                self._owned_generation = None
+                self._enter_outage(exc)  # nothing is read until an assignment starts its writers
+                return
             log.error("loopwatch: cannot start the changelog writers of the assigned partitions: %r", exc)
             await self.app.crash(exc)
+        else:
+            self._owned_generation = generation
 
     def _ready(self, tp: Any) -> bool:
         """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
@@ -654,7 +697,8 @@ class Loopwatch(Checkpoints):
         async with self._lock:
             if self._checkpoint is not None and not self._checkpoint.done():
                 return  # its state writes must not land after a tombstone: next time
-            if self.app.rebalancing or self._tainted or self._failed is not None or self._out is None:
+            if (self.app.rebalancing or self._tainted or self._failed is not None or self._out is None
+                    or self._outage_since is not None):
                 return  # partitions are moving (next time), or the worker is stopping
             self._expire_idle_now()  # the next checkpoint writes the tombstones
 

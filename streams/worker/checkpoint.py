@@ -163,8 +163,10 @@ from typing import Any
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
 
 from .fencing import Fenced, is_fenced
+from .outage import is_broker_trouble
 from .outputs import Outputs
 from .processor import encode_state
 
@@ -280,7 +282,7 @@ class Checkpoints:
         """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
         if self._checkpoint is not None and not self._checkpoint.done():
             return
-        if self._failed is not None or self._tainted or self.app.rebalancing:
+        if self._failed is not None or self._tainted or self.app.rebalancing or self._outage_since is not None:
             return
         if not (self._handled or self._outputs or self._dirty or self._expired):
             return
@@ -288,7 +290,12 @@ class Checkpoints:
 
     async def _background_checkpoint(self, *snapshot: Any) -> None:
         epoch = self._reader.epoch
-        fenced = await self._run_checkpoint(*snapshot)
+        try:
+            fenced = await self._run_checkpoint(*snapshot)
+        except Exception:
+            if self._outage_since is not None:
+                return  # the broker did not answer: the worker went back to the last checkpoint (streams.worker.outage)
+            raise
         if fenced:  # not here: a rebalance handler holding the lock may be waiting for this checkpoint
             asyncio.ensure_future(self._lose_later(fenced, epoch))
 
@@ -391,6 +398,9 @@ class Checkpoints:
         gc.freeze()
 
     def _fail(self, exc: BaseException) -> None:
+        if is_broker_trouble(exc) and not self.app.should_stop:
+            self._enter_outage(exc)  # back to the last checkpoint, on once Kafka answers (streams.worker.outage)
+            return
         if self._failed is None:
             self._failed = exc
             log.error("loopwatch: checkpoint failed, stopping (a restart resumes from the last checkpoint): %r",
@@ -457,7 +467,7 @@ async def _acknowledged_in_transaction(writer: Any, futures: list[asyncio.Future
         if pending and manager.is_fatal_error():
             _failures_seen(list(pending))
             waiter = manager._transaction_waiter
-            raise waiter.exception() if waiter.done() and waiter.exception() else RuntimeError(
+            raise waiter.exception() if waiter.done() and waiter.exception() else KafkaError(
                 "the changelog writer failed")
 
 

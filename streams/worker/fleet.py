@@ -54,6 +54,7 @@ from streams.detection.fleet_breaker import FleetBreaker
 from streams.wire.codecs import DecodeError, decode_event, record_encoder
 
 from . import metrics
+from .table import MemoryStoreTable, windowed_changelog_config
 
 __all__ = ["FleetView"]
 
@@ -87,8 +88,12 @@ class FleetView:
         self.fleet_events = app.topic(fleet_events_topic, **topic)
         self.signals_topic = self.signals.get_topic_name()
         self.fleet_events_topic = fleet_events_topic
-        self.table = app.Table("fleet-windows", default=None, partitions=partitions,
-                               help="fleet loops: failing-call signatures per hopping window")
+        # the state table's memory store: persisted offsets and standby copies, so that a partition kept
+        # or taken over is read from where its copy ends, not from the changelog's start
+        self.table = app.tables.add(MemoryStoreTable(
+            app, name="fleet-windows", default=None, partitions=partitions, beacon=app.tables.beacon,
+            help="fleet loops: failing-call signatures per hopping window",
+            extra_topic_configs=windowed_changelog_config(fleet.step_s)))
         windows = self.table.hopping(fleet.window_s, fleet.step_s, expires=fleet.expires)
         self.correlator = FleetCorrelator(fleet, store=self.table, ranges=windows.table.window.ranges)
         app.agent(self.signals, name=f"{app_id}.fleet-windows")(self._count)

@@ -30,6 +30,7 @@ __all__ = [
     "FLEET_BREAKER",
     "FLEET_WINDOWS",
     "FENCED",
+    "KAFKA_OUTAGES",
     "LATE_VERDICTS",
     "RUN_ENDED_EVENTS",
     "METRIC_NAMES",
@@ -122,6 +123,12 @@ FENCED = Counter(
     "was removed from the group, e.g. paused past the session timeout): its states of them were dropped.",
     registry=REGISTRY,
 )
+KAFKA_OUTAGES = Counter(
+    "loopwatch_kafka_outages",
+    "Times Kafka did not answer a send or a checkpoint (a broker down, hung or unreachable): the worker went back "
+    "to its last checkpoint and rode it out (streams.worker.outage).",
+    registry=REGISTRY,
+)
 LATE_VERDICTS = Counter(
     "loopwatch_late_verdicts",
     "Verdicts no runner waited for, by reason: ran_without_verdict (a result the runner sent for a call it ran "
@@ -168,7 +175,8 @@ def count_finding(finding: dict) -> None:
 METRIC_NAMES = frozenset(
     name
     for metric in (EVENTS, VERDICTS, DETECTIONS, POST_COMPACTION_ABORTS, DEAD_LETTERS, REDELIVERED,
-                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER, FENCED, LATE_VERDICTS, RUN_ENDED_EVENTS)
+                   STATES_NOT_WRITTEN, FLEET_LOOPS, FLEET_BREAKER, FENCED, KAFKA_OUTAGES, LATE_VERDICTS,
+                   RUN_ENDED_EVENTS)
     for name in (metric._name + "_total",)
 ) | frozenset(
     metric._name + suffix

@@ -73,11 +73,14 @@ class InputReader:
         self.epoch = 0  # changes at every assign and revoke
 
     async def start(self) -> None:
-        """Connect (once; later calls return at once). Raises aiokafka's errors if the broker is unreachable."""
+        """Connect (once; later calls return at once, restarting the fetching if a failure ended it). Raises
+        aiokafka's errors if the broker is unreachable."""
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._consumer is not None:
+                if self._task is None or self._task.done():  # ended by a failure (on_error was told): fetch again
+                    self._task = asyncio.ensure_future(self._run())
                 return
             consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False,
                                         auto_offset_reset="earliest", retry_backoff_ms=self._backoff.retry_ms,

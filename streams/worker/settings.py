@@ -199,6 +199,14 @@ class WorkerSettings(BaseSettings):
                     "doubles from kafka_retry_backoff_ms up to this, so an outage costs little CPU, and the worker "
                     "finds the broker again at most this long after it is back.",
     )
+    broker_outage_limit_s: float = Field(
+        300.0, ge=0,
+        description="Longest time, seconds, the worker rides out a Kafka broker that does not answer (down, hung, "
+                    "unreachable): a checkpoint or a send that times out makes it stop reading, go back to its last "
+                    "checkpoint and retry with backoff, then go on from there once Kafka answers (nothing lost, no "
+                    "event applied twice). It exits (status 1) only if Kafka has not answered for this long "
+                    "(0 = at the first such failure, as before).",
+    )
     shutdown_timeout_s: float = Field(
         10.0, ge=6,
         description="Longest time, seconds, from SIGINT or SIGTERM to the end of the worker process, whatever "

@@ -33,7 +33,7 @@ from yarl import URL
 
 from .outputs import Outputs
 
-__all__ = ["MemoryStore", "StateTable"]
+__all__ = ["CHANGELOG_TOPIC_CONFIG", "MemoryStore", "MemoryStoreTable", "StateTable", "windowed_changelog_config"]
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +85,30 @@ class MemoryStore(memory_store.Store):
         self._offsets = {tp: offset for tp, offset in self._offsets.items() if tp.partition in kept}
 
 
-class StateTable(faust.Table):
-    """A Faust table written in batches, with explicit partitions, whose keys' partitions are known.
+# Changelog topic settings that let Kafka's cleaner act on a running system. With the broker's defaults
+# (segment.bytes 1 GiB, segment.ms 7 days) the active segment, which compaction and retention never touch,
+# held every record a worker wrote for days: a restore re-read the history, not the live state.
+# segment.ms / segment.bytes: a segment rolls every 10 min (or 64 MiB), after which it can be cleaned;
+# min.cleanable.dirty.ratio: compact once a tenth of the log is superseded records (Kafka's: half);
+# delete.retention.ms: how long a tombstone stays readable (a restore taking longer could miss one).
+CHANGELOG_SEGMENT_MS = 600_000
+CHANGELOG_TOPIC_CONFIG = {
+    "segment.ms": str(CHANGELOG_SEGMENT_MS),
+    "segment.bytes": str(64 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": str(3_600_000),
+}
 
-    Attributes:
-        key_partitions: state key -> changelog partition, for every key in the
-            local store (for RocksDB: rebuilt from its databases after each
-            recovery, since a restart reads only the newer changelog records).
-    """
+
+def windowed_changelog_config(step_s: int) -> dict[str, str]:
+    """:data:`CHANGELOG_TOPIC_CONFIG` for a hopping-window table's changelog (Faust makes it ``compact,delete``
+    with ``retention.ms`` = the windows' expiry): segments roll every window step (at least a minute), so
+    retention deletes the records of expired windows soon after they expire."""
+    return {**CHANGELOG_TOPIC_CONFIG, "segment.ms": str(max(60, step_s) * 1000), "delete.retention.ms": "60000"}
+
+
+class MemoryStoreTable(faust.Table):
+    """A Faust table whose ``memory://`` store is :class:`MemoryStore` (persisted offsets, standbys kept)."""
 
     def _new_store_by_url(self, url: Any) -> Any:
         if URL(str(url)).scheme != "memory":
@@ -100,6 +116,16 @@ class StateTable(faust.Table):
         return MemoryStore(url, self.app, self, table_name=self.name, key_type=self.key_type,
                            key_serializer=self.key_serializer, value_serializer=self.value_serializer,
                            value_type=self.value_type, loop=self.loop, options=self.options)
+
+
+class StateTable(MemoryStoreTable):
+    """A Faust table written in batches, with explicit partitions, whose keys' partitions are known.
+
+    Attributes:
+        key_partitions: state key -> changelog partition, for every key in the
+            local store (for RocksDB: rebuilt from its databases after each
+            recovery, since a restart reads only the newer changelog records).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,0 +1,173 @@
+"""Riding out a Kafka broker that does not answer: back to the last checkpoint, then on once it answers.
+
+A broker that hangs (a stalled VM, a full disk, SIGSTOP) or cannot be reached
+leaves every request of the worker unanswered until aiokafka's
+``request_timeout_ms`` (40 s): the verdicts of the last batches expire unsent
+(``KafkaTimeoutError``), a checkpoint's transaction times out
+(``RequestTimedOut``). The worker used to crash there, every worker of the
+group at once. Now such a failure starts an outage (:meth:`Outages._enter_outage`):
+
+1. the worker stops reading its input and forgets every in-memory state and
+   everything no checkpoint covered (as a crash would, without the exit): the
+   table and the committed offsets are the truth again. Its changelog writers
+   are renewed at the next assignment (the new ones' ``InitProducerId`` ends
+   the open transaction: committed or aborted, never half) and its output
+   producer is replaced (records it still held are given up);
+2. it asks the broker every few seconds (backoff up to
+   :data:`PROBE_MAX_S`) whether it answers; once it does, it has its consumer
+   rejoin the group unless the group rebalanced by itself (a broker frozen
+   past the session timeout expires every member when it resumes);
+3. the assignment that follows starts fresh writers, Faust's recovery brings
+   the table up to the committed changelog (a commit whose answer was lost is
+   in it), and the worker reads again from the committed offsets: the events
+   since the last checkpoint are applied again, their verdicts published
+   again byte for byte (:mod:`streams.worker.checkpoint`, "Why nothing is
+   lost"). The outage ends there.
+
+If Kafka has not answered for ``broker_outage_limit_s`` the worker gives up and
+exits (status 1), as before the limit existed. Failures that are not the
+broker's (a record too large, a bug) still crash the worker at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+
+from . import metrics
+from .fencing import is_fenced
+
+__all__ = ["Outages", "is_broker_trouble"]
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 5.0  # one probe of the broker (a metadata request): a hung broker never answers
+PROBE_FIRST_S, PROBE_MAX_S = 1.0, 10.0  # the wait between probes doubles from the first to the most
+SETTLE_S = 15.0  # after the broker answers: how long the group may take to rebalance by itself
+REJOIN_WAIT_S = 60.0  # after a rejoin: how long the assignment may take before the next probe
+
+
+def is_broker_trouble(exc: BaseException) -> bool:
+    """Whether ``exc`` says the broker did not answer (a timeout, a lost connection, a retriable Kafka error).
+
+    A fence (another worker owns the partition) is not: it is handled as a lost partition.
+    """
+    if is_fenced(exc):
+        return False
+    if isinstance(exc, (asyncio.TimeoutError, KafkaTimeoutError, KafkaConnectionError, ConnectionError)):
+        return True
+    return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
+
+
+class Outages:
+    """The outage handling of the module docstring, mixed into the worker.
+
+    The worker provides ``app``, ``settings``, ``_reader``, ``_writers``,
+    ``_owned_generation`` (the generation whose writers it started), ``_drop()``
+    and ``_replace_outputs()``; it calls :meth:`_enter_outage` where
+    a send or a checkpoint fails for the broker's sake, refuses to handle
+    events or start a checkpoint while :attr:`_outage_since` is set, and calls
+    :meth:`_outage_over` once an assignment has fresh writers and reads again.
+    """
+
+    def _init_outages(self) -> None:
+        self._outage_since: float | None = None  # time.monotonic() of the first failure, None when all is well
+        self._outage_error: BaseException | None = None
+        self._outage_task: asyncio.Future | None = None
+
+    def _enter_outage(self, exc: BaseException) -> None:
+        """The broker did not answer: back to the last checkpoint, and ride it out (no-op if already doing so).
+
+        Synchronous (callable with or without the worker's lock held): the
+        reader stops delivering at once, a batch being handled is dropped when
+        its sends return (its epoch is gone).
+        """
+        self._outage_error = exc
+        if self._outage_since is not None:
+            return
+        limit = self.settings.broker_outage_limit_s
+        if limit <= 0:
+            log.error("loopwatch: Kafka did not answer (%r), stopping (broker_outage_limit_s is 0)", exc)
+            asyncio.ensure_future(self.app.crash(exc))
+            return
+        self._outage_since = time.monotonic()
+        metrics.KAFKA_OUTAGES.inc()
+        log.warning("loopwatch: Kafka did not answer (%r): reading stops, the states go back to the last checkpoint; "
+                    "the worker goes on from there once Kafka answers (it gives up after %g s)", exc, limit)
+        self._reader.revoke()
+        self._drop()
+        self._writers.renew()
+        self._owned_generation = None  # the assignment that ends the outage starts fresh writers
+        self._replace_outputs()
+        self._outage_task = asyncio.ensure_future(self._ride_out())
+
+    def _outage_over(self) -> None:
+        """An assignment has fresh writers and reads from the committed offsets again."""
+        if self._outage_since is None:
+            return
+        took = time.monotonic() - self._outage_since
+        self._outage_since = None
+        log.warning("loopwatch: Kafka answers again: reading from the last checkpoint after %.0f s (the events "
+                    "since it are applied again, their verdicts published again)", took)
+        task, self._outage_task = self._outage_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _ride_out(self) -> None:
+        """Probe the broker with backoff; once it answers, have the group rebalance; give up past the limit."""
+        wait = PROBE_FIRST_S
+        rebalances = self.app.rebalancing_count
+        while self._outage_since is not None:
+            since = self._outage_since
+            if time.monotonic() - since > self.settings.broker_outage_limit_s:
+                error = RuntimeError(f"Kafka has not answered for {self.settings.broker_outage_limit_s:g} s "
+                                     f"(broker_outage_limit_s); last error: {self._outage_error!r}")
+                log.error("loopwatch: %s: stopping", error)
+                await self.app.crash(error)
+                return
+            if not await self._broker_answers():
+                await asyncio.sleep(wait)
+                wait = min(PROBE_MAX_S, wait * 2)
+                continue
+            wait = PROBE_FIRST_S
+            # A broker that was frozen expires the members' sessions when it resumes: that rebalance
+            # (or one under way) brings the assignment that ends the outage.
+            deadline = time.monotonic() + SETTLE_S
+            while self._outage_since is not None and time.monotonic() < deadline:
+                if self.app.rebalancing or self.app.rebalancing_count != rebalances:
+                    break
+                await asyncio.sleep(0.2)
+            if self._outage_since is None:
+                return
+            if not self.app.rebalancing and self.app.rebalancing_count == rebalances:
+                log.info("loopwatch: Kafka answers: rejoining the group to be assigned the partitions again")
+                await self._rejoin()
+            rebalances = self.app.rebalancing_count
+            deadline = time.monotonic() + REJOIN_WAIT_S
+            while self._outage_since is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+
+    async def _broker_answers(self) -> bool:
+        consumer = self._reader._consumer  # the reader's client: a metadata request is a real round trip
+        if consumer is None:
+            return False
+        try:
+            await asyncio.wait_for(consumer._client.fetch_all_metadata(), PROBE_TIMEOUT_S)
+            return True
+        except Exception:  # timeout, refused, ...: not yet
+            return False
+
+    async def _rejoin(self) -> None:
+        thread = self.app.consumer._thread
+        try:
+            await thread.call_thread(_request_rejoin, thread._ensure_consumer())
+        except Exception as exc:  # the next probe tries again
+            log.warning("loopwatch: could not ask the group to rebalance: %r", exc)
+
+
+async def _request_rejoin(consumer: Any) -> None:  # runs in Faust's consumer thread
+    consumer._coordinator.request_rejoin()  # aiokafka internals: the consumer's group coordinator
