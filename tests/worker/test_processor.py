@@ -344,3 +344,22 @@ def test_what_is_published_stays_within_the_brokers_limit_for_any_input_it_accep
     _, dead = proc.decode(b"\xc1", huge, src(9))
     assert not fits(huge, dead.dead_letter) and record_size(None, dead.dead_letter) < 2_000
     assert msgpack.unpackb(dead.dead_letter)["key_size"] == len(huge)
+
+
+def test_results_without_session_or_call_id_are_applied_under_their_run_key():
+    """Spec §8.1 R7 and §9 R8: such results are valid; one without any session changes no session state."""
+    proc = processor()
+    state = SessionState()
+    proc.apply(b"r1", call(0, outcome_follows=True), src(0), state)
+    sessionless = {"type": "tool_result", "run_id": "r1", "session_id": None, "tool_call_id": "c0", "result": "x"}
+    assert proc.state_key(None, sessionless) == b"r1"
+    out = proc.apply(b"r1", sessionless, src(1), state)
+    record = msgpack.unpackb(out.verdict)
+    assert out.kind == APPLIED and record["verdict"] == "allow" and record["outcome"]["recorded"] is False
+    assert list(state.calls) == ["c0"] and state.history[0].result_hash is None  # still pending
+    no_call_id = {"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_name": "read",
+                  "args": {"path": "/a"}, "result": "same"}
+    out = proc.apply(b"r1", no_call_id, src(2), state)
+    assert msgpack.unpackb(out.verdict)["outcome"]["recorded"] is True
+    assert state.history[0].result_hash is not None  # attached to c0's pending record by run, tool and args
+    assert proc.state_key(None, {"type": "tool_result", "result": None}) == b"unknown"
