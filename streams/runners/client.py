@@ -528,10 +528,12 @@ class LoopwatchClient:
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
             # the runner already waited out this call's timeout: sent from the outbox, its verdict not waited for
             self._pending.pop(event_id, None)
-            try:  # in order with the events that follow: the producer has it before publish() returns
-                await asyncio.wait_for(asyncio.shield(taken.handed), wait)
-            except asyncio.TimeoutError:
-                pass  # still in the outbox: sent once Kafka answers
+            if self._connection.ready:  # connected: the producer has it before publish() returns (at once)
+                try:
+                    await asyncio.wait_for(asyncio.shield(taken.handed), wait)
+                except asyncio.TimeoutError:
+                    pass  # still in the outbox: sent once Kafka answers
+            # not connected: no second wait; the outbox keeps it in order with the events that follow
             return _resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
                                            time.monotonic() - started, None, waited=False))
 

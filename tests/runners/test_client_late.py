@@ -77,13 +77,16 @@ def test_a_call_not_sent_at_all_still_marks_its_result():
     client._connection.ready = False  # Kafka unreachable: the fail-open verdict at once
     client._connection.unreachable = "connection refused"
 
-    async def run() -> Verdict:
+    async def run() -> tuple[Verdict, bool, int]:
         call = await client.check(CALL, timeout=5)
         assert call.error is not None and call.verdict == "allow"
-        return await client.report_result(RESULT, timeout=5)
+        future = await client.publish(RESULT, timeout=5)
+        return await future, future.done(), len(client._outbox)
 
-    result = asyncio.run(run())
+    result, done_at_once, kept = asyncio.run(run())
     assert result.waited is False and result.verdict == "allow"
+    assert done_at_once  # no second wait for a producer Kafka is not there to take
+    assert kept == 2  # both events kept in order, sent once Kafka answers
 
 
 def test_a_caller_marked_result_is_not_waited_for_either():
