@@ -28,6 +28,7 @@ _COMMANDS: dict[str, str] = {
     "demo": "streams.commands.demo:demo",
     "gateway": "streams.commands.gateway:gateway",
     "hook": "streams.commands.hook:hook",
+    "fleet": "streams.commands.fleet:fleet",
 }
 
 

@@ -58,7 +58,7 @@ def finding_text(finding: Mapping[str, Any]) -> str:
     kind, action = finding.get("kind") or "detection", str(finding.get("action"))  # no kind: an older worker's
     if kind == "run_end":
         return f"run ended ({finding.get('detector')})"
-    text = f"{finding.get('detector')} {finding.get('level')}"
+    text = f"{finding.get('detector')}" + (f" {finding['level']}" if finding.get("level") else "")
     if finding.get("count") is not None:
         text += f" x{finding['count']}"
     notes = []

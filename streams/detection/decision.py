@@ -23,7 +23,7 @@ Shape (``None`` when nothing fired: a plain ``allow``, ``ignore``, or a compacti
   shadow mode ``would_warn``, ``would_block``, ``would_abort``, ``would_allow``;
 * ``detector``, ``level`` (``warning`` or ``critical``), ``count``, ``message``;
 * ``rule``: the loopwatch rule's name (``escalation``, ``runBudget``,
-  ``perTool:<tool>``) or the fleet loop's signature; None for OpenClaw's own rules;
+  ``perTool[0] tool=exec``) or the fleet loop's signature; None for OpenClaw's own rules;
 * ``enforced``: False for a shadow finding (``policies.shadow``, fleet breaker ``shadow``);
 * ``recovery``: a 2026.9.6 block's ``tool_loop_recovery`` (``recovery`` or ``terminal``:
   a terminal block is an abort);
@@ -63,7 +63,7 @@ _STRICTNESS = {"allow": 0, "suppressed": 0, "warn": 1, "block": 2, "abort": 3}
 
 
 def policy_kind(name: str) -> str:
-    """The ``kind`` of a loopwatch policy decision by its rule name (``escalation``, ``runBudget``, ``perTool:...``)."""
+    """The ``kind`` of a loopwatch policy decision by its rule name (``escalation``, ``runBudget``, ``perTool[<n>] ...``)."""
     if name == "escalation":
         return "escalation"
     if name == "runBudget":

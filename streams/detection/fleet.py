@@ -17,8 +17,11 @@ Each verdict record the engine produced is looked at once. It is an
 * ``error``: the call threw (``outcome.result_hash`` starts with ``error:``, the
   engine's mark of a thrown value, distinct from a returned error-looking result);
   signature = tool, args hash and the thrown value's hash;
-* ``detector``: a detector fired on the call (``detection.stuck``); signature =
-  detector, tool, args hash;
+* ``detector``: a detector fired on the call at level critical (a block, or
+  a 2026.9.6 terminal block); signature = detector, tool, args hash. A
+  warning (level ``warning``, emitted or suppressed) is not an observation:
+  the call was allowed, so a warning seen in many runs never makes a fleet
+  loop and never blocks fleet-wide (docs/detection-rules.md §8.1);
 * ``result`` (only with ``count: "all"``): any recorded outcome; signature = tool,
   args hash, result hash.
 
@@ -208,7 +211,7 @@ def observation(record: Mapping[str, Any], settings: FleetSettings, agent_id: An
         kind = "error"
         parts = (kind, tool) if by_tool else (kind, tool, call, result)
         match = [tool, None if by_tool else call]
-    elif detection.get("stuck"):
+    elif detection.get("stuck") and detection.get("level") == "critical":  # a warning alone never counts
         kind, detector = "detector", str(detection.get("detector"))
         parts = (kind, detector, tool) if by_tool else (kind, detector, tool, call)
         match = [tool, None if by_tool else call]

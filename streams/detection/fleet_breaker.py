@@ -22,19 +22,26 @@ is active from when the breaker learns of it (:meth:`FleetBreaker.add`) until
 its ``match``: tool and args hash (tool alone for unknown tools or ``signature: tool``).
 A result for a blocked call with ``outcome_follows`` is later ignored by the engine
 (no pending call).
+
+A call whose own run shows progress on it is neither blocked nor flagged
+(:func:`run_progress`): the loop is elsewhere in the fleet, and this run's own
+history says the call works here. A breaker cleared by hand
+(:meth:`FleetBreaker.clear`, ``loopwatch fleet clear``) stays off until its
+loop is published again.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .canonical import UNDEFINED
-from .fingerprint import args_hash, normalize_tool_name
+from .fingerprint import args_hash, js_trim, normalize_tool_name
 from .engine import validate_event
 from .decision import set_decided_by
+from .state import hash_key
 from .fleet import FLEET_DETECTOR, FleetSettings
 
-__all__ = ["FleetBreaker", "decide", "block_verdict"]
+__all__ = ["FleetBreaker", "decide", "block_verdict", "run_progress"]
 
 _EVIDENCE_KEPT = 10
 
@@ -69,6 +76,34 @@ class FleetBreaker:
         current = entries.get(call)
         if current is None or current[0] <= until:
             entries[call] = (until, dict(loop))
+
+    def learn(self, record: Mapping[str, Any]) -> None:
+        """Apply one record of the fleet-events topic: a ``fleet_loop`` activates its loop
+        (:meth:`add`), a ``fleet_clear`` clears its signature (:meth:`clear`); others are not the breaker's."""
+        kind = record.get("type")
+        if kind == "fleet_loop" and isinstance(record.get("match"), list):
+            self.add(record)
+        elif kind == "fleet_clear" and isinstance(record.get("signature"), str):
+            self.clear(record["signature"])
+
+    def clear(self, signature: str) -> int:
+        """Forget the active loops of ``signature`` (a breaker cleared by hand; ``"*"``: every one); how many."""
+        gone = 0
+        for tool in list(self._by_tool):
+            entries = self._by_tool[tool]
+            for call in [call for call, (_, loop) in entries.items() if signature in ("*", loop["signature"])]:
+                del entries[call]
+                gone += 1
+            if not entries:
+                del self._by_tool[tool]
+        return gone
+
+    def active(self, now_ms: float | None = None) -> list[tuple[float, dict[str, Any]]]:
+        """``(until, fleet_loop record)`` of every loop still held at ``now_ms`` (default: the latest event
+        time seen), the one held longest last."""
+        now = self.now if now_ms is None else now_ms
+        return sorted(((until, loop) for entries in self._by_tool.values() for until, loop in entries.values()
+                       if until > now), key=lambda item: (item[0], item[1]["signature"]))
 
     def prune(self) -> int:
         """Forget the loops held long enough by the latest event time seen; how many."""
@@ -139,18 +174,55 @@ def _fleet_field(loop: Mapping[str, Any], shadow: bool) -> dict[str, Any]:
             "reason": loop.get("message"), "would_block" if shadow else "blocked": True}
 
 
-def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Callable[[], dict[str, Any]]
-           ) -> dict[str, Any]:
+def run_progress(history: Iterable[Any], event: Mapping[str, Any], loop: Mapping[str, Any]) -> bool:
+    """Whether the event's own run shows progress on the fleet loop's call (docs/detection-rules.md §8.3).
+
+    Arguments:
+        history: the session's call records (:class:`~streams.detection.state.CallRecord`), oldest first.
+        event: the ``tool_call`` the breaker matched.
+        loop: the ``fleet_loop`` record it matched (``kind``, ``match``, ``result_hash``).
+    Returns:
+        True when the run's latest outcome of that call (same tool, and args unless the loop is
+        tool-wide) is not the loop's failure: for ``error`` and ``unknown_tool`` loops a result that is
+        not a thrown error; for ``detector`` loops a result other than the one before it (the
+        outcomes change); for ``result`` loops another result than the loop's. False when the run
+        has no outcome of the call yet.
+    """
+    raw_run = event.get("run_id")
+    run_id = (js_trim(raw_run) or None) if raw_run else None
+    tool, call = loop["match"]
+    call_key = hash_key(call) if call else None
+    outcomes = [record.result_key for record in history
+                if record.run_id == run_id and record.tool == tool and record.result_key is not None
+                and (call_key is None or record.args_key == call_key)]
+    if not outcomes:
+        return False
+    kind = loop.get("kind")
+    if kind in ("error", "unknown_tool"):
+        return not outcomes[-1].startswith("error:")
+    if kind == "detector":
+        return len(outcomes) >= 2 and outcomes[-1] != outcomes[-2]
+    failing = loop.get("result_hash")
+    return failing is not None and outcomes[-1] != hash_key(failing)
+
+
+def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Callable[[], dict[str, Any]],
+           history: Callable[[], Iterable[Any]] | None = None) -> dict[str, Any]:
     """The verdict of ``event``: ``process()`` (the engine) unless the fleet breaker blocks it.
 
     With no breaker or mode ``off``, exactly ``process()``. See the module docstring for the others.
+    ``history`` gives the call records of the event's session state (read only when a loop matches);
+    a call whose run shows progress on it (:func:`run_progress`) is left to the engine, unflagged.
     The verdict's ``decided_by`` is set again when the breaker adds to it.
     """
     if breaker is None or not breaker.on:
         return process()
     loop = breaker.match(event)
-    if loop is not None and breaker.mode == "block":
+    if loop is not None:
         validate_event(event)  # an event the engine would reject is rejected here too (EventError)
+        if history is not None and run_progress(history(), event, loop):
+            loop = None  # this run's own outcomes say the call works here
+    if loop is not None and breaker.mode == "block":
         return set_decided_by(block_verdict(event, loop))
     verdict = process()
     if loop is not None:

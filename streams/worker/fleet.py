@@ -198,5 +198,4 @@ class FleetView:
             record = decode_event(value or b"")
         except DecodeError:
             return
-        if record.get("type") == "fleet_loop" and isinstance(record.get("match"), list):
-            self.breaker.add(record)  # type: ignore[union-attr]
+        self.breaker.learn(record)  # type: ignore[union-attr]  # fleet_loop records and fleet_clear records

@@ -340,7 +340,8 @@ class Processor:
             if self.fleet is None:
                 verdict = self.engine.process(event, state, ref)
             else:
-                verdict = decide(self.fleet, event, lambda: self.engine.process(event, state, ref))
+                verdict = decide(self.fleet, event, lambda: self.engine.process(event, state, ref),
+                                 lambda: state.history)
         except EventError as exc:
             return self.dead_letter(raw, key, source, "schema", str(exc))
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept

@@ -73,9 +73,14 @@ def test_what_counts_as_a_signature():
     unknown = {**base, "tool_name": "tavily", "args_hash": "tavily:9",
                "outcome": {"recorded": True, "result_hash": "error:7", "unknown_tool_name": "tavily"}}
     assert observation(unknown, s)["kind"] == "unknown_tool" and observation(unknown, s)["match"] == ["tavily", None]
-    stuck = {**base, "verdict": "block", "detection": {"stuck": True, "detector": "generic_repeat"},
+    stuck = {**base, "verdict": "block", "detection": {"stuck": True, "detector": "generic_repeat",
+                                                        "level": "critical"},
              "outcome": {"recorded": False}}
     assert observation(stuck, s)["kind"] == "detector"
+    # a warning (emitted or suppressed) was an allow: never an observation, so never a fleet-wide block
+    warned = {**base, "verdict": "warn", "detection": {"stuck": True, "detector": "ping_pong", "level": "warning"},
+              "outcome": {"recorded": True, "result_hash": "r:1", "unknown_tool_name": None}}
+    assert observation(warned, s) is None
     assert observation({**thrown, "event_ts": None}, s) is None  # no event time, no window
     assert observation({**thrown, "fleet": {"blocked": True}}, s) is None  # the breaker's own blocks
     assert observation({**thrown, "rule": "fleet_loop"}, s) is None  # ... as workers wrote them before decided_by
@@ -189,3 +194,89 @@ def test_conformance_vectors_with_the_fleet_view_on_and_the_breaker_off_keep_eve
             assert watched.apply(event, index) == plain.apply(event, index), (scenario["name"], index)
         loops += len(watched.fleet_loops)
     assert loops > 0  # fleet loops were found along the way, and changed nothing
+
+
+def _ping_pong_run(run: int, t0: int, calls: int = 12) -> list[dict]:
+    """A run alternating two reads with unchanging results: ping_pong warns (an allow), never blocks at 12 calls."""
+    out = []
+    for i in range(calls):
+        path = "/a" if i % 2 == 0 else "/b"
+        out.append({"type": "tool_call", "run_id": f"pp-{run}", "session_id": f"s-pp-{run}",
+                    "tool_call_id": f"pp-{run}-{i}", "tool_name": "read", "args": {"path": path},
+                    "result": f"content of {path}", "ts": t0 + 1000 * run + 10 * i, "event_id": f"pp-{run}-{i}"})
+    return out
+
+
+def test_a_warning_seen_in_many_runs_never_blocks_fleet_wide():
+    config = {"tools": {"loopDetection": {"enabled": True}},
+              "options": {"fleet": {"minRuns": 3, "breaker": "block"}}}
+    r = Replayer(Engine(OpenClawConfig(config)), key_by="run")
+    records = [r.apply(event) for run in range(6) for event in _ping_pong_run(run, T0)]
+    warned = [rec for rec in records if (rec["decided_by"] or {}).get("detector") == "ping_pong"]
+    assert warned and {rec["decided_by"]["level"] for rec in warned} == {"warning"}  # the runs did warn ...
+    assert r.fleet_loops == []  # ... yet no fleet loop, and no call of a later run is blocked
+    later = [r.apply(event) for event in _ping_pong_run(9, T0 + 60_000, calls=2)]
+    assert [rec["verdict"] for rec in later] == ["allow", "allow"]
+
+
+def test_no_fleet_block_of_a_call_whose_own_run_shows_progress():
+    r = replayer(minRuns=3, breaker="block")
+    for i in range(3):
+        r.apply(failing_call(i, T0 + i))
+    assert len(r.fleet_loops) == 1
+    # run 7 made the same call before, and it worked there: its run shows progress, the call goes to the engine
+    worked = {**failing_call(7, T0 + 100), "error": None, "result": {"quote": 1}}
+    assert r.apply(worked)["verdict"] == "block"  # (no outcome of it in run 7 yet: blocked like any other run)
+    r2 = replayer(minRuns=3, breaker="block")
+    r2.apply(worked)  # run 7 first: the call works
+    for i in range(3):
+        r2.apply(failing_call(i, T0 + i))
+    again = r2.apply(failing_call(7, T0 + 200))
+    assert again["verdict"] == "allow" and "fleet" not in again and again["decided_by"] is None
+    other = r2.apply(failing_call(8, T0 + 300))  # a run without an outcome of it: blocked, with the reason
+    assert other["verdict"] == "block" and other["decided_by"]["kind"] == "fleet"
+    assert other["fleet"]["reason"].startswith("Fleet-wide loop: web_fetch threw the same error in 3 runs")
+    assert other["decided_by"]["message"] == other["block_reason"]
+    # a run whose latest outcome of the call is the failure again shows no progress: blocked
+    r2.apply({**failing_call(7, T0 + 400)})
+    assert r2.apply(failing_call(7, T0 + 500))["verdict"] == "block"
+
+
+def test_run_progress_by_loop_kind():
+    from streams.detection.fleet_breaker import run_progress
+    from streams.detection.state import CallRecord
+
+    event = {"type": "tool_call", "run_id": " r1 ", "tool_name": "exec"}
+    error = {"kind": "error", "match": ["exec", "exec:aaaa" + "0" * 32], "result_hash": "error:e" + "0" * 32}
+    ok = CallRecord("exec", "exec:aaaa" + "0" * 32, "c1", "r1", "r:ok" + "0" * 32)
+    failed = CallRecord("exec", "exec:aaaa" + "0" * 32, "c2", "r1", "error:e" + "0" * 32)
+    other_run = CallRecord("exec", "exec:aaaa" + "0" * 32, "c3", "r2", "r:ok" + "0" * 32)
+    other_args = CallRecord("exec", "exec:bbbb" + "0" * 32, "c4", "r1", "r:ok" + "0" * 32)
+    assert run_progress([ok], event, error) is True
+    assert run_progress([ok, failed], event, error) is False  # the latest outcome is the failure
+    assert run_progress([other_run, other_args], event, error) is False  # other runs' and other calls' outcomes
+    assert run_progress([other_args], event, {**error, "match": ["exec", None]}) is True  # a tool-wide loop
+    detector = {"kind": "detector", "match": ["exec", "exec:aaaa" + "0" * 32]}
+    assert run_progress([ok, ok], event, detector) is False  # the same result again: no progress
+    assert run_progress([failed, ok], event, detector) is True  # the results change
+    assert run_progress([], event, detector) is False
+
+
+def test_clear_forgets_a_signature_until_it_is_published_again():
+    from streams.detection.fleet import FleetSettings
+    from streams.detection.fleet_breaker import FleetBreaker
+
+    r = replayer(minRuns=3)
+    for i in range(3):
+        r.apply(failing_call(i, T0 + i))
+    [loop] = r.fleet_loops
+    breaker = FleetBreaker(FleetSettings(breaker="block", min_runs=3))
+    breaker.add(loop)
+    assert [held["signature"] for _, held in breaker.active()] == [loop["signature"]]
+    assert breaker.match(failing_call(5, T0 + 10)) is not None
+    assert breaker.clear("no-such-signature") == 0 and len(breaker) == 1
+    assert breaker.clear(loop["signature"]) == 1 and breaker.active() == []
+    assert breaker.match(failing_call(5, T0 + 20)) is None
+    breaker.add(loop)  # published again (a later window): active again
+    assert breaker.match(failing_call(5, T0 + 30)) is not None
+    assert breaker.clear("*") == 1 and len(breaker) == 0
