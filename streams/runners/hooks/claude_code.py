@@ -23,20 +23,30 @@ Mapping (the Claude Code importer's, :mod:`streams.importers.claude_code`):
   (:func:`streams.runners.hooks.base.tool_outcome`); ``PostToolUseFailure`` -> ``tool_result``
   whose ``error`` is the failure's ``error`` text (a thrown error, as the importer reads
   ``is_error``).
-* ``SessionStart`` with ``source: "compact"`` (or ``PostCompact``) -> ``compaction_retry`` in the
-  run in progress (the importer's ``compact_boundary``); a second one before any tool event is the
-  same compaction and is not sent again.
+* ``PostCompact`` (or ``SessionStart`` with ``source: "compact"``, which Claude Code 2.1.332 sends to
+  command hooks only) -> ``compaction_retry`` in the run in progress (the importer's
+  ``compact_boundary``); a second one before any tool event is the same compaction and is not sent again.
+* ``PostToolBatch`` sends nothing; its answer stops the session when the run has ended.
 * Anything else (``PreCompact``, ``Stop``, ``Notification``, ...) sends nothing and answers ``{}``.
 
-Answers (Claude Code's hook output):
+Answers (Claude Code's hook output; what Claude Code 2.1.332 does with each was measured with the real
+runner, docs/runners/claude-code.md "What stops a run"):
 
-* ``PreToolUse`` blocked (or failed closed): ``{"hookSpecificOutput": {"hookEventName": "PreToolUse",
-  "permissionDecision": "deny", "permissionDecisionReason": <block reason>}}``; a warning:
-  ``{"systemMessage": <warning>, "hookSpecificOutput": {"hookEventName": "PreToolUse",
-  "additionalContext": <warning>}}`` (the call runs; the model and the user see the warning);
-  allowed: ``{}``.
-* A result or compaction whose verdict is ``abort`` (the post-compaction guard; or failing closed):
-  ``{"continue": false, "stopReason": <message>}``, which stops the session. Otherwise ``{}``.
+* ``PreToolUse`` blocked: ``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+  "deny", "permissionDecisionReason": <text>}}`` (:func:`~streams.runners.hooks.base.stop_text`:
+  ``run_ended.message``, a policy's message, ``block_text``, ``block_reason``); the model goes on.
+* ``PreToolUse`` aborted (a run-ending verdict, a call of an ended run, failing closed on a result):
+  the same deny plus ``"continue": false, "stopReason": <text>``: the call does not run and the
+  session stops.
+* A result or compaction whose verdict is ``abort``: ``{"continue": false, "stopReason": ...}``. Claude
+  Code honours it on ``PostToolUse`` but ignores it on ``PostToolUseFailure``, so the run is remembered
+  as ended (:class:`~streams.runners.hooks.base.EndedRuns`) and the ``PostToolBatch`` hook that follows
+  answers ``continue: false`` too.
+* A warning: ``{"systemMessage": <text>, "hookSpecificOutput": {"hookEventName": <event>,
+  "additionalContext": <text>}}`` with ``warning.note`` when present (the model sees
+  ``additionalContext``, the user ``systemMessage``); the call runs.
+* A ``PreToolUse`` the gateway let run without a verdict (fail-open): ``{"systemMessage": <why>}``.
+* Otherwise ``{}``.
 """
 
 from __future__ import annotations

@@ -17,14 +17,20 @@ Mapping (the Codex importer's, :mod:`streams.importers.codex`):
   with ``args = {"command": tool_input.command}``; other tools keep their name and ``tool_input``.
 * ``PostToolUse`` -> ``tool_result`` with ``tool_response`` in OpenClaw's shape
   (:func:`streams.runners.hooks.base.tool_outcome`).
-* ``PostCompact`` (or ``SessionStart`` with ``source: "compact"``) -> ``compaction_retry`` (recorded
-  ``codex exec --json`` output has no compactions; live, a compaction arms the guard as in OpenClaw).
+* ``PostCompact`` (or ``SessionStart`` with ``source: "compact"``) -> ``compaction_retry`` (a session
+  file's ``compacted`` record, :mod:`streams.importers.codex_rollout`; ``codex exec --json`` output has
+  no compactions).
 * Anything else sends nothing and answers ``{}``.
 
-Answers: ``PreToolUse`` blocked -> ``{"hookSpecificOutput": {"hookEventName": "PreToolUse",
-"permissionDecision": "deny", "permissionDecisionReason": ...}}`` (``loopwatch hook codex`` turns it
-into exit status 2 with the reason on stderr); a warning -> ``{"systemMessage": ...}``; a result
-or compaction whose verdict is ``abort`` -> ``{"continue": false, "stopReason": ...}``; else ``{}``.
+Answers (no hook answer ends a Codex 0.171 turn, measured with the real runner: docs/runners/codex.md
+"What stops a run"): ``PreToolUse`` blocked or aborted (a run-ending verdict, a call of an ended run) ->
+``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+"permissionDecisionReason": ...}}``, which ``loopwatch hook codex`` turns into exit status 2 with the
+reason on stderr; never ``continue: false`` (on ``PreToolUse`` Codex then counts the hook as failed and
+runs the call). A warning, or an abort that arrives on a result -> ``{"systemMessage": ...,
+"hookSpecificOutput": {"hookEventName": <event>, "additionalContext": ...}}`` (the model sees
+``additionalContext``, the user ``systemMessage``); a ``PreToolUse`` the gateway let run without a
+verdict -> ``{"systemMessage": <why>}``; else ``{}``.
 """
 
 from __future__ import annotations
