@@ -1,8 +1,9 @@
 """Verdict records (live from the verdicts topic, or from ``loopwatch replay``) as one line per tool call, to compare.
 
-A call's line: its run, the args hash, the pre-call verdict and decision, the detection that decided, and the
-result hash of its outcome (from the inline outcome of a complete ``tool_call``, or from its ``tool_result``:
-the live hooks always send the two apart, an importer folds an outcome that follows at once).
+A call's line: its run, the args hash, OpenClaw's pre-call decision and the detection behind it, loopwatch's
+verdict on the call (the strictest of its records: a post-compaction abort comes with the outcome), and the
+result hash of its outcome. The live hooks always send a call and its outcome apart (two records), an
+importer folds an outcome that follows at once into the call (one record): the line is the same either way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ __all__ = ["calls_of", "E2E_CONFIG"]
 # The config of the end-to-end loops: warn at 3, block at 5, and two blocks in a row abort the run.
 E2E_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}},
               "policies": {"escalation": {"consecutiveBlocks": 2}}}
+
+
+_STRICTNESS = {"ignore": 0, "allow": 1, "warn": 2, "block": 3, "abort": 4}
 
 
 def calls_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -30,4 +34,6 @@ def calls_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
                               "result_hash": outcome.get("result_hash")}
         elif kind == "tool_result" and call_id in calls:
             calls[call_id]["result_hash"] = outcome.get("result_hash")
+            if _STRICTNESS.get(record.get("verdict"), 0) > _STRICTNESS.get(calls[call_id]["verdict"], 0):
+                calls[call_id]["verdict"] = record.get("verdict")
     return calls

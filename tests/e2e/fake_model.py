@@ -34,9 +34,10 @@ class FakeModel:
     """The script: which command to repeat, how many tool calls at most, the request log."""
 
     def __init__(self, command: str, max_calls: int, log: Path | None = None,
-                 before_call: Callable[[int], None] | None = None) -> None:
+                 before_call: Callable[[int], None] | None = None, full_after: int | None = None) -> None:
         self.command = command
         self.max_calls = max_calls
+        self.full_after = full_after  # report a nearly full context window with this tool call (auto-compaction)
         self.log = log
         self.before_call = before_call  # called with a tool call's number before it is sent
         self.calls = 0
@@ -70,11 +71,23 @@ def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
     return "".join(out).encode()
 
 
+COMPACTION_MARK = "Respond with TEXT ONLY"  # how Claude Code 2.1.332 asks for a compaction summary
+SUMMARY = "<analysis>The user asked for a loop.</analysis>\n<summary>The same check was run again and again.</summary>"
+
+
+def _asks_summary(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    return bool(messages) and COMPACTION_MARK in json.dumps(messages[-1].get("content"))
+
+
 def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, Any], list]:
     """``(message, stream events)`` answering a Messages API request."""
     tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
-    number = model.next_call() if "Bash" in tools else None
+    summary = _asks_summary(body)
+    number = model.next_call() if "Bash" in tools and not summary else None
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    if number is not None and number == model.full_after:
+        usage["input_tokens"] = 990_000
     message = {"id": f"msg_{next(model._ids):06d}", "type": "message", "role": "assistant",
                "model": body.get("model", "fake"), "content": [], "stop_reason": None, "stop_sequence": None,
                "usage": usage}
@@ -89,7 +102,7 @@ def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, 
                                                      "partial_json": json.dumps(block["input"])}}),
                   ("content_block_stop", {"type": "content_block_stop", "index": 0})]
     else:
-        block = {"type": "text", "text": "Done."}
+        block = {"type": "text", "text": SUMMARY if summary else "Done."}
         stop = "end_turn"
         events = [("content_block_start", {"type": "content_block_start", "index": 0,
                                            "content_block": {"type": "text", "text": ""}}),
@@ -99,7 +112,7 @@ def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, 
     full = {**message, "content": [block], "stop_reason": stop}
     stream = ([("message_start", {"type": "message_start", "message": message})] + events
               + [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                    "usage": {"output_tokens": 5}}),
+                                    "usage": {**usage, "output_tokens": 5}}),
                  ("message_stop", {"type": "message_stop"})])
     return full, stream
 

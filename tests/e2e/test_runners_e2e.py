@@ -185,3 +185,39 @@ def test_codex_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable,
     assert verdicts[5] == "block"  # the rules' answer, after the fact: the call had run
     replayer = Replayer(Engine(OpenClawConfig(CONFIG)), key_by="run")
     assert calls_of(replayer.apply(e, e["event_id"]) for e in events) == calls
+
+
+GUARD_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 10, "criticalThreshold": 20}}}
+
+
+@pytest.fixture(scope="module")
+def guard_pipeline(kafka_bootstrap, tmp_path_factory):
+    """Detectors far off (warn at 10), the post-compaction guard at OpenClaw's default window (3)."""
+    started = Pipeline(kafka_bootstrap, tmp_path_factory.mktemp("guard"), GUARD_CONFIG, topic_tag()).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.mark.parametrize("hooks", ["command", "http"])
+def test_claude_code_stops_when_the_loop_survives_an_auto_compaction(guard_pipeline, tmp_path, hooks):
+    """The model reports a nearly full context window with the 3rd call: Claude Code compacts on its own
+    (``PostCompact`` arms the guard; over ``http`` it is the only compaction hook that arrives). Calls 4-6
+    repeat the failing call with the same result: the guard aborts on the 6th's outcome, which comes through
+    ``PostToolUseFailure`` (whose ``continue: false`` Claude Code ignores), so ``PostToolBatch`` stops the
+    session: 6 calls ran, the model is not asked again."""
+    binary = _binary("claude")
+    counter = tmp_path / "project" / "ran.txt"
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", full_after=3) as model:
+        run = run_claude_code(binary, tmp_path, model.url, guard_pipeline.hook_env(), http=hooks == "http")
+    assert run.status == 0, run.stderr
+    live = guard_pipeline.verdicts(run.session_id, at_least=13)
+    assert [r["type"] for r in live].count("compaction_retry") == 1
+    aborts = [r for r in live if (r.get("guard") or {}).get("abort")]
+    assert len(aborts) == 1 and aborts[0]["type"] == "tool_result"
+    assert list(calls_of(live)).index(aborts[0]["tool_call_id"]) == 5  # the 6th call's outcome
+    assert _ran(counter) == 6 and model.model.calls == 6
+    replayed = replay("claude-code", run.session_file, guard_pipeline.config_path)
+    assert calls_of(replayed) == calls_of(live)
+    assert [r["tool_call_id"] for r in replayed if (r.get("guard") or {}).get("abort")] == [aborts[0]["tool_call_id"]]
