@@ -23,7 +23,7 @@ _NAMED = 10  # unread keys named in the warning; a real openclaw.json has many
 
 def describe_config(path: Any, engine: Any) -> str:
     """One line: which config is in effect (``path``; None: no --config), its global loop-detection
-    settings (Spec §2.2), the agents whose own blocks overlay them (Spec §2.4) and loopwatch's own
+    settings (docs/detection-rules.md §2.2), the agents whose own blocks overlay them (docs/detection-rules.md §2.4) and loopwatch's own
     policies (:mod:`streams.detection.policies`), for the :class:`streams.detection.Engine` ``engine``
     (None, or ignored, without a path)."""
     from streams.detection.config import DEFAULTS
@@ -48,7 +48,7 @@ def describe_config(path: Any, engine: Any) -> str:
     if block is None:
         text += " -- the file has no tools.loopDetection block: OpenClaw's defaults apply"
     agents = engine.config.agents_with_blocks
-    if agents:  # their events resolve other settings (Spec §2.4)
+    if agents:  # their events resolve other settings (docs/detection-rules.md §2.4)
         text += f"; agents with their own block, overlaid on it: {', '.join(agents)}"
     policies = engine.policies
     if policies is not None:  # loopwatch's own rules beyond OpenClaw's (streams.detection.policies)

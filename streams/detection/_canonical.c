@@ -1,5 +1,5 @@
 /*
- * Canonical serialisation (OpenClaw's stableStringify, Spec §4.1) in C.
+ * Canonical serialisation (OpenClaw's stableStringify, docs/detection-rules.md §4.1) in C.
  *
  * canonical_bytes(value, number_text, undefined) -> bytes (UTF-8)
  *

@@ -1,7 +1,7 @@
 """Canonical serialisation and SHA-256 digests, byte-identical to OpenClaw's.
 
 OpenClaw fingerprints tool arguments and outcomes with a ``stableStringify``
-written in JavaScript (Spec §4.1). This module reproduces its output for the
+written in JavaScript (docs/detection-rules.md §4.1). This module reproduces its output for the
 JSON data model as Python decodes it (``dict``/``list``/``tuple``/``str``/
 ``int``/``float``/``bool``/``None``), plus three values JSON cannot carry:
 
@@ -93,7 +93,7 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 
 
 def js_string(value: str) -> str:
-    """``JSON.stringify(value)`` for a string (Spec §4.1): short escapes,
+    """``JSON.stringify(value)`` for a string (docs/detection-rules.md §4.1): short escapes,
     ``\\u00XX`` below U+0020, lone surrogates escaped, all else raw."""
     text = json.dumps(value, ensure_ascii=False)
     if _SURROGATE.search(text):
@@ -102,7 +102,7 @@ def js_string(value: str) -> str:
 
 
 def js_number(value: float | int) -> str:
-    """JavaScript ``Number#toString`` of a finite number (Spec §4.1).
+    """JavaScript ``Number#toString`` of a finite number (docs/detection-rules.md §4.1).
 
     Integers are first rounded to the nearest double, as JavaScript holds them.
     Raises ``ValueError`` for NaN and infinities (callers quote those).
@@ -160,7 +160,7 @@ def _utf16_key(key: str) -> bytes:
 def _exact(value: Any, parts: list[str], ancestors: set[int], normalize: Callable[[str], str] | None = None) -> None:
     """Exact serialiser: appends the canonical text of ``value`` to ``parts``.
 
-    ``normalize`` (2026.9 delta §4.1) rewrites every string value and key before it is
+    ``normalize`` (docs/detection-rules.md §11.4.1) rewrites every string value and key before it is
     encoded; keys then sort by normalised key, then by original key.
     """
     kind = type(value)
@@ -254,7 +254,7 @@ ACCELERATED = _c_canonical_bytes is not None
 
 
 def canonical_bytes(value: Any) -> bytes:
-    """UTF-8 bytes of :func:`stable_stringify` -- what OpenClaw hashes (Spec §4.1)."""
+    """UTF-8 bytes of :func:`stable_stringify` -- what OpenClaw hashes (docs/detection-rules.md §4.1)."""
     if _c_canonical_bytes is not None:
         try:
             return _c_canonical_bytes(value, _number, UNDEFINED)
@@ -271,7 +271,7 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def stable_stringify(value: Any) -> str:
-    """OpenClaw's canonical text of ``value`` (Spec §4.1).
+    """OpenClaw's canonical text of ``value`` (docs/detection-rules.md §4.1).
 
     Arguments:
         value: JSON data as Python decodes it, or :data:`UNDEFINED`, ``bytes``.
@@ -284,7 +284,7 @@ def stable_stringify(value: Any) -> str:
 
 
 def digest(value: Any, prefix: str = "") -> str:
-    """``prefix`` + lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (Spec §4.1)."""
+    """``prefix`` + lower-case hex SHA-256 of the UTF-8 canonical text of ``value`` (docs/detection-rules.md §4.1)."""
     if _c_digest_hex is not None:
         try:  # the engine's hottest call: serialise and hash without leaving C
             return _c_digest_hex(value, _number, UNDEFINED, prefix)
@@ -304,7 +304,7 @@ _sha256 = hashlib.sha256
 
 
 def normalized_digest(value: Any, normalize: Callable[[str], str], needle: bytes, prefix: str = "") -> str:
-    """:func:`digest` of ``stableStringify(value, normalize)`` (2026.9 delta §4.1).
+    """:func:`digest` of ``stableStringify(value, normalize)`` (docs/detection-rules.md §11.4.1).
 
     ``needle`` is a byte string that every string ``normalize`` changes contains, and
     that JSON encoding leaves as it is: when the canonical text does not hold it,

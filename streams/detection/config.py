@@ -1,4 +1,4 @@
-"""Loop-detection configuration in OpenClaw's own file shape (Spec §2).
+"""Loop-detection configuration in OpenClaw's own file shape (docs/detection-rules.md §2).
 
 Users point loopwatch at their existing ``openclaw.json`` (JSON5). Only the
 blocks loop detection reads are looked at:
@@ -6,21 +6,21 @@ blocks loop detection reads are looked at:
 * ``tools.loopDetection`` -- the global block G;
 * ``agents.list[].tools.loopDetection`` -- per-agent blocks A, overlaid on G;
 * ``options.channelSendTools`` -- loopwatch's own addition (not OpenClaw
-  config): tool names that behave like channel-plugin send tools (Spec §4.3 rule 7);
+  config): tool names that behave like channel-plugin send tools (docs/detection-rules.md §4.3 rule 7);
 * ``options.fleet`` -- loopwatch's own too: fleet loops and the opt-in fleet
   breaker (:mod:`streams.detection.fleet`); never part of OpenClaw's blocks;
 * ``options.profile`` and ``options.agentProfiles`` -- loopwatch's own: which
   OpenClaw release's behaviour to reproduce, globally and per agent id
   (:mod:`streams.detection.profiles`). Under ``openclaw-2026.9.6`` a block holds
   only ``enabled``; every other key is refused at load time, as that release's
-  schema refuses it, and ignored at runtime (2026.9 delta §2).
+  schema refuses it, and ignored at runtime (docs/detection-rules.md §11.2).
 
 Three steps, as in OpenClaw:
 
-1. :func:`validate` -- the strict load-time schema (Spec §2.1), raising
+1. :func:`validate` -- the strict load-time schema (docs/detection-rules.md §2.1), raising
    :class:`ConfigError` with OpenClaw's messages;
-2. :func:`merge_blocks` -- the per-agent overlay (Spec §2.4);
-3. :func:`resolve` -- runtime clamps and defaults (Spec §2.2, §2.3), which never fail.
+2. :func:`merge_blocks` -- the per-agent overlay (docs/detection-rules.md §2.4);
+3. :func:`resolve` -- runtime clamps and defaults (docs/detection-rules.md §2.2, §2.3), which never fail.
 
 ``policies`` (loopwatch's opt-in rules beyond OpenClaw's) is validated here too, by
 :mod:`streams.detection.policies.config`.
@@ -99,12 +99,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LoopDetectionSettings:
-    """What the detectors and the guard use for one agent (Spec §2.2, §2.3).
+    """What the detectors and the guard use for one agent (docs/detection-rules.md §2.2, §2.3).
 
     ``enabled`` keeps OpenClaw's three states: True (detectors on), False (all
     off, calls not recorded), None (absent: detectors off, guard on). A
     merged value that is not a boolean (only possible unvalidated) is mapped by
-    how OpenClaw tests it (Spec §2.3): the detectors by JavaScript truthiness,
+    how OpenClaw tests it (docs/detection-rules.md §2.3): the detectors by JavaScript truthiness,
     the guard and call recording by ``=== false``. So a truthy value (``1``,
     ``"false"``, ``[]``, ``{}``) acts as True and a falsy one (``0``, ``""``,
     NaN, null) as absent; see :func:`resolve`.
@@ -131,7 +131,7 @@ class LoopDetectionSettings:
     @property
     def records_calls(self) -> bool:
         """Calls are recorded before execution unless ``enabled`` is exactly false
-        (2026.9.6: only when it is exactly true, 2026.9 delta §2.3)."""
+        (2026.9.6: only when it is exactly true, docs/detection-rules.md §11.2.3)."""
         if self.is_2026_9:
             return self.enabled is True
         return self.enabled is not False
@@ -206,7 +206,7 @@ def _check_boolean(value: Any, path: str, issues: list[tuple[str, str]]) -> None
         issues.append((path, f"Expected boolean, received {_type_name(value)}"))
 
 
-# What a user is told when a block holds a key 2026.9.6 retired (2026.9 delta §2.1: its schema accepts only
+# What a user is told when a block holds a key 2026.9.6 retired (docs/detection-rules.md §11.2.1: its schema accepts only
 # ``enabled``; OpenClaw's own message is zod's, the first sentence here).
 _RETIRED_KEYS_HINT = (
     "profile openclaw-2026.9.6 reads only 'enabled' (OpenClaw 2026.9.6 fixes warning 10, critical 20, "
@@ -216,7 +216,7 @@ _RETIRED_KEYS_HINT = (
 
 
 def _validate_block_2026_9(block: Any, path: str, issues: list[tuple[str, str]]) -> None:
-    """2026.9 delta §2.1: only ``enabled`` (a boolean); every other key is refused."""
+    """docs/detection-rules.md §11.2.1: only ``enabled`` (a boolean); every other key is refused."""
     if not _check_object(block, path, issues):
         return
     retired = [key for key in block if key != "enabled"]
@@ -250,8 +250,8 @@ def _validate_block(block: Any, path: str, issues: list[tuple[str, str]], profil
             _check_positive_int(
                 block["postCompactionGuard"]["windowSize"], f"{path}.postCompactionGuard.windowSize", issues
             )
-    # Cross-field rules apply only when both fields are present in this block (Spec §2.1).
-    # (comparing the doubles JavaScript holds, Spec §2.2 R1)
+    # Cross-field rules apply only when both fields are present in this block (docs/detection-rules.md §2.1).
+    # (comparing the doubles JavaScript holds, docs/detection-rules.md §2.2 R1)
     if numbers_ok.get("warningThreshold") and numbers_ok.get("criticalThreshold"):
         if js_double(block["warningThreshold"]) >= js_double(block["criticalThreshold"]):
             issues.append((
@@ -315,7 +315,7 @@ def _validate_entry(entry: Any, path: str, issues: list[tuple[str, str]], profil
 
 
 def validate(raw: Mapping[str, Any], source: str | None = None, profile: str | None = None) -> None:
-    """Check the loop-detection blocks of an OpenClaw config (Spec §2.1).
+    """Check the loop-detection blocks of an OpenClaw config (docs/detection-rules.md §2.1).
 
     Also checks the shape that holds them: ``tools``, ``agents``, each
     ``agents.list`` entry and its ``tools`` must be objects and
@@ -356,7 +356,7 @@ def validate(raw: Mapping[str, Any], source: str | None = None, profile: str | N
         for index, entry in enumerate(agent_list):
             _validate_entry(entry, f"agents.list.{index}", issues,
                             agent_profile(entry.get("id") if isinstance(entry, dict) else None))
-    if agents is not None and "entries" in agents:  # 2026.9.6's agent table (2026.9 delta §2.4)
+    if agents is not None and "entries" in agents:  # 2026.9.6's agent table (docs/detection-rules.md §11.2.4)
         entries = agents["entries"]
         if _check_object(entries, "agents.entries", issues):
             for agent_id, entry in entries.items():
@@ -382,7 +382,7 @@ _AGENT_ID_INVALID_RUN = re.compile(r"[^a-z0-9_-]+")
 
 
 def normalize_agent_id(agent_id: str) -> str:
-    """Spec §2.4: OpenClaw's agent-id normalisation (``" Safe Runner "`` -> ``safe-runner``)."""
+    """docs/detection-rules.md §2.4: OpenClaw's agent-id normalisation (``" Safe Runner "`` -> ``safe-runner``)."""
     trimmed = js_trim(agent_id)
     if not trimmed:
         return "main"
@@ -393,7 +393,7 @@ def normalize_agent_id(agent_id: str) -> str:
 
 
 def merge_blocks(global_block: Any, agent_block: Any) -> dict | None:
-    """Spec §2.4: shallow overlay of the agent block on the global one, with
+    """docs/detection-rules.md §2.4: shallow overlay of the agent block on the global one, with
     ``detectors`` and ``postCompactionGuard`` merged key by key."""
     if not isinstance(agent_block, dict):
         return global_block if isinstance(global_block, dict) else None
@@ -411,7 +411,7 @@ _MAX_SAFE = 2 ** 53  # up to here every integer is exactly a double
 
 
 def js_double(value: int | float) -> int | float:
-    """The IEEE-754 double JavaScript's JSON reader makes of a parsed number (Spec §2.2, R1).
+    """The IEEE-754 double JavaScript's JSON reader makes of a parsed number (docs/detection-rules.md §2.2, R1).
 
     Integers beyond 2^53 become the nearest double (``9007199254740993`` ->
     ``9007199254740992``), returned as a Python int when finite so it prints
@@ -427,12 +427,12 @@ def js_double(value: int | float) -> int | float:
 
 
 def js_increment(value: int) -> int:
-    """``value + 1`` in double arithmetic (Spec §2.2 steps 2-3: ``2**53 + 1`` stays ``2**53``)."""
+    """``value + 1`` in double arithmetic (docs/detection-rules.md §2.2 steps 2-3: ``2**53 + 1`` stays ``2**53``)."""
     return value + 1 if value < _MAX_SAFE else int(float(value) + 1)
 
 
 def _positive_int(value: Any, default: int) -> int:
-    """Spec §2.2 step 1: a number, an integer (as a double) and > 0; else ``default``."""
+    """docs/detection-rules.md §2.2 step 1: a number, an integer (as a double) and > 0; else ``default``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
     value = js_double(value)
@@ -442,7 +442,7 @@ def _positive_int(value: Any, default: int) -> int:
 
 
 def js_truthy(value: Any) -> bool:
-    """JavaScript's truthiness of a parsed JSON/JSON5 value (Spec §2.3).
+    """JavaScript's truthiness of a parsed JSON/JSON5 value (docs/detection-rules.md §2.3).
 
     Falsy: ``false``, ``null``, ``0`` (and ``-0``), NaN and ``""``;
     everything else, including ``"false"``, ``[]`` and ``{}``, is truthy.
@@ -455,7 +455,7 @@ def js_truthy(value: Any) -> bool:
 
 
 def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
-    """Spec §2.2: turn a merged block into settings; never fails."""
+    """docs/detection-rules.md §2.2: turn a merged block into settings; never fails."""
     if not block:
         return DEFAULTS
     warning = _positive_int(block.get("warningThreshold"), DEFAULT_WARNING_THRESHOLD)
@@ -490,7 +490,7 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
 
 
 def merge_blocks_2026_9(global_block: Any, agent_block: Any) -> dict | None:
-    """2026.9 delta §2.4: no agent block -> the global one; no global block -> the agent's; both ->
+    """docs/detection-rules.md §11.2.4: no agent block -> the global one; no global block -> the agent's; both ->
     ``{enabled: agent.enabled ?? global.enabled}`` (an agent ``enabled: null`` or absent falls back)."""
     if not isinstance(agent_block, dict):
         return global_block if isinstance(global_block, dict) else None
@@ -501,7 +501,7 @@ def merge_blocks_2026_9(global_block: Any, agent_block: Any) -> dict | None:
 
 
 def resolve_2026_9(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
-    """2026.9 delta §2.2-§2.3: every knob fixed; ``enabled`` is True only when exactly true, False only
+    """docs/detection-rules.md §11.2.2-§2.3: every knob fixed; ``enabled`` is True only when exactly true, False only
     when exactly false, else None (detectors and call recording off, guard on)."""
     enabled = block.get("enabled") if isinstance(block, dict) else None
     if enabled is True or enabled is False:
@@ -516,7 +516,7 @@ def _entry_block(entry: dict | list) -> Any:
 
 
 def _entry_agent_id(entry: dict | list) -> str | None:
-    """The normalised id an ``agents.list`` entry is looked up by (Spec §2.4, R2).
+    """The normalised id an ``agents.list`` entry is looked up by (docs/detection-rules.md §2.4, R2).
 
     An array entry (an object in JavaScript, with no ``id``) and an entry whose
     ``id`` is absent, null or blank normalise to ``main``; None for an id that
@@ -547,14 +547,14 @@ class OpenClawConfig:
         self._global = tools.get("loopDetection") if isinstance(tools, dict) else None
         agents = raw.get("agents")
         agent_list = agents.get("list") if isinstance(agents, dict) else None
-        # candidates: the entries that are objects in JavaScript's sense, arrays included (Spec §2.4, R2),
+        # candidates: the entries that are objects in JavaScript's sense, arrays included (docs/detection-rules.md §2.4, R2),
         # with the normalised id each is looked up by
         self._agents: list[tuple[str, dict | list]] = [
             (agent_id, entry) for entry in (agent_list if isinstance(agent_list, list) else ())
             if isinstance(entry, (dict, list)) and (agent_id := _entry_agent_id(entry)) is not None
         ]
         entries = agents.get("entries") if isinstance(agents, dict) else None
-        self._entries: dict[str, Any] = {}  # agents.entries by normalised id (2026.9 delta §2.4), first key wins
+        self._entries: dict[str, Any] = {}  # agents.entries by normalised id (docs/detection-rules.md §11.2.4), first key wins
         for key, entry in (entries.items() if isinstance(entries, dict) else ()):
             if isinstance(key, str):
                 self._entries.setdefault(normalize_agent_id(key), entry)
@@ -620,7 +620,7 @@ class OpenClawConfig:
         return None
 
     def for_agent(self, agent_id: str | None, profile: str | None = None) -> LoopDetectionSettings:
-        """Spec §2.4: effective settings for events of ``agent_id``.
+        """docs/detection-rules.md §2.4: effective settings for events of ``agent_id``.
 
         None or ``""``: no lookup, the global block alone; a blank id (``" "``)
         is looked up as ``main`` (R2). ``profile`` is the event's ``profile``
@@ -633,7 +633,7 @@ class OpenClawConfig:
             pass
         is_2026_9 = self.profile_for(agent_id, profile) == OPENCLAW_2026_9_6
         if isinstance(agent_id, str) and agent_id:
-            if is_2026_9:  # 2026.9 delta §2.4: another agent lookup and overlay
+            if is_2026_9:  # docs/detection-rules.md §11.2.4: another agent lookup and overlay
                 block = merge_blocks_2026_9(self._global, self._agent_block_2026_9(agent_id))
             else:
                 block = merge_blocks(self._global, self._agent_block(agent_id))
@@ -643,7 +643,7 @@ class OpenClawConfig:
         return settings
 
     def _agent_block_2026_9(self, agent_id: str) -> Any:
-        """2026.9 delta §2.4: an ``agents.entries`` entry for the id wins; else ``agents.list`` as before."""
+        """docs/detection-rules.md §11.2.4: an ``agents.entries`` entry for the id wins; else ``agents.list`` as before."""
         entry = self._entries.get(normalize_agent_id(agent_id))
         if entry is not None:
             return _entry_block(entry) if isinstance(entry, dict) else None
@@ -656,7 +656,7 @@ def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT,
 
     Arguments:
         path: the file; None gives OpenClaw's defaults (detection disabled).
-        strict: validate as OpenClaw does at load time (Spec §2.1).
+        strict: validate as OpenClaw does at load time (docs/detection-rules.md §2.1).
         profile: the default profile instead of the file's ``options.profile`` (a command's ``--profile``);
             validation follows it.
     Raises:

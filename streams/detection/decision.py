@@ -5,7 +5,7 @@ Pure (no I/O). :func:`decided_by` reads a verdict record and returns its
 on every verdict, and the fleet breaker (:func:`streams.detection.fleet_breaker.decide`)
 sets it again once it has added its part. Anything else that changes a verdict's
 decision afterwards calls :func:`decided_by` again: the field is a function of the
-record alone (docs/detection-rules.md §9).
+record alone (docs/detection-rules.md §12.1).
 
 Shape (``None`` when nothing fired: a plain ``allow``, ``ignore``, or a compaction)::
 

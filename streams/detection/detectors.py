@@ -1,9 +1,9 @@
-"""The rolling detectors, their precedence, messages and warning keys (Spec §5).
+"""The rolling detectors, their precedence, messages and warning keys (docs/detection-rules.md §5).
 
 :func:`detect` reads the session history *before* the call it judges is
-recorded, so the n-th identical call sees n - 1 records (Spec §3).
+recorded, so the n-th identical call sees n - 1 records (docs/detection-rules.md §3).
 
-Under the 2026.9.6 profile (``settings.is_2026_9``, 2026.9 delta §5) the
+Under the 2026.9.6 profile (``settings.is_2026_9``, docs/detection-rules.md §11.5) the
 no-progress streak counts veto records, ``exec`` has a second, terminal-failure
 walk, the argument-churn warning exists and two criticals read differently; each
 such rule sits beside the 2026.7 rule it changes.
@@ -35,18 +35,18 @@ KNOWN_POLL_NO_PROGRESS = "known_poll_no_progress"
 PING_PONG = "ping_pong"
 UNKNOWN_TOOL_REPEAT = "unknown_tool_repeat"
 GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
-ARGUMENT_CHURN = "argument_churn"  # 2026.9.6 only (2026.9 delta §5.2 rule 8)
+ARGUMENT_CHURN = "argument_churn"  # 2026.9.6 only (docs/detection-rules.md §11.5.2 rule 8)
 
 WARNING = "warning"
 CRITICAL = "critical"
 
 
 class Detection:
-    """A stuck verdict of one detector (Spec §5.2).
+    """A stuck verdict of one detector (docs/detection-rules.md §5.2).
 
     ``evidence`` is the history records behind the detection, oldest first.
     ``liveness_signal`` (2026.9.6 only) is ``"argument_churn"`` when argument
-    churn accompanies a warning (2026.9 delta §5.2 rules 4, 6 and 8).
+    churn accompanies a warning (docs/detection-rules.md §11.5.2 rules 4, 6 and 8).
     """
 
     __slots__ = ("level", "detector", "count", "message", "warning_key", "paired_tool_name", "evidence",
@@ -64,7 +64,7 @@ class Detection:
         self.liveness_signal = liveness_signal
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``detection`` field of a verdict (Spec §10)."""
+        """The ``detection`` field of a verdict (docs/detection-rules.md §10)."""
         out = {
             "stuck": True,
             "level": self.level,
@@ -80,7 +80,7 @@ class Detection:
         return out
 
 
-# Messages, verbatim (Spec §5.3).
+# Messages, verbatim (docs/detection-rules.md §5.3).
 def _unknown_tool_critical(name: str, count: int) -> str:
     return (f"CRITICAL: attempted unavailable tool {name} {count} times. "
             "Stop retrying that missing tool and answer without it.")
@@ -140,7 +140,7 @@ def _generic_warning(tool: str, count: int) -> str:
 
 
 def is_known_poll(tool: str, args: Any) -> bool:
-    """Spec §5.1: ``command_status``, or ``process`` with args ``action`` ``poll``/``log``."""
+    """docs/detection-rules.md §5.1: ``command_status``, or ``process`` with args ``action`` ``poll``/``log``."""
     if tool == "command_status":
         return True
     return tool == "process" and isinstance(args, dict) and args.get("action") in ("poll", "log")
@@ -148,19 +148,19 @@ def is_known_poll(tool: str, args: Any) -> bool:
 
 def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, known_poll: bool,
            settings: LoopDetectionSettings, call_key: str | None = None) -> Detection | None:
-    """Run the detectors for one call (Spec §5).
+    """Run the detectors for one call (docs/detection-rules.md §5).
 
     Arguments:
         state: the session state; its history (newest last) does not hold the judged call yet.
         run_id: the call's trimmed run id (None when blank); only records of
-            that run are read (Spec §8.2).
+            that run are read (docs/detection-rules.md §8.2).
         tool, args_hash: the call's normalised tool name and args hash.
         known_poll: :func:`is_known_poll` of the call.
         call_key: ``hash_key(args_hash)`` when the caller has it already.
         settings: the resolved settings of the call's agent; the caller checks
             ``settings.detectors_enabled``.
     Returns:
-        The first matching rule of the precedence table (Spec §5.2), or None.
+        The first matching rule of the precedence table (docs/detection-rules.md §5.2), or None.
     """
     history = state.history
     if call_key is None:
@@ -192,7 +192,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         # ping-pong either (that needs this call's args hash in the history).
         return None
 
-    # recentCount, the no-progress streak and the unknown-tool streak (Spec §5.1).
+    # recentCount, the no-progress streak and the unknown-tool streak (docs/detection-rules.md §5.1).
     if is_2026_9:
         no_progress, streak, latest_result = _streak_2026_9(recent)
         if other_args_count:
@@ -254,7 +254,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
             message = (_generic_critical_2026_9 if is_2026_9 else _generic_critical)(tool, no_progress)
             return Detection(CRITICAL, GENERIC_REPEAT, no_progress, message,
                              f"generic:{tool}:{args_hash}:{result_key}", None, streak[::-1])
-    if is_2026_9 and len(recent) >= _CHURN_STABLE:  # 2026.9 delta §5.2 rule 8, not gated by knownPoll
+    if is_2026_9 and len(recent) >= _CHURN_STABLE:  # docs/detection-rules.md §11.5.2 rule 8, not gated by knownPoll
         churn = _argument_churn(scoped, tool, call_key)
         if churn is not None and churn[0] >= settings.warning_threshold:
             count, variants, records = churn
@@ -267,7 +267,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     return None
 
 
-# ------------------------------------------------------------------ 2026.9.6 measures (2026.9 delta §5.1)
+# ------------------------------------------------------------------ 2026.9.6 measures (docs/detection-rules.md §11.5.1)
 
 def _streak_2026_9(recent: list[CallRecord]) -> tuple[int, list[CallRecord], str | None]:
     """noProgressStreak under 2026.9.6: veto records count, each joining the match that follows it.
@@ -303,7 +303,7 @@ def _streak_2026_9(recent: list[CallRecord]) -> tuple[int, list[CallRecord], str
 
 
 def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tuple[int, list[CallRecord], str | None]:
-    """The exec terminal-failure walk (2026.9 delta §5.1): one failure across argument changes.
+    """The exec terminal-failure walk (docs/detection-rules.md §11.5.1): one failure across argument changes.
 
     Newest first over the run's records: stop at another tool; veto records of
     any args go to the pending count; records without a result hash are skipped;
@@ -348,7 +348,7 @@ _CHURN_STABLE = 3  # records that make an args variant stable
 
 
 def _argument_churn(scoped: list[CallRecord], tool: str, call_key: str) -> tuple[int, int, list[CallRecord]] | None:
-    """argumentChurn (2026.9 delta §5.1): no-progress outcomes cycling through a few argument variants.
+    """argumentChurn (docs/detection-rules.md §11.5.1): no-progress outcomes cycling through a few argument variants.
 
     Newest first over the run's records: stop at another tool; skip records
     without a result hash; stop at a record that is not no-progress, and at one
@@ -388,7 +388,7 @@ def _argument_churn(scoped: list[CallRecord], tool: str, call_key: str) -> tuple
 
 def _liveness(is_2026_9: bool, scoped: list[CallRecord], tool: str, call_key: str,
               recent: list[CallRecord]) -> str | None:
-    """2026.9 delta §5.2 rules 4 and 6: ``argument_churn`` beside a warning when churn counts 10 or more."""
+    """docs/detection-rules.md §11.5.2 rules 4 and 6: ``argument_churn`` beside a warning when churn counts 10 or more."""
     if not is_2026_9 or len(recent) < _CHURN_STABLE:
         return None
     churn = _argument_churn(scoped, tool, call_key)
@@ -397,7 +397,7 @@ def _liveness(is_2026_9: bool, scoped: list[CallRecord], tool: str, call_key: st
 
 def _ping_pong(scoped: list[CallRecord], args_hash: str, call_key: str,
                settings: LoopDetectionSettings) -> Detection | None:
-    """Spec §5.1 pingPong (no pattern when the paired call's tool name is blank) and rules 5-6 of §5.2."""
+    """docs/detection-rules.md §5.1 pingPong (no pattern when the paired call's tool name is blank) and rules 5-6 of §5.2."""
     last = scoped[-1]
     last_sig = last.args_key
     other = None

@@ -5,7 +5,7 @@ partition key and returns the verdict record. It is deterministic, does no
 I/O and changes nothing but ``state``. The Faust worker, the offline replay and
 the conformance runner all call it.
 
-Event shapes (Spec §10, the conformance vectors' schema):
+Event shapes (docs/detection-rules.md §10, the conformance vectors' schema):
 
 * ``tool_call``: ``run_id``, ``session_id``, optional ``session_key``
   (defaults to ``session_id``; explicit null = no session key), optional
@@ -14,20 +14,20 @@ Event shapes (Spec §10, the conformance vectors' schema):
   (string = thrown Error message; other non-null = thrown value), optional
   ``outcome_follows``;
 * ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
-  ``tool_call_id`` (may be null or absent, Spec §9 R8), optional ``tool_name``
+  ``tool_call_id`` (may be null or absent, docs/detection-rules.md §9 R8), optional ``tool_name``
   and ``args`` (the call's, as OpenClaw's after-tool-call hook has them),
   ``result``, ``error``; optional ``ran_without_verdict`` and ``judged`` (see
-  below). It may have neither session id nor session key (Spec §8.1 R7: it
+  below). It may have neither session id nor session key (docs/detection-rules.md §8.1 R7: it
   then reads and changes no session state);
 * ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
   optional ``agent_id``.
 
-Guards (Spec §7) are not part of a session's state: :meth:`Engine.process`
+Guards (docs/detection-rules.md §7) are not part of a session's state: :meth:`Engine.process`
 takes the map of guards apart from the state, keyed by :func:`guard_key`
 (the raw run id, or for a blank run id the session key, else the session id).
 The stream processor passes none and keeps them in ``state.runs`` of the
 record key; :class:`~streams.detection.sessions.SessionStore` keeps one map for
-all sessions. Blocked deferred calls (Spec §9 R6) are remembered the same way:
+all sessions. Blocked deferred calls (docs/detection-rules.md §9 R6) are remembered the same way:
 by :func:`blocked_key` (run id as sent and call id), in a map the caller passes
 (the store: one for all sessions) or else in ``state.blocked``.
 
@@ -38,7 +38,7 @@ Verdict records carry the fields of the vectors' ``expected`` entries plus
 
 Profiles (:mod:`~streams.detection.profiles`): an event's optional ``profile``
 field, else the config, picks the OpenClaw release whose verdicts it gets. Each
-2026.9.6 rule (2026.9 delta §3) branches on ``settings.is_2026_9`` where the
+2026.9.6 rule (docs/detection-rules.md §11.3) branches on ``settings.is_2026_9`` where the
 2026.7 rule stands: a critical verdict is a recorded veto with a recovery or
 terminal block (:meth:`Engine._veto`), an emitted warning carries the note the
 model sees, outcomes carry kind, no-progress and failure identity. Those
@@ -61,7 +61,7 @@ What the runner really did (loopwatch's fields, docs/events-and-verdicts.md):
 * ``tool_result.judged: false`` (optional ``blocked_by``): loopwatch never
   judged the call (another plugin or the runner's own detector refused it
   first): not applied, as OpenClaw treats a result of a call it blocked
-  (Spec §9); ``verdict: "ignore"``.
+  (docs/detection-rules.md §9); ``verdict: "ignore"``.
 """
 
 from __future__ import annotations
@@ -105,10 +105,10 @@ def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
     """Field types every event kind shares, and a session to belong to.
 
     Raises EventError. Absent and null are allowed where OpenClaw has a default
-    (Spec §10: ``session_key`` null = no session key; a missing tool name is
+    (docs/detection-rules.md §10: ``session_key`` null = no session key; a missing tool name is
     ``tool``). A ``tool_call`` or ``compaction_retry`` with neither session id
     nor session key belongs to no session at all and is rejected; a
-    ``tool_result`` without them is valid and has no effect (Spec §8.1, R7).
+    ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1, R7).
     """
     get = event.get
     for field in _STRING_FIELDS:
@@ -142,8 +142,8 @@ def validate_event(event: Any) -> str:
     dead-letters such an event with reason class ``schema``): an object,
     ``type`` one of :data:`EVENT_TYPES`, the shared field types and, except
     for a ``tool_result``, a session (see :func:`_check_envelope`). A
-    ``tool_result`` needs no ``tool_call_id`` (Spec §9, R8) and no session
-    (Spec §8.1, R7). An event that passes is accepted by the engine whatever
+    ``tool_result`` needs no ``tool_call_id`` (docs/detection-rules.md §9, R8) and no session
+    (docs/detection-rules.md §8.1, R7). An event that passes is accepted by the engine whatever
     state it meets.
 
     Raises:
@@ -159,7 +159,7 @@ def validate_event(event: Any) -> str:
 
 
 def state_key(event: Mapping[str, Any]) -> str | None:
-    """OpenClaw's session-state key for an event: the session key, else the session id (Spec §8.1).
+    """OpenClaw's session-state key for an event: the session key, else the session id (docs/detection-rules.md §8.1).
 
     Only an absent or null ``session_key`` falls back (JavaScript's ``??``):
     ``session_key: ""`` is the key ``""`` (R4). None when the event has
@@ -170,7 +170,7 @@ def state_key(event: Mapping[str, Any]) -> str | None:
 
 
 def has_session_key(event: Mapping[str, Any]) -> bool:
-    """Whether the event has a session key: ``session_key`` non-empty, or absent with a session id (Spec §8.1, §10).
+    """Whether the event has a session key: ``session_key`` non-empty, or absent with a session id (docs/detection-rules.md §8.1, §10).
 
     Only such calls are checked by the detectors and recorded before execution;
     an explicit ``session_key: null`` (or ``""``) makes the event keyless.
@@ -179,7 +179,7 @@ def has_session_key(event: Mapping[str, Any]) -> bool:
 
 
 def has_session(event: Mapping[str, Any]) -> bool:
-    """Whether the event has a session key or a session id, either non-empty (Spec §3 step 6, §8.1).
+    """Whether the event has a session key or a session id, either non-empty (docs/detection-rules.md §3 step 6, §8.1).
 
     Outcomes are recorded only for such events; a ``tool_result`` without
     either reads and changes no session state (R7).
@@ -188,7 +188,7 @@ def has_session(event: Mapping[str, Any]) -> bool:
 
 
 def blocked_key(raw_run: Any, call_id: Any) -> str | None:
-    """The key a blocked call is remembered by (Spec §9, R6); None: never remembered.
+    """The key a blocked call is remembered by (docs/detection-rules.md §9, R6); None: never remembered.
 
     The run id as sent (untrimmed) joined by ``:`` with the ``tool_call_id``
     when the run id is not blank, else the call id alone; a call without an id
@@ -202,7 +202,7 @@ def blocked_key(raw_run: Any, call_id: Any) -> str | None:
 
 
 def guard_key(event: Mapping[str, Any]) -> str:
-    """The identity of the post-compaction guard an event belongs to (Spec §7).
+    """The identity of the post-compaction guard an event belongs to (docs/detection-rules.md §7).
 
     A run id that is not blank identifies its guard as sent, untrimmed
     (``"r1"`` and ``" r1"`` are two guards), in whatever session. For a blank
@@ -247,7 +247,7 @@ class Engine:
                 May be None, when ``guards`` and ``blocked`` are given, for a
                 ``compaction_retry``, a ``tool_result`` without session id or
                 key, and one of a blocked call: they touch no session state
-                (Spec §8.1 R7, §9 R6).
+                (docs/detection-rules.md §8.1 R7, §9 R6).
             ref: an opaque, msgpack-serialisable reference to this event (e.g.
                 ``[event_id, partition, offset]``) kept with the record it adds
                 and reported as evidence when that record contributes to a
@@ -256,7 +256,7 @@ class Engine:
                 on first sight; default ``state.runs`` (at most
                 :data:`~streams.detection.state.MAX_RUNS`, idle ones evicted first).
             blocked: the blocked deferred calls by :func:`blocked_key`
-                (Spec §9, R6), in insertion order; default ``state.blocked``.
+                (docs/detection-rules.md §9, R6), in insertion order; default ``state.blocked``.
         Returns:
             The verdict record (a new dict).
         Raises:
@@ -273,7 +273,7 @@ class Engine:
         answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
         if kind == "tool_result":
             answered = _answered_call(event, state, blocked)
-            # a result applied as its call's belongs to the call's run (Spec §9, R5): a pending call's, or a
+            # a result applied as its call's belongs to the call's run (docs/detection-rules.md §9, R5): a pending call's, or a
             # blocked call's that ran without its verdict
             applied = answered[1] is not None and event.get("judged") is not False and (
                 answered[0] is None or (event.get("ran_without_verdict") is True and has_session(event)))
@@ -321,7 +321,7 @@ class Engine:
     def _run(event: Mapping[str, Any] | None, state: SessionState | None,
              guards: MutableMapping[str, RunState] | None, settings: LoopDetectionSettings,
              key: str | None = None) -> RunState:
-        """The guard of ``event``, or the one of identity ``key`` (Spec §7), created on first sight
+        """The guard of ``event``, or the one of identity ``key`` (docs/detection-rules.md §7), created on first sight
         with its agent's guard config. No identity (a sessionless result, R7): a fresh guard nothing keeps."""
         if event is not None:
             key = guard_key(event)
@@ -361,15 +361,15 @@ class Engine:
 
         if detection is not None and detection.level == CRITICAL:
             key = blocked_key(raw_run, call_id) if follows else None
-            if key is not None:  # its result is ignored when it comes (Spec §9, R6)
+            if key is not None:  # its result is ignored when it comes (docs/detection-rules.md §9, R6)
                 profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
                 remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
                                                            event.get("agent_id"), event.get("profile")))
             run = self._run(event, state, guards, settings)
-            if is_2026_9:  # 2026.9 delta §3.1 step 3: a recorded veto, with one recovery chance per attempt
+            if is_2026_9:  # docs/detection-rules.md §11.3.1 step 3: a recorded veto, with one recovery chance per attempt
                 return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
                                   marks)
-            # Spec §3 step 3: blocked; nothing is recorded, so the block is sticky.
+            # docs/detection-rules.md §3 step 3: blocked; nothing is recorded, so the block is sticky.
             return {
                 "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
@@ -389,7 +389,7 @@ class Engine:
             warning = self._dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
-                if is_2026_9 and call_id is not None:  # 2026.9 delta §3.1 step 4: the model sees a note
+                if is_2026_9 and call_id is not None:  # docs/detection-rules.md §11.3.1 step 4: the model sees a note
                     warning["note"] = warning_note(detection.count)
         if is_2026_9 and settings.enabled is True and (keyed or session_id):
             _rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
@@ -405,7 +405,7 @@ class Engine:
             "warning": warning, "blocked": False, "recorded_call": recorded_call,
         }
         if follows:
-            if call_id:  # its result is recorded as this call's: run, agent, guard (Spec §9, R5)
+            if call_id:  # its result is recorded as this call's: run, agent, guard (docs/detection-rules.md §9, R5)
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
                                                          event.get("agent_id"), event.get("profile")))
             verdict["outcome"] = {"deferred": True}
@@ -426,7 +426,7 @@ class Engine:
     def _tool_result(self, event: Mapping[str, Any], state: SessionState | None, ref: Any,
                      guards: MutableMapping[str, RunState] | None, blocked: MutableMapping[str, PendingCall],
                      blocked_hit: str | None, call: PendingCall | None) -> dict[str, Any]:
-        """Spec §9: a result for a blocked call, for a pending call, or for no pending call.
+        """docs/detection-rules.md §9: a result for a blocked call, for a pending call, or for no pending call.
 
         ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
         result whose run id and call id give the key of a remembered blocked
@@ -437,7 +437,7 @@ class Engine:
         outcome is recorded with the event's own tool name, args and run id,
         attaching to the newest matching pending record (compared by call id
         only when the result has one, R8). A result with neither session id
-        nor key records nothing and reads no session state (Spec §8.1, R7).
+        nor key records nothing and reads no session state (docs/detection-rules.md §8.1, R7).
 
         A result the runner ran without loopwatch's verdict (``ran_without_verdict``) of a call the
         rules blocked is applied as the result of a call that ran; one of a call loopwatch never
@@ -498,7 +498,7 @@ class Engine:
     def _unjudged_result(self, event: Mapping[str, Any], state: SessionState,
                          guards: MutableMapping[str, RunState] | None,
                          settings: LoopDetectionSettings) -> dict[str, Any]:
-        """A result of a call loopwatch never judged: not applied (Spec §9, as for a blocked call)."""
+        """A result of a call loopwatch never judged: not applied (docs/detection-rules.md §9, as for a blocked call)."""
         tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
         call_hash = args_hash(tool, event.get("args", UNDEFINED))  # before any change (RecursionError)
         run = self._run(event, state, guards, settings)
@@ -514,9 +514,9 @@ class Engine:
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState | None,
                           guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
-        """Arms the event's guard (Spec §7); no session state is read or changed (Spec §8.1).
+        """Arms the event's guard (docs/detection-rules.md §7); no session state is read or changed (docs/detection-rules.md §8.1).
 
-        Under 2026.9.6 the retry is a new attempt: it clears the run's recovery flag (2026.9 delta §3.3).
+        Under 2026.9.6 the retry is a new attempt: it clears the run's recovery flag (docs/detection-rules.md §11.3.3).
         """
         settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
         run = self._run(event, state, guards, settings)
@@ -534,7 +534,7 @@ class Engine:
     def _veto(event: Mapping[str, Any], state: SessionState, settings: LoopDetectionSettings, run: RunState,
               detection: Detection, tool: str, call_hash: str, call_key: str, run_id: str | None, ref: Any,
               marks: dict[str, Any]) -> dict[str, Any]:
-        """2026.9 delta §3.1 step 3 and §3.3: a critical call under 2026.9.6.
+        """docs/detection-rules.md §11.3.1 step 3 and §3.3: a critical call under 2026.9.6.
 
         A veto record joins the history (counts keep growing through blocks);
         the run's recovery flag picks the block: clear -> ``recovery`` (the flag
@@ -564,7 +564,7 @@ class Engine:
 
     @staticmethod
     def _dedupe(state: SessionState, raw_run: str | None, detection: Detection) -> dict[str, Any]:
-        """Spec §6: emit a warning only when its bucket (count // 10) rises."""
+        """docs/detection-rules.md §6: emit a warning only when its bucket (count // 10) rises."""
         key = f"{raw_run}:{detection.warning_key}" if raw_run else detection.warning_key
         bucket = detection.count // 10
         emitted = bucket > state.warning_buckets.get(key, 0)
@@ -576,13 +576,13 @@ class Engine:
     def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                         run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
                         outcome: Outcome | None, ref: Any, append_call_id: str | None = None) -> None:
-        """Spec §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
+        """docs/detection-rules.md §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
 
         ``append_call_id`` is the call id a record appended here carries (a
-        result with no pending call keeps the event's, Spec §9). The history is
-        trimmed to ``settings.history_size`` either way (Spec §8.1, R9). A record with an
+        result with no pending call keeps the event's, docs/detection-rules.md §9). The history is
+        trimmed to ``settings.history_size`` either way (docs/detection-rules.md §8.1, R9). A record with an
         outcome kind is never matched, and only an outcome with a result hash is
-        observed by the guard (2026.9 delta §3.1 steps 6-7; under 2026.7 every
+        observed by the guard (docs/detection-rules.md §11.3.1 steps 6-7; under 2026.7 every
         recorded outcome has a hash and no kind).
         """
         if outcome is None:
@@ -630,7 +630,7 @@ def _unveto(state: SessionState, call_id: str) -> None:
 
 
 def _outcome(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> Outcome | None:
-    """The :class:`~streams.detection.fingerprint.Outcome` to record (Spec §4.3, §4.4; 2026.9 delta §4.3 for
+    """The :class:`~streams.detection.fingerprint.Outcome` to record (docs/detection-rules.md §4.3, §4.4; docs/detection-rules.md §11.4.3 for
     ``is_2026_9``); None when nothing is recorded.
 
     Raises RecursionError for a result or thrown value nested too deeply to hash.
@@ -645,7 +645,7 @@ def _outcome(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> 
 
 def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id: str | None, call_hash: str,
                     call_key: str) -> None:
-    """2026.9 delta §3.1 step 5(a): before this call's record exists, the run's newest pending record of the same
+    """docs/detection-rules.md §11.3.1 step 5(a): before this call's record exists, the run's newest pending record of the same
     tool (no result hash, no outcome kind) and the same call id (any, when this call has none) takes this call's
     args hash."""
     if not state.maybe_pending:
@@ -663,7 +663,7 @@ def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id:
 
 def _answered_call(event: Mapping[str, Any], state: SessionState | None,
                    blocked: Mapping[str, PendingCall]) -> tuple[str | None, PendingCall | None]:
-    """What a ``tool_result`` answers (Spec §9): ``(blocked key, the blocked call)`` when its run id and
+    """What a ``tool_result`` answers (docs/detection-rules.md §9): ``(blocked key, the blocked call)`` when its run id and
     call id give the key of a remembered blocked call (R6), else ``(None, its pending call or None)``:
     the session's pending call of its ``tool_call_id`` (none without a call id, R8, or a session, R7)."""
     call_id = event.get("tool_call_id")

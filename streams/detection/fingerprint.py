@@ -1,6 +1,6 @@
 """Tool-name normalisation, args hashes, outcome hashes and unknown-tool names.
 
-These are the fingerprints every detector compares (Spec §3 step 1, §4.2-§4.4).
+These are the fingerprints every detector compares (docs/detection-rules.md §3 step 1, §4.2-§4.4).
 All functions are pure and take decoded JSON values.
 """
 
@@ -37,7 +37,7 @@ _JS_WHITESPACE = (
 )
 
 _TOOL_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
-# 2026.9 delta §3.1 step 1: one alias more, and the lookup is a Map (``constructor`` stays a plain name, as here)
+# docs/detection-rules.md §11.3.1 step 1: one alias more, and the lookup is a Map (``constructor`` stays a plain name, as here)
 _TOOL_ALIASES_2026_9 = {**_TOOL_ALIASES, "cron": "automations"}
 
 
@@ -52,7 +52,7 @@ _TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered (per profile)
 
 
 def normalize_tool_name(name: Any, is_2026_9: bool = False) -> str:
-    """Spec §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases
+    """docs/detection-rules.md §3 step 1: trim, lower-case, map ``bash``/``apply-patch`` aliases
     (2026.9.6, ``is_2026_9``: ``cron`` -> ``automations`` too).
 
     An absent or empty name is ``tool`` (before trimming, so a blank name
@@ -76,7 +76,7 @@ def normalize_tool_name(name: Any, is_2026_9: bool = False) -> str:
 
 
 def args_hash(tool: str, args: Any) -> str:
-    """Spec §4.2: ``<normalised tool>:<digest of the canonical args>``."""
+    """docs/detection-rules.md §4.2: ``<normalised tool>:<digest of the canonical args>``."""
     return digest(args, tool + ":")
 
 
@@ -100,17 +100,17 @@ PROFILE_EXEC = 1
 PROFILE_PROCESS_POLL = 2
 PROFILE_PROCESS_LOG = 3
 PROFILE_SEND = 4
-PROFILE_WRITE = 5  # 2026.9.6 only: ``write``'s unchanged rule (2026.9 delta §4.3 rule 6)
+PROFILE_WRITE = 5  # 2026.9.6 only: ``write``'s unchanged rule (docs/detection-rules.md §11.4.3 rule 6)
 
 OutcomeProfile = int
 
-# 2026.9 delta §4.3 rule 7: these always count as outbound sends too
+# docs/detection-rules.md §11.4.3 rule 7: these always count as outbound sends too
 _SEND_TOOLS_2026_9 = frozenset({"sessions_send", "conversations_send", "conversations_turn"})
 
 
 def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str], is_2026_9: bool = False) -> OutcomeProfile:
-    """Which outcome rule of Spec §4.3 (rules 5-8) applies to a call of ``tool`` with ``args``
-    (``is_2026_9``: with the sends and the ``write`` rule of the 2026.9 delta §4.3)."""
+    """Which outcome rule of docs/detection-rules.md §4.3 (rules 5-8) applies to a call of ``tool`` with ``args``
+    (``is_2026_9``: with the sends and the ``write`` rule of the docs/detection-rules.md §11.4.3)."""
     if tool == "exec":
         return PROFILE_EXEC
     if is_2026_9:
@@ -137,7 +137,7 @@ def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str], is
 
 
 def error_text(error: Any) -> str:
-    """The text that stands for a thrown value (Spec §4.3 rule 1).
+    """The text that stands for a thrown value (docs/detection-rules.md §4.3 rule 1).
 
     In the event schema a string is a thrown ``Error`` with that message (an
     empty message falls back to the name ``Error``); any other value is a thrown
@@ -239,7 +239,7 @@ def _process_fingerprint(action: str, details: dict, text: str) -> dict:
 
 
 def outcome_hash(profile: OutcomeProfile, result: Any, error: Any) -> str | None:
-    """The outcome (result) hash of Spec §4.3, or None when nothing is recorded.
+    """The outcome (result) hash of docs/detection-rules.md §4.3, or None when nothing is recorded.
 
     Arguments:
         profile: :func:`outcome_profile` of the call.
@@ -276,13 +276,13 @@ def outcome_hash(profile: OutcomeProfile, result: Any, error: Any) -> str | None
 
 # ------------------------------------------------------------ 2026.9.6 outcomes
 
-KIND_VETO = 1  # outcomeKind "tool-loop-veto" (2026.9 delta §1)
+KIND_VETO = 1  # outcomeKind "tool-loop-veto" (docs/detection-rules.md §11.1)
 KIND_TERMINAL_EXEC_FAILURE = 2  # outcomeKind "terminal-exec-failure" (§4.3 rule 5)
 OUTCOME_KINDS = {KIND_VETO: "tool-loop-veto", KIND_TERMINAL_EXEC_FAILURE: "terminal-exec-failure"}
 
 
 class Outcome(NamedTuple):
-    """A recorded outcome under 2026.9.6 (2026.9 delta §4.3): hashes are None when absent, ``kind`` 0 = none."""
+    """A recorded outcome under 2026.9.6 (docs/detection-rules.md §11.4.3): hashes are None when absent, ``kind`` 0 = none."""
 
     result_hash: str | None
     unknown_tool: str | None
@@ -314,7 +314,7 @@ def _marker_rewrite(match: re.Match[str]) -> str:
 
 
 def normalize_untrusted_markers(text: str) -> str:
-    """2026.9 delta §4.3: the untrusted-content marker normaliser.
+    """docs/detection-rules.md §11.4.3: the untrusted-content marker normaliser.
 
     Each well-formed marker pair (16 lower-case hex digits, the same id and the
     same escaping E of n backslashes at all four places, no other marker inside)
@@ -336,7 +336,7 @@ def _digest_2026_9(value: Any, prefix: str = "") -> str:
     return normalized_digest(value, normalize_untrusted_markers, _NEEDLE, prefix)
 
 
-# 2026.9 delta §4.3 rule 5: what varies between runs of one failing command, masked to "#" in this order.
+# docs/detection-rules.md §11.4.3 rule 5: what varies between runs of one failing command, masked to "#" in this order.
 # Each pattern comes with a cheap test that must pass for it to match at all (regex scans of long outputs are
 # what costs here): every pattern needs a digit, the first two a ":", the word patterns their word.
 _JS_SPACE = "[" + re.escape(_JS_WHITESPACE) + "]"
@@ -351,7 +351,7 @@ _DIGITS = "0123456789"
 
 
 def mask_volatile(output: str) -> str:
-    """2026.9 delta §4.3 rule 5: ``output`` with timestamps, clock times, attempt counters, durations and pids
+    """docs/detection-rules.md §11.4.3 rule 5: ``output`` with timestamps, clock times, attempt counters, durations and pids
     replaced by ``#``."""
     if not any(digit in output for digit in _DIGITS):
         return output
@@ -370,7 +370,7 @@ def mask_volatile(output: str) -> str:
 
 
 def _terminal_failure(details: dict, fingerprint: dict) -> str | None:
-    """The failure identity hash of a terminal exec failure (2026.9 delta §4.3 rule 5), or None for another outcome."""
+    """The failure identity hash of a terminal exec failure (docs/detection-rules.md §11.4.3 rule 5), or None for another outcome."""
     exit_code = details.get("exitCode")
     if not _is_number(exit_code) or exit_code == 0 or not math.isfinite(exit_code):
         return None
@@ -383,7 +383,7 @@ def _terminal_failure(details: dict, fingerprint: dict) -> str | None:
 
 
 def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome | None:
-    """The outcome of Spec §4.3 as 2026.9.6 records it (2026.9 delta §4.3), or None when nothing is recorded.
+    """The outcome of docs/detection-rules.md §4.3 as 2026.9.6 records it (docs/detection-rules.md §11.4.3), or None when nothing is recorded.
 
     Changes against :func:`outcome_hash`: every digest uses the marker normaliser;
     a thrown value and a ``write`` that changed nothing are no-progress; the
@@ -424,7 +424,7 @@ def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome 
 
 # JavaScript's /i (without /u) folds case for ASCII only here, so the literal
 # words use ASCII-only folding and the name class lists both cases explicitly.
-# Whitespace is JavaScript's \s, the set its trim removes (Spec §4.4, R3): unlike
+# Whitespace is JavaScript's \s, the set its trim removes (docs/detection-rules.md §4.4, R3): unlike
 # Python's \s it holds U+FEFF and not U+001C-U+001F or U+0085.
 _JS_S = "[" + _JS_WHITESPACE.replace("\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a",
                                      "\u2000-\u200a") + "]"
@@ -435,7 +435,7 @@ _UNKNOWN_TOOL_PATTERNS = (
 
 
 def unknown_tool_name(error: Any) -> str | None:
-    """Spec §4.4: the missing tool's lower-cased name named by a thrown error, or None."""
+    """docs/detection-rules.md §4.4: the missing tool's lower-cased name named by a thrown error, or None."""
     if error is None:
         return None
     text = js_trim(error_text(error))

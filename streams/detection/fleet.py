@@ -21,7 +21,7 @@ Each verdict record the engine produced is looked at once. It is an
   a 2026.9.6 terminal block); signature = detector, tool, args hash. A
   warning (level ``warning``, emitted or suppressed) is not an observation:
   the call was allowed, so a warning seen in many runs never makes a fleet
-  loop and never blocks fleet-wide (docs/detection-rules.md §8.1);
+  loop and never blocks fleet-wide (docs/detection-rules.md §12.4);
 * ``result`` (only with ``count: "all"``): any recorded outcome; signature = tool,
   args hash, result hash.
 

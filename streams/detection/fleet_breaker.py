@@ -175,7 +175,7 @@ def _fleet_field(loop: Mapping[str, Any], shadow: bool) -> dict[str, Any]:
 
 
 def run_progress(history: Iterable[Any], event: Mapping[str, Any], loop: Mapping[str, Any]) -> bool:
-    """Whether the event's own run shows progress on the fleet loop's call (docs/detection-rules.md §8.3).
+    """Whether the event's own run shows progress on the fleet loop's call (docs/detection-rules.md §12.5).
 
     Arguments:
         history: the session's call records (:class:`~streams.detection.state.CallRecord`), oldest first.

@@ -1,4 +1,4 @@
-"""The post-compaction guard (Spec §7).
+"""The post-compaction guard (docs/detection-rules.md §7).
 
 One guard per run. A compaction followed by a retry arms it for
 ``windowSize`` tool outcomes; if every one of them is the same
@@ -21,7 +21,7 @@ _MAX_SAFE = 2 ** 53
 
 
 def abort_message(tool: str, count: int, window_size: int) -> str:
-    """The abort message, verbatim (Spec §5.3)."""
+    """The abort message, verbatim (docs/detection-rules.md §5.3)."""
     return (f"CRITICAL: tool {tool} repeated {count} times with identical arguments and identical results "
             f"within {window_size} attempts after auto-compaction. The compaction did not break the loop. "
             "Aborting to prevent runaway resource use.")
@@ -48,12 +48,12 @@ def observe(run: RunState, tool: str, args_hash: str, result_hash: str, ref: Any
     """Feed one recorded outcome to the guard and return the verdict's ``guard`` field.
 
     Sets ``run.aborted`` when all ``window_size`` observations since arming are
-    the same triple (Spec §7). The field then also carries ``detector``,
+    the same triple (docs/detection-rules.md §7). The field then also carries ``detector``,
     ``count``, ``tool_name`` and ``message``.
     """
     if not run.guard_enabled or run.remaining <= 0:
         return guard_status(run)
-    # a window beyond 2^53 counts down in double arithmetic, as in JavaScript (Spec §2.2, R1)
+    # a window beyond 2^53 counts down in double arithmetic, as in JavaScript (docs/detection-rules.md §2.2, R1)
     run.remaining = run.remaining - 1 if run.remaining <= _MAX_SAFE else int(float(run.remaining) - 1)
     observation = (tool, args_hash, result_hash, ref)
     run.window.append(observation)

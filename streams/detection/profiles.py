@@ -1,12 +1,12 @@
 """Behaviour profiles: which OpenClaw release's loop detection a verdict reproduces.
 
-* :data:`OPENCLAW_2026_7` (the default) -- the configurable 2026.7 line of
-  ``loop-detection.md``: every threshold, ``historySize``, detector flag and
+* :data:`OPENCLAW_2026_7` (the default) -- the configurable 2026.7 line
+  (docs/detection-rules.md §1-§10): every threshold, ``historySize``, detector flag and
   guard window of ``tools.loopDetection`` works as the user set it.
-* :data:`OPENCLAW_2026_9_6` -- the 2026.9.6 release (``openclaw-2026.9.md``):
+* :data:`OPENCLAW_2026_9_6` -- the 2026.9.6 release (docs/detection-rules.md §11):
   fixed thresholds 10/20/30, history 30, guard window 3, only ``enabled`` is
   read; vetoes are recorded, a critical loop gets one recovery chance, warnings
-  reach the model as a note, and the rest of that spec's delta.
+  reach the model as a note, and the rest of that section.
 
 A profile is chosen, first match wins, by the event's ``profile`` field (a runner
 that knows its host's OpenClaw version sets it), the agent's entry in the config's

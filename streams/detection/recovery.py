@@ -1,6 +1,6 @@
 """What the model sees under 2026.9.6: block texts of critical-tool-loop recovery and the warning note.
 
-Verbatim texts of ``openclaw-2026.9.md`` §3.1-§3.3 (the only model-visible
+Verbatim texts of OpenClaw 2026.9.6 (docs/detection-rules.md §11.3.1-§11.3.3; the only model-visible
 strings that profile adds). The engine puts them in a verdict's ``block_text``
 and ``warning.note``; integrations hand them to the model (CONTRACTS item 2).
 """

@@ -1,10 +1,10 @@
 """A run that is over stays over: what ends a run, and the verdict of every later event of it.
 
-OpenClaw ends a run in its own process (the post-compaction guard's abort, Spec §7; in 2026.9.6 a
+OpenClaw ends a run in its own process (the post-compaction guard's abort, docs/detection-rules.md §7; in 2026.9.6 a
 terminal block, ``run_terminated``). loopwatch answers runners that may go on calling tools after
 they were told to stop (a hook answer a runner ignores, several calls of one model message), so it
 keeps the end as state, in the run's :class:`~streams.detection.state.RunState` (the guard's
-identity, :func:`~streams.detection.engine.guard_key`, Spec §7), and refuses every later event of
+identity, :func:`~streams.detection.engine.guard_key`, docs/detection-rules.md §7), and refuses every later event of
 that run.
 
 What ends a run (:func:`ending`), read from the verdict of the event, in this order:

@@ -1,4 +1,4 @@
-"""Many sessions at once: states looked up as OpenClaw looks them up (Spec §8.1).
+"""Many sessions at once: states looked up as OpenClaw looks them up (docs/detection-rules.md §8.1).
 
 The stream processor keeps one :class:`SessionState` per Kafka record key in a
 table. Offline (replay, conformance, backtests) :class:`SessionStore` plays the
@@ -15,9 +15,9 @@ part of OpenClaw's in-process map, holding every state in one place:
 * a ``compaction_retry`` touches no session state, nor does a
   ``tool_result`` with neither session id nor session key (R7);
 * the post-compaction guards live beside the states, one map for all
-  sessions, by :func:`~streams.detection.engine.guard_key` (Spec §7): they
+  sessions, by :func:`~streams.detection.engine.guard_key` (docs/detection-rules.md §7): they
   never move or merge with a session's state; so do the blocked deferred
-  calls, by :func:`~streams.detection.engine.blocked_key` (Spec §9, R6).
+  calls, by :func:`~streams.detection.engine.blocked_key` (docs/detection-rules.md §9, R6).
 
 Idle states are not pruned: a store lives for one input.
 """
@@ -33,7 +33,7 @@ __all__ = ["SessionStore", "merge_states"]
 
 
 def merge_states(into: SessionState, other: SessionState) -> None:
-    """Merge ``other`` into ``into`` (Spec §8.1).
+    """Merge ``other`` into ``into`` (docs/detection-rules.md §8.1).
 
     Histories are concatenated, ``into``'s records first (not trimmed, R9: the
     next record or outcome trims to ``historySize``); warning buckets keep the
@@ -65,7 +65,7 @@ class SessionStore:
         states: state key -> :class:`SessionState`, in insertion order (a moved
             state is inserted anew).
         guards: guard identity -> :class:`RunState`, for all sessions.
-        blocked: blocked deferred calls by run and call id, for all sessions (Spec §9, R6).
+        blocked: blocked deferred calls by run and call id, for all sessions (docs/detection-rules.md §9, R6).
     """
 
     __slots__ = ("engine", "states", "guards", "blocked", "_session_ids", "_by_session_id", "_order", "_next")
@@ -91,7 +91,7 @@ class SessionStore:
         return self._session_ids.get(key)
 
     def state_for(self, event: Mapping[str, Any]) -> SessionState:
-        """The state a ``tool_call`` or ``tool_result`` applies to, by the lookup of Spec §8.1.
+        """The state a ``tool_call`` or ``tool_result`` applies to, by the lookup of docs/detection-rules.md §8.1.
 
         Changes the store as the lookup does (merge, move or create) and makes
         the state remember the event's session id.
@@ -141,7 +141,7 @@ class SessionStore:
 
     def _looks_up(self, event: Mapping[str, Any]) -> bool:
         """Whether a ``tool_result`` looks its session state up: not without session id or key (R7),
-        nor for a blocked call's result, which is ignored (Spec §9, R6) unless it ran without a verdict."""
+        nor for a blocked call's result, which is ignored (docs/detection-rules.md §9, R6) unless it ran without a verdict."""
         if not has_session(event):
             return False
         return (event.get("ran_without_verdict") is True

@@ -1,21 +1,21 @@
 """What OpenClaw keeps per session, as one serialisable object per partition key.
 
-A :class:`SessionState` holds (Spec §1, §6, §7):
+A :class:`SessionState` holds (docs/detection-rules.md §1, §6, §7):
 
 * ``history`` -- the rolling list of :class:`CallRecord`, newest last, capped
-  at ``historySize`` for the whole state (Spec §8.2: the cap is per session);
+  at ``historySize`` for the whole state (docs/detection-rules.md §8.2: the cap is per session);
 * ``warning_buckets`` -- the warning dedupe map, insertion-ordered, at most
-  256 keys, first-inserted key evicted (Spec §6);
+  256 keys, first-inserted key evicted (docs/detection-rules.md §6);
 * ``runs`` -- the post-compaction guards (with OpenClaw's aborted flag and loopwatch's run end) of the events
-  applied to this state, by guard identity (Spec §7,
+  applied to this state, by guard identity (docs/detection-rules.md §7,
   :func:`~streams.detection.engine.guard_key`), when the caller keeps them
   with the state (the stream processor does; the offline store keeps one map
   for all sessions instead);
 * ``calls`` -- calls whose outcome is still to come (``outcome_follows``),
-  by tool-call id, so a later ``tool_result`` is recorded as theirs (Spec §9);
+  by tool-call id, so a later ``tool_result`` is recorded as theirs (docs/detection-rules.md §9);
 * ``blocked`` -- deferred calls that were blocked, by run id and call id
   (:func:`~streams.detection.engine.blocked_key`), so their result is ignored
-  (Spec §9, R6), when the caller keeps them with the state (the stream
+  (docs/detection-rules.md §9, R6), when the caller keeps them with the state (the stream
   processor does; the offline store keeps one map for all sessions).
 
 How memory stays bounded: ``history`` by ``historySize``, ``warning_buckets``
@@ -24,7 +24,7 @@ by 256 keys, ``runs`` by :data:`MAX_RUNS` (idle guards evicted first),
 ``calls`` is *not* bounded by count: OpenClaw keeps a deferred call pending
 until its result arrives or its session state expires, and dropping one
 early would turn its late result into a result with no pending call, which
-is recorded differently (Spec §9). An entry leaves when its result arrives;
+is recorded differently (docs/detection-rules.md §9). An entry leaves when its result arrives;
 what is left is bounded by the state's lifetime: the stream processor deletes
 a key's state after ``state_ttl_s`` idle (30 minutes by default, as OpenClaw
 prunes idle sessions), and the offline store lives for one input. So a busy
@@ -49,13 +49,13 @@ from .fingerprint import KIND_TERMINAL_EXEC_FAILURE
 __all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS",
            "MAX_BLOCKED", "remember_blocked"]
 
-MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (Spec §6)
+MAX_WARNING_KEYS = 256  # OpenClaw's dedupe map size (docs/detection-rules.md §6)
 MAX_RUNS = 64  # guards kept per partition key; the oldest idle ones go first
-MAX_BLOCKED = 1024  # blocked calls OpenClaw remembers (Spec §9)
+MAX_BLOCKED = 1024  # blocked calls OpenClaw remembers (docs/detection-rules.md §9)
 
 
 def remember_blocked(blocked: dict[str, "PendingCall"] | Any, key: str, call: "PendingCall") -> None:
-    """Remember a blocked call by its key (Spec §9, R6); a new key beyond :data:`MAX_BLOCKED` evicts the oldest.
+    """Remember a blocked call by its key (docs/detection-rules.md §9, R6); a new key beyond :data:`MAX_BLOCKED` evicts the oldest.
 
     A key already there keeps its place (a set's ``add``) and takes the newer
     call (what a result that ran without a verdict is recorded as).
@@ -78,7 +78,7 @@ def hash_key(full_hash: str) -> str:
 
 
 class CallRecord:
-    """One entry of the rolling history (Spec §1).
+    """One entry of the rolling history (docs/detection-rules.md §1).
 
     ``run_id`` is the trimmed run id (None when blank); ``result_hash`` is None
     while the record is pending; ``ref`` is the caller's evidence reference
@@ -87,7 +87,7 @@ class CallRecord:
     round trip through :meth:`SessionState.from_bytes` the full hashes of
     records that can no longer be printed are None.
 
-    Kept by the 2026.9.6 profile only (2026.9 delta §1; 0/False/None otherwise):
+    Kept by the 2026.9.6 profile only (docs/detection-rules.md §11.1; 0/False/None otherwise):
     ``kind`` (``outcomeKind``: 0 none, :data:`~streams.detection.fingerprint.KIND_VETO`
     for a veto record, :data:`~streams.detection.fingerprint.KIND_TERMINAL_EXEC_FAILURE`),
     ``no_progress`` and ``failure_key`` (:func:`hash_key` of the failure identity hash).
@@ -116,7 +116,7 @@ class CallRecord:
 
     def set_result(self, result_hash: str | None, unknown_tool: str | None, ref: Any = None, kind: int = 0,
                    no_progress: bool = False, failure_hash: str | None = None) -> None:
-        """Attach an outcome to this pending record (Spec §3 step 6; 2026.9 delta §3.1 step 6 for the rest).
+        """Attach an outcome to this pending record (docs/detection-rules.md §3 step 6; docs/detection-rules.md §11.3.1 step 6 for the rest).
 
         The call id is dropped (only pending records are matched by it); ``ref``
         is kept when the record has none yet.
@@ -139,7 +139,7 @@ class CallRecord:
         self._packed = None
 
     def rebind(self, args_hash: str) -> None:
-        """Give this pending record another args hash (2026.9 delta §3.1 step 5a); the caller re-counts
+        """Give this pending record another args hash (docs/detection-rules.md §11.3.1 step 5a); the caller re-counts
         :attr:`SessionState.args_counts`."""
         self.args_hash = args_hash
         self.args_key = hash_key(args_hash)
@@ -179,13 +179,13 @@ class CallRecord:
 
 
 class RunState:
-    """Per-run state: the post-compaction guard (Spec §7), whether the run was aborted, whether it ended.
+    """Per-run state: the post-compaction guard (docs/detection-rules.md §7), whether the run was aborted, whether it ended.
 
     ``guard_enabled`` and ``window_size`` are fixed when the run is first seen,
     for the run's agent; ``window`` holds ``(tool, args_hash, result_hash)``
     observations since the last arming, each with the caller's ``ref``.
 
-    Under 2026.9.6, keyed like the guard (2026.9 delta §3.3): ``recovery`` is the
+    Under 2026.9.6, keyed like the guard (docs/detection-rules.md §11.3.3): ``recovery`` is the
     critical-tool-loop recovery flag (set by a recovery block, cleared by a
     ``compaction_retry``: a retry starts a new attempt) and ``terminated`` says a
     terminal block ended the run.
@@ -223,7 +223,7 @@ class RunState:
 
 
 class PendingCall:
-    """A call whose outcome arrives later as a ``tool_result`` (Spec §9).
+    """A call whose outcome arrives later as a ``tool_result`` (docs/detection-rules.md §9).
 
     The outcome is recorded as this call's (R5): ``run_id`` (trimmed, None
     when blank), ``tool`` and ``args_hash``; ``profile`` is the outcome rule
@@ -307,7 +307,7 @@ class SessionState:
     # ------------------------------------------------------------------ mutation
 
     def append(self, record: CallRecord, history_size: int) -> None:
-        """Add a record, then drop the oldest beyond ``history_size`` (Spec §3 steps 4 and 6)."""
+        """Add a record, then drop the oldest beyond ``history_size`` (docs/detection-rules.md §3 steps 4 and 6)."""
         self.history.append(record)
         counts = self.args_counts
         counts[record.args_key] = counts.get(record.args_key, 0) + 1
@@ -328,7 +328,7 @@ class SessionState:
             del self.history[:excess]
 
     def rebind(self, record: CallRecord, args_hash: str) -> None:
-        """Give a pending record of ``history`` another args hash (2026.9 delta §3.1 step 5a), keeping
+        """Give a pending record of ``history`` another args hash (docs/detection-rules.md §11.3.1 step 5a), keeping
         ``args_counts`` right."""
         counts = self.args_counts
         left = counts[record.args_key] - 1
@@ -351,7 +351,7 @@ class SessionState:
         self.args_counts = counts
 
     def store_warning_bucket(self, key: str, bucket: int) -> None:
-        """Set a dedupe bucket; a new 257th key evicts the first-inserted one (Spec §6)."""
+        """Set a dedupe bucket; a new 257th key evicts the first-inserted one (docs/detection-rules.md §6)."""
         buckets = self.warning_buckets
         if key not in buckets and len(buckets) >= MAX_WARNING_KEYS:
             del buckets[next(iter(buckets))]

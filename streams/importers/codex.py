@@ -15,7 +15,7 @@ Mapping (``session_id`` = ``thread_id``, ``run_id`` = ``<thread_id>#turn<n>`` fo
 * ``command_execution`` -> ``tool_name = "shell"``, ``args = {"command": item.command}``. The
   outcome is ``result = {"content": [{"type":"text","text": aggregated_output}], "details":
   {"status", "exitCode", "aggregated"}}`` (OpenClaw's exec field names, so the facts sit where a
-  reader expects them; the engine hashes ``shell`` by spec §4.3 rule 8, text plus details). A
+  reader expects them; the engine hashes ``shell`` by docs/detection-rules.md §4.3 rule 8, text plus details). A
   non-zero exit code is a *returned* result, like OpenClaw's ``exec`` (Codex marks it
   ``status:"failed"``, but the command ran). Only a command that never ran (``declined``, or
   ``failed`` with no exit code) is a thrown error, whose message is the output text or

@@ -18,7 +18,7 @@ session gives the live run ids, call ids and result hashes:
   (for ``shell``, the script of ``bash -lc SCRIPT``, else the words joined). Its outcome is the
   ``CommandExecution``'s ``aggregated_output`` as text (``{"content": [{"type": "text", "text": ...}],
   "details": {}}``), which is the ``tool_response`` Codex hands the ``PostToolUse`` hook: a non-zero
-  exit is a returned result (the engine hashes the text, spec §4.3 rule 8).
+  exit is a returned result (the engine hashes the text, docs/detection-rules.md §4.3 rule 8).
 * ``apply_patch`` (custom tool) -> ``apply_patch`` with ``args = {"command": <patch>}``; other
   function calls keep their name and parsed ``arguments``; their outcome is the output text.
 * A call Codex did not run has no outcome: one a ``PreToolUse`` hook blocked (output ``... blocked by

@@ -1,6 +1,6 @@
 """Building blocks shared by the importers: the error type, event constructors, JSONL reading.
 
-Every importer yields plain ``dict`` events in the stream schema (spec §9, §10):
+Every importer yields plain ``dict`` events in the stream schema (docs/detection-rules.md §9, §10):
 
 * ``tool_call``: ``{type, run_id, session_id, [session_key], [agent_id], tool_call_id,
   tool_name, [args], result, error, [outcome_follows], event_id, ts, source}``.
@@ -9,13 +9,13 @@ Every importer yields plain ``dict`` events in the stream schema (spec §9, §10
   JSON value (a thrown non-Error value).
 * ``tool_result``: ``{type, run_id, session_id, [session_key], [agent_id], tool_call_id,
   tool_name, [args], result, error, event_id, ts, source}``; only after a ``tool_call``
-  carrying ``outcome_follows: true``, with that call's ``tool_name`` and ``args`` (spec §9:
+  carrying ``outcome_follows: true``, with that call's ``tool_name`` and ``args`` (docs/detection-rules.md §9:
   what OpenClaw's after-tool-call hook has).
 * ``compaction_retry``: ``{type, run_id, session_id, [session_key], [agent_id], event_id, ts,
   source}``.
 
 ``session_key`` is on every event of a session that has one (so a ``compaction_retry`` arms the
-guard its calls see, spec §7, and a result finds its session's state, spec §8.1).
+guard its calls see, docs/detection-rules.md §7, and a result finds its session's state, docs/detection-rules.md §8.1).
 
 A call is written with its outcome inline when nothing happens between the call and its
 result; it is written as an ``outcome_follows`` call and a later ``tool_result`` when the runner
@@ -153,7 +153,7 @@ def structured_result(response: Any) -> dict[str, Any]:
     A string is the text the tool returned (``{"content": [{"type": "text", "text": ...}], "details": {}}``);
     a list is content blocks; an object is the tool's structured result, kept in ``details`` without
     its timing fields (:data:`VOLATILE_KEYS`); None (no response) is an empty result. The engine hashes
-    ``details`` and the text together (spec §4.3 rule 8), so two responses count as the same outcome
+    ``details`` and the text together (docs/detection-rules.md §4.3 rule 8), so two responses count as the same outcome
     exactly when they are equal but for their timings. The live hooks and the importers both use it,
     so a live run and the backtest of its recording agree on every result hash.
     """
@@ -203,7 +203,7 @@ def fold_results(events: list[dict[str, Any]], apart: set[str] = frozenset()) ->
     a ``tool_result`` at the result's place in the log; then this keeps the two-event form only
     where it matters: something was recorded between call and result, or the call belongs to a
     batch that the runner checked and recorded as a whole before any result existed (``apart``:
-    an inline outcome would be recorded before the batch's next call is checked, spec §3 steps
+    an inline outcome would be recorded before the batch's next call is checked, docs/detection-rules.md §3 steps
     2-6). Both forms give the engine the same records; the fold keeps the output short.
 
     Returns a new list; the events themselves are changed in place (the folded call takes the

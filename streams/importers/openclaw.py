@@ -26,7 +26,7 @@ Mapping (in transcript order):
     details.error``, ``result = null``: OpenClaw's tool adapter writes this result when the tool
     *threw* (in older releases ``exec`` threw on a non-zero exit code: ``"Command exited with
     code 1"``); its loop-detection wrapper had already recorded the throw as a thrown error,
-    from the same message (spec §4.3 rule 1).
+    from the same message (docs/detection-rules.md §4.3 rule 1).
   - ``isError: true`` -> ``error = <content text joined by "\\n">``, ``result = null``: pi-agent
     sets ``isError`` for errors it raised itself (``Tool X not found``, ``Validation failed for
     tool "X": ...``); the text is that Error's message, so this is a thrown error too, kept
@@ -306,7 +306,7 @@ def _adapter_error(details: Any) -> str | None:
 
     The adapter catches what a tool throws and returns ``{status: "error", tool, error: <message>}``
     as the result's details (``isError`` stays false); the loop-detection wrapper inside it had
-    already recorded the throw as an error outcome, hashed from the same message (spec §4.3 rule
+    already recorded the throw as an error outcome, hashed from the same message (docs/detection-rules.md §4.3 rule
     1). Exactly those three keys: a tool's own result with ``status: "error"`` (an ``exec`` run's
     details carry ``exitCode``, ``durationMs``, ...) is a returned result.
     """

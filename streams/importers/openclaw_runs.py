@@ -1,7 +1,7 @@
 """How an OpenClaw transcript's entries are cut into runs (see :mod:`streams.importers.openclaw`).
 
-A run is one agent invocation; OpenClaw's detectors scope their history by it (spec §8.2) and
-its post-compaction guard belongs to it (spec §7). The transcript carries no run id on its
+A run is one agent invocation; OpenClaw's detectors scope their history by it (docs/detection-rules.md §8.2) and
+its post-compaction guard belongs to it (docs/detection-rules.md §7). The transcript carries no run id on its
 messages (``shared/realdata/openclaw/SOURCE.md``, "Runs and runId"), so runs come from:
 
 1. the trajectory sidecar, when there is one (:class:`Sidecar`, :func:`sidecar_runs`): each run's

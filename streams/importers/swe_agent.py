@@ -16,7 +16,7 @@ Mapping: one ``tool_call`` per ``trajectory`` step, in order, with the result in
   (``""`` when there is none), verbatim: the action text *is* the call.
 * ``result = {"content": [{"type":"text","text": observation}], "details": {}}``. SWE-agent has
   no error flag, so every observation is a returned result, never a thrown error (texts such
-  as "Wrong flag!" or "syntax error" are error-looking *results*, spec §9).
+  as "Wrong flag!" or "syntax error" are error-looking *results*, docs/detection-rules.md §9).
 * No compactions exist in this format.
 * The file carries no clock: ``ts`` is the step index; ``source`` is ``{"path", "line": 1,
   "step": i}`` (the file is pretty-printed JSON, so steps are cited by index).

@@ -1,6 +1,6 @@
 """Conformance scenarios: event sequences with the verdict OpenClaw gives each event.
 
-A scenario file is JSON Lines, one scenario per line (Spec §10):
+A scenario file is JSON Lines, one scenario per line (docs/detection-rules.md §10):
 ``{"name", "description", "config", "events", "expected"}`` where
 ``expected[i]`` is OpenClaw's outcome for ``events[i]``, and an optional
 ``profile`` names the OpenClaw behaviour (absent: ``openclaw-2026.7``;
@@ -21,7 +21,7 @@ from streams.detection import Engine, OpenClawConfig, SessionStore
 __all__ = ["SPEC_FIELDS", "Mismatch", "load_scenarios", "scenario_lines", "scenario_config", "run_scenario",
            "spec_view"]
 
-# The verdict fields a scenario's ``expected`` entries pin (Spec §10; the 2026.9.6 profile's, 2026.9 delta §9/10).
+# The verdict fields a scenario's ``expected`` entries pin (docs/detection-rules.md §10; the 2026.9.6 profile's, docs/detection-rules.md §11.9/10).
 SPEC_FIELDS = frozenset({
     "type", "tool_name", "args_hash", "decision", "detection", "warning", "blocked", "block_reason",
     "recorded_call", "outcome", "guard", "run_aborted", "ignored",

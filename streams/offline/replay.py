@@ -146,7 +146,7 @@ class Replayer:
         engine: the engine (with the config to replay under).
         key_by: ``session``: every state and guard in one
             :class:`~streams.detection.SessionStore`, found as OpenClaw finds
-            them (Spec §7, §8.1), so OpenClaw's exact verdicts; ``run``: one
+            them (docs/detection-rules.md §7, §8.1), so OpenClaw's exact verdicts; ``run``: one
             state per run key, guards inside it, as the worker keeps them
             (:mod:`streams.worker.keys` says when the two agree).
     """

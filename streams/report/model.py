@@ -8,7 +8,7 @@
 * in it a :class:`RunReport` per ``run_id``, whose ``items`` is the run's timeline: a
   :class:`Call` per ``tool_call`` record and a :class:`Compaction` per ``compaction_retry``;
 * a :class:`DetectionRow` per detection: every ``tool_call`` whose ``detection.stuck`` is
-  true (action ``warn`` when the warning was emitted, ``suppressed`` when spec §6 dedupe kept
+  true (action ``warn`` when the warning was emitted, ``suppressed`` when docs/detection-rules.md §6 dedupe kept
   it back, ``block`` when critical), and every post-compaction abort (detector
   ``compaction_loop_persisted``, level critical, action ``abort``), as
   :class:`~streams.offline.replay.ReplaySummary` counts them;

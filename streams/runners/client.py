@@ -39,7 +39,7 @@ session's runs). Every producer of one session's events should use the same
 What is added to events
 -----------------------
 OpenClaw's hooks know a session's key on every event and a call's tool name
-and params on its result (Spec §9, §10). The client adds them when the event
+and params on its result (docs/detection-rules.md §9, §10). The client adds them when the event
 lacks the field (:class:`~streams.runners.completion.EventCompleter`): the
 ``session_key`` last sent for the event's ``session_id`` (so a
 ``compaction_retry`` or a result sent with ids only arms and finds the guard

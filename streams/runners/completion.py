@@ -1,4 +1,4 @@
-"""What a producer adds to the events it sends, so the worker sees what OpenClaw sees (Spec §7, §9, §10).
+"""What a producer adds to the events it sends, so the worker sees what OpenClaw sees (docs/detection-rules.md §7, §9, §10).
 
 OpenClaw's hooks know, for every event, the session key of the session and,
 for a tool result, the call's tool name and params. A runner reporting a
@@ -12,7 +12,7 @@ fills in, from the events the same producer sent before:
   An explicit ``session_key: null`` (a keyless event) is left as it is;
 * ``tool_name`` and ``args`` on a ``tool_result`` without them: those of the
   ``tool_call`` with the same ``tool_call_id`` (a result may carry them,
-  Spec §9; the worker then reports a blocked call's result, or records a
+  docs/detection-rules.md §9; the worker then reports a blocked call's result, or records a
   result whose call it never saw, with the call's own name and args).
 
 Fields the event has are never changed. Memory: at most ``max_calls`` calls

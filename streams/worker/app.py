@@ -11,7 +11,7 @@ Topics and keys
   record key IS the state key. Runners key by run id (default) or, for
   OpenClaw's exact session-level semantics, by session key (then session id):
   with ``--key-by session`` the history cap and the warning dedupe map are
-  shared by a session's runs exactly as in OpenClaw (Spec §8.1/§8.2); with the
+  shared by a session's runs exactly as in OpenClaw (docs/detection-rules.md §8.1/§8.2); with the
   run key each run has its own state, which bounds state per key and spreads
   a busy session's load over partitions (differs from OpenClaw only where runs
   of a session share the history cap or dedupe map).

@@ -5,9 +5,9 @@ with the post-compaction guards of the events under that key inside it. The
 offline store (:class:`~streams.detection.SessionStore`: replay, report,
 conformance) holds every session state and every guard in one place and
 follows OpenClaw's lookup: session state by session key, else session id,
-joined across keys by remembered session ids (Spec §8.1); one guard per raw
+joined across keys by remembered session ids (docs/detection-rules.md §8.1); one guard per raw
 run id across sessions, and per ``session_key``-else-``session_id`` for a
-blank run id (Spec §7). The worker gives exactly the offline verdicts when
+blank run id (docs/detection-rules.md §7). The worker gives exactly the offline verdicts when
 everything the store lets events share lands under one record key and
 nothing under one record key is kept apart by the store. Two modes:
 
@@ -30,14 +30,14 @@ nothing under one record key is kept apart by the store. Two modes:
   may then come with and without its session key. A session with several
   runs stays exact while its history never holds more than ``historySize``
   records in all and its dedupe map never passes 256 keys (both are per
-  session offline, Spec §8.2, §6).
+  session offline, docs/detection-rules.md §8.2, §6).
 
 A ``tool_result`` with neither session id nor session key (valid: it changes
-no session state and records nothing, Spec §8.1 R7) goes under its run id
+no session state and records nothing, docs/detection-rules.md §8.1 R7) goes under its run id
 (whatever ``key_by``; its verdict reports that run's guard, exact with ``run``
 keying), else under ``unknown`` (OpenClaw's own state key for an event with
 neither). Blocked deferred calls are remembered in the state of the call's
-record key, by run id and call id (Spec §9 R6): a result is ignored there when
+record key, by run id and call id (docs/detection-rules.md §9 R6): a result is ignored there when
 it carries the call's run id, as with ``run`` keying it lands there.
 
 Outside that line the worker differs by construction: a run spread over
@@ -57,7 +57,7 @@ from streams.detection.fingerprint import js_trim
 __all__ = ["KEY_BY", "NO_IDS_KEY", "partition_key", "record_key"]
 
 KEY_BY = ("run", "session")
-NO_IDS_KEY = "unknown"  # a result with no run id, session id or key (Spec §8.1: OpenClaw's key for neither)
+NO_IDS_KEY = "unknown"  # a result with no run id, session id or key (docs/detection-rules.md §8.1: OpenClaw's key for neither)
 
 
 def _text(value: Any) -> str | None:
@@ -65,7 +65,7 @@ def _text(value: Any) -> str | None:
 
 
 def _run_text(value: Any) -> str | None:
-    """The run id as sent when it is not blank (a whitespace-only run id is none, Spec §7, §8.2)."""
+    """The run id as sent when it is not blank (a whitespace-only run id is none, docs/detection-rules.md §7, §8.2)."""
     return value if isinstance(value, str) and js_trim(value) else None
 
 

@@ -87,7 +87,7 @@ class Policies:
         Arguments:
             verdict: the engine's verdict record for one event.
             runs: the state's per-run policy memory (``SessionState.policy_runs``), updated.
-            raw_run: the event's raw run id (the run rules' identity, as the guard's, Spec §7).
+            raw_run: the event's raw run id (the run rules' identity, as the guard's, docs/detection-rules.md §7).
         """
         cfg = self.config
         if cfg.escalation is None and cfg.run_budget is None:

@@ -3,8 +3,8 @@
 A result wrapped with a fresh nonce, a failure message with a timestamp or a duration: every
 outcome hashes differently, so OpenClaw's no-progress rules never see a repeat and nothing ever
 blocks. The patterns are applied to every string inside a result (the text OpenClaw hashes,
-Spec §4.3) and to a thrown error's message, in a copy of the event; the engine then hashes the
-masked outcome. Arguments are never touched (Spec §4.2 hashes them verbatim, and so do we).
+docs/detection-rules.md §4.3) and to a thrown error's message, in a copy of the event; the engine then hashes the
+masked outcome. Arguments are never touched (docs/detection-rules.md §4.2 hashes them verbatim, and so do we).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A slow job's poll blocked one call before it finishes, legitimate paging that warns, a search tool
 that should block sooner than a file read: OpenClaw has one set of thresholds per agent. A rule
 here overlays ``tools.loopDetection`` keys on the agent's effective settings for the calls of the
-tools it matches (the first matching rule wins), re-clamped as OpenClaw clamps (Spec §2.2:
+tools it matches (the first matching rule wins), re-clamped as OpenClaw clamps (docs/detection-rules.md §2.2:
 critical above warning, the global breaker above critical). The detectors then run with those
 settings; the call's verdict names the rule in its ``policy`` field.
 
-Matching is on the normalised tool name (Spec §3 step 1): ``tool`` is an :mod:`fnmatch` pattern;
+Matching is on the normalised tool name (docs/detection-rules.md §3 step 1): ``tool`` is an :mod:`fnmatch` pattern;
 ``mcpServer`` matches the tools an MCP server exposes, which runners name
 ``mcp__<server>__<tool>``.
 """
@@ -41,7 +41,7 @@ def match_rule(rules: tuple[ToolRule, ...], tool: str) -> ToolRule | None:
 
 
 def apply_rule(settings: LoopDetectionSettings, rule: ToolRule) -> LoopDetectionSettings:
-    """``settings`` with the rule's keys overlaid, clamped as OpenClaw clamps (Spec §2.2 steps 2-3)."""
+    """``settings`` with the rule's keys overlaid, clamped as OpenClaw clamps (docs/detection-rules.md §2.2 steps 2-3)."""
     changes = {_THRESHOLD_FIELDS[k]: v for k, v in rule.overrides.items() if k in _THRESHOLD_FIELDS}
     for key, value in rule.overrides.get("detectors", {}).items():
         changes[_DETECTOR_FIELDS[key]] = value

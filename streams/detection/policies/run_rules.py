@@ -1,9 +1,9 @@
 """``escalation`` and ``runBudget``: rules over a whole run, where OpenClaw looks at one call.
 
-OpenClaw's block freezes the streak that caused it (Spec §3: a blocked call leaves no trace), so a
+OpenClaw's block freezes the streak that caused it (docs/detection-rules.md §3: a blocked call leaves no trace), so a
 model that keeps retrying is blocked forever and the global breaker never fires (openclaw#109435);
 and every count is per tool and arguments, so switching tools starts from zero (#79252). Both
-rules here watch the verdicts OpenClaw gives in one run (raw run id, as the guard, Spec §7):
+rules here watch the verdicts OpenClaw gives in one run (raw run id, as the guard, docs/detection-rules.md §7):
 
 * **escalation** -- this many *consecutive* blocked tool calls (any tool) make the next verdict an
   ``abort``: the model is not changing course;
