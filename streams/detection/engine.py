@@ -280,8 +280,7 @@ class Engine:
             run_key = answered[1].guard if applied else guard_key(event)
         else:
             run_key = guard_key(event)
-        known_run = (guards if guards is not None else state.runs).get(run_key)
-        ended = known_run.ended if known_run is not None else None  # before this event
+        ended = self.run_end(event, state, guards)  # before this event
         try:
             if policies is not None:
                 event = policies.prepare(event)
@@ -307,6 +306,14 @@ class Engine:
         if end is not None and run_key is not None:  # every path above created the run's state
             (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
         return set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
+
+    @staticmethod
+    def run_end(event: Mapping[str, Any], state: SessionState | None,
+                guards: Mapping[str, RunState] | None = None) -> tuple[str, str | None, Any] | None:
+        """``(by, reason, ref)`` when the run of ``event`` has ended (:mod:`~streams.detection.run_end`), else
+        None. Reads only; ``guards`` as :meth:`process` takes them (default ``state.runs``)."""
+        run = (guards if guards is not None else state.runs).get(guard_key(event))
+        return run.ended if run is not None else None
 
     # ---------------------------------------------------------------- event kinds
 

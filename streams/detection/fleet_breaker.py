@@ -39,6 +39,7 @@ from .fingerprint import args_hash, js_trim, normalize_tool_name
 from .engine import validate_event
 from .decision import set_decided_by
 from .state import hash_key
+from .run_end import refuse
 from .fleet import FLEET_DETECTOR, FleetSettings
 
 __all__ = ["FleetBreaker", "decide", "block_verdict", "run_progress"]
@@ -207,13 +208,16 @@ def run_progress(history: Iterable[Any], event: Mapping[str, Any], loop: Mapping
 
 
 def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Callable[[], dict[str, Any]],
-           history: Callable[[], Iterable[Any]] | None = None) -> dict[str, Any]:
+           history: Callable[[], Iterable[Any]] | None = None,
+           run_end: Callable[[], tuple[str, str | None, Any] | None] | None = None) -> dict[str, Any]:
     """The verdict of ``event``: ``process()`` (the engine) unless the fleet breaker blocks it.
 
     With no breaker or mode ``off``, exactly ``process()``. See the module docstring for the others.
     ``history`` gives the call records of the event's session state (read only when a loop matches);
     a call whose run shows progress on it (:func:`run_progress`) is left to the engine, unflagged.
-    The verdict's ``decided_by`` is set again when the breaker adds to it.
+    The verdict's ``decided_by`` is set again when the breaker adds to it. ``run_end`` gives the end of
+    the event's run (:meth:`~streams.detection.engine.Engine.run_end`): a call of an ended run that the
+    breaker blocks is refused as the engine refuses it (``abort``, ``run_ended``).
     """
     if breaker is None or not breaker.on:
         return process()
@@ -223,7 +227,9 @@ def decide(breaker: FleetBreaker | None, event: Mapping[str, Any], process: Call
         if history is not None and run_progress(history(), event, loop):
             loop = None  # this run's own outcomes say the call works here
     if loop is not None and breaker.mode == "block":
-        return set_decided_by(block_verdict(event, loop))
+        verdict = block_verdict(event, loop)
+        ended = run_end() if run_end is not None else None
+        return set_decided_by(refuse(verdict, ended) if ended is not None else verdict)
     verdict = process()
     if loop is not None:
         verdict["fleet"] = _fleet_field(loop, shadow=True)

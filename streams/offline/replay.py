@@ -171,12 +171,14 @@ class Replayer:
         key = partition_key(event, self.key_by)
         if self.key_by == "session":
             verdict = decide(self.breaker, event, lambda: self._sessions.process(event, ref),
-                             lambda: self._sessions.state_for(event).history)
+                             lambda: self._sessions.state_for(event).history,
+                             lambda: self.engine.run_end(event, None, self._sessions.guards))
         else:
             state = self._states.get(key)
             if state is None:
                 state = self._states[key] = SessionState()
-            verdict = decide(self.breaker, event, lambda: self.engine.process(event, state, ref), lambda: state.history)
+            verdict = decide(self.breaker, event, lambda: self.engine.process(event, state, ref),
+                             lambda: state.history, lambda: self.engine.run_end(event, state))
         self.summary.add(event, verdict)
         record = verdict_record(verdict, event, key)
         if self.fleet is not None:

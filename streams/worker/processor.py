@@ -341,7 +341,7 @@ class Processor:
                 verdict = self.engine.process(event, state, ref)
             else:
                 verdict = decide(self.fleet, event, lambda: self.engine.process(event, state, ref),
-                                 lambda: state.history)
+                                 lambda: state.history, lambda: self.engine.run_end(event, state))
         except EventError as exc:
             return self.dead_letter(raw, key, source, "schema", str(exc))
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept

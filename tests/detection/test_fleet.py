@@ -280,3 +280,19 @@ def test_clear_forgets_a_signature_until_it_is_published_again():
     breaker.add(loop)  # published again (a later window): active again
     assert breaker.match(failing_call(5, T0 + 30)) is not None
     assert breaker.clear("*") == 1 and len(breaker) == 0
+
+
+def test_a_call_of_an_ended_run_the_breaker_blocks_is_refused_as_the_engine_refuses_it():
+    for key_by in ("run", "session"):
+        r = Replayer(Engine(OpenClawConfig({"options": {"fleet": {"minRuns": 2, "breaker": "block"}}})), key_by=key_by)
+        ended = {"run_id": "run-9", "session_id": "s-9"}
+        r.apply({"type": "compaction_retry", **ended, "event_id": "k9", "ts": T0})
+        for i in range(3):  # the guard's abort: the same outcome three times after the compaction
+            r.apply({"type": "tool_call", **ended, "tool_call_id": f"g{i}", "tool_name": "read", "args": {"p": 1},
+                     "result": "same", "error": None, "event_id": f"g{i}", "ts": T0 + i})
+        r.apply(failing_call(1, T0 + 10))
+        r.apply(failing_call(2, T0 + 20))
+        assert r.apply(failing_call(3, T0 + 30))["verdict"] == "block"  # a run that goes on: the breaker's block
+        refused = r.apply({**failing_call(9, T0 + 40), "session_id": "s-9"})
+        assert refused["verdict"] == "abort" and refused["run_ended"]["by"] == "compaction_loop_persisted", key_by
+        assert refused["detection"]["detector"] == "fleet_loop" and refused["decided_by"]["kind"] == "run_end"
