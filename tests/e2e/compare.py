@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["calls_of", "E2E_CONFIG"]
+__all__ = ["calls_of", "E2E_CONFIG", "GUARD_CONFIG"]
 
 # The config of the end-to-end loops: warn at 3, block at 5, and two blocks in a row abort the run.
 E2E_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}},
               "policies": {"escalation": {"consecutiveBlocks": 2}}}
+# The config of the compaction loops: detectors far off (warn at 10), the guard at OpenClaw's default window (3).
+GUARD_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 10, "criticalThreshold": 20}}}
 
 
 _STRICTNESS = {"ignore": 0, "allow": 1, "warn": 2, "block": 3, "abort": 4}

@@ -137,9 +137,10 @@ def responses_stream(model: FakeModel, body: dict[str, Any]) -> list:
                 "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
     response = {"id": rid, "object": "response", "status": "in_progress", "model": body.get("model", "fake"),
                 "output": []}
+    tokens = 250_000 if number is not None and number == model.full_after else 10
     done = {**response, "status": "completed", "output": [item],
-            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
-                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}
+            "usage": {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + 5}}
     return [("response.created", {"type": "response.created", "response": response}),
             ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
                                             "item": {**item, "status": "in_progress"}}),

@@ -25,7 +25,7 @@ import pytest
 from streams.detection import Engine, OpenClawConfig
 from streams.offline.replay import Replayer
 from tests.conftest import topic_tag
-from tests.e2e.compare import E2E_CONFIG, calls_of
+from tests.e2e.compare import E2E_CONFIG, GUARD_CONFIG, calls_of
 from tests.e2e.harness import (Pipeline, ModelServer, replay, run_claude_code, run_codex, runner_bin)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka]
@@ -187,7 +187,6 @@ def test_codex_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable,
     assert calls_of(replayer.apply(e, e["event_id"]) for e in events) == calls
 
 
-GUARD_CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 10, "criticalThreshold": 20}}}
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +220,23 @@ def test_claude_code_stops_when_the_loop_survives_an_auto_compaction(guard_pipel
     replayed = replay("claude-code", run.session_file, guard_pipeline.config_path)
     assert calls_of(replayed) == calls_of(live)
     assert [r["tool_call_id"] for r in replayed if (r.get("guard") or {}).get("abort")] == [aborts[0]["tool_call_id"]]
+
+
+def test_codex_denies_every_call_after_the_loop_survives_an_auto_compaction(guard_pipeline, tmp_path):
+    """The same for Codex: it compacts on its own after the 3rd call (``PostCompact`` arms the guard), the
+    guard aborts on the 6th call's outcome (the model is told through ``additionalContext``), and every later
+    call of the turn is refused as a call of an ended run (exit 2): 6 calls ran."""
+    binary = _binary("codex")
+    counter = tmp_path / "project" / "ran.txt"
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", full_after=3) as model:
+        run = run_codex(binary, tmp_path, model.url, guard_pipeline.hook_env())
+    assert run.status == 0, run.stderr
+    live = guard_pipeline.verdicts(run.session_id, at_least=2 * 6 + (MAX_CALLS - 6) + 1)
+    assert [r["type"] for r in live].count("compaction_retry") == 1
+    calls = calls_of(live)
+    assert [c["verdict"] for c in calls.values()] == ["allow"] * 5 + ["abort"] * (MAX_CALLS - 5)
+    assert all(r.get("run_ended") for r in live if r["type"] == "tool_call" and r["verdict"] == "abort")
+    assert _ran(counter) == 6 and model.model.calls == MAX_CALLS
+    assert "this run has" in _model_saw(tmp_path / "model.jsonl")
+    assert calls_of(replay("codex", run.session_file, guard_pipeline.config_path)) == calls
+    _keep("codex-compaction", run, live)

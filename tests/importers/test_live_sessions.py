@@ -17,7 +17,7 @@ from streams.detection import Engine, OpenClawConfig
 from streams.importers import import_paths
 from streams.offline.replay import Replayer
 from streams.runners.hooks import mapper
-from tests.e2e.compare import E2E_CONFIG, calls_of
+from tests.e2e.compare import E2E_CONFIG, GUARD_CONFIG, calls_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runners"
 
@@ -26,14 +26,20 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("name,fmt", [("claude-code-escalation", "claude-code"), ("codex-escalation", "codex")])
-def test_the_replay_of_a_runners_own_session_gives_its_live_verdicts_result_hashes_included(name, fmt):
-    replayer = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
-    records = [replayer.apply(event, event["event_id"]) for event in import_paths(fmt, [FIXTURES / f"{name}.jsonl"])]
+@pytest.mark.parametrize("name,fmt,config,verdicts", [
+    ("claude-code-escalation", "claude-code", E2E_CONFIG, ["allow"] * 5 + ["block", "abort"]),
+    ("codex-escalation", "codex", E2E_CONFIG, ["allow"] * 5 + ["block"] + ["abort"] * 4),
+    ("codex-compaction", "codex", GUARD_CONFIG, ["allow"] * 5 + ["abort"] * 5),  # a compacted record arms the guard
+])
+def test_the_replay_of_a_runners_own_session_gives_its_live_verdicts_result_hashes_included(name, fmt, config, verdicts):
+    replayer = Replayer(Engine(OpenClawConfig(config)), key_by="run")
+    events = list(import_paths(fmt, [FIXTURES / f"{name}.jsonl"]))
+    records = [replayer.apply(event, event["event_id"]) for event in events]
     live = {line.pop("tool_call_id"): line for line in _lines(FIXTURES / f"{name}.live-calls.jsonl")}
     assert calls_of(records) == live
-    assert [c["verdict"] for c in live.values()][:7] == ["allow"] * 5 + ["block", "abort"]
+    assert [c["verdict"] for c in live.values()] == verdicts
     assert all(c["result_hash"].startswith(("error:" if fmt == "claude-code" else "")) for c in list(live.values())[:5])
+    assert [e["type"] for e in events].count("compaction_retry") == (1 if "compaction" in name else 0)
 
 
 def test_claude_code_transcript_results_are_the_hooks_tool_responses():
