@@ -154,12 +154,13 @@ def stoppable(kafka_bootstrap, tmp_path_factory):
 STOP_BEFORE_CALL = 3
 
 
-def test_codex_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable, tmp_path):
-    """The worker stops before the 3rd call; fail-open, every call runs without a verdict. Once the worker is
+@pytest.mark.parametrize("runner", ["codex", "claude"])
+def test_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable, tmp_path, runner):
+    """Codex and Claude Code: the worker stops before the 3rd call; fail-open, every call runs without a verdict. Once the worker is
     back, it applies the backlog: the calls its rules block (the 6th on) get late verdicts, and their results
     are recorded as executed (marked ``ran_without_verdict`` by the gateway), never ignored as results of
     blocked calls. The live verdicts equal the replay of the events as the gateway published them."""
-    binary = _binary("codex")
+    binary = _binary(runner)
     counter = tmp_path / "project" / "ran.txt"
 
     def stop_worker(number: int) -> None:
@@ -167,7 +168,7 @@ def test_codex_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable,
             stoppable.stop_worker()
 
     with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", before_call=stop_worker) as model:
-        run = run_codex(binary, tmp_path, model.url, stoppable.hook_env())
+        run = (run_codex if runner == "codex" else run_claude_code)(binary, tmp_path, model.url, stoppable.hook_env())
     assert run.status == 0, run.stderr
     assert _ran(counter) == MAX_CALLS  # fail-open: nothing could be blocked in time
     stoppable.start_worker()
