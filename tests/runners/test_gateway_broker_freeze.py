@@ -15,8 +15,6 @@ during and after the hang. Checked:
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from collections import Counter
 
@@ -25,7 +23,7 @@ import pytest
 
 from streams.runners.gateway import GatewayConfig, serve
 from streams.wire.codecs import decode_event
-from tests.private_broker import PrivateBroker, free_port, running_broker
+from tests.private_broker import free_port, running_broker
 from tests.runners.gateway_support import call
 from tests.runners.test_client_outage import _whole_topic
 from tests.worker_harness import create_topics, worker_settings
@@ -42,10 +40,6 @@ SLACK_S = 3.0
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     yield from running_broker(tmp_path_factory.mktemp("kafka"))
-
-
-def _broker_pid(broker: PrivateBroker) -> int:
-    return int((broker.work / f"port-{broker.port}" / "kafka.pid").read_text().strip())
 
 
 @pytest.mark.timeout(300)
@@ -79,11 +73,10 @@ def test_accepted_events_reach_kafka_after_a_broker_hang_and_beyond_the_outbox_5
                             "outbox_events": OUTBOX, "stop_timeout": 60.0}))
         await asyncio.wait_for(listening.wait(), 60)
         stop_senders = asyncio.Event()
-        pid = _broker_pid(broker)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
             senders = [asyncio.ensure_future(sender(http, n, stop_senders)) for n in range(SENDERS)]
             await asyncio.sleep(3)
-            os.kill(pid, signal.SIGSTOP)
+            broker.freeze()
             try:
                 phase = "frozen"
                 await asyncio.sleep(FREEZE_S / 2)
@@ -91,7 +84,7 @@ def test_accepted_events_reach_kafka_after_a_broker_hang_and_beyond_the_outbox_5
                     ready_frozen = response.status
                 await asyncio.sleep(FREEZE_S / 2)
             finally:
-                os.kill(pid, signal.SIGCONT)
+                broker.thaw()
             phase = "after"
             await asyncio.sleep(5)
             stop_senders.set()
