@@ -47,7 +47,8 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 EVENTS = Counter("loopwatch_events", "Events applied, by event type.", ["type"], registry=REGISTRY)
 VERDICTS = Counter(
-    "loopwatch_verdicts", "Verdicts produced, by verdict (allow, warn, block, abort, ignore).",
+    "loopwatch_verdicts", "Verdicts produced, by verdict (allow, warn, block, abort, ignore; late: a tool_call "
+    "verdict produced after the deadline its runner sent, whatever it said: the runner ran the call).",
     ["verdict"], registry=REGISTRY,
 )
 DETECTIONS = Counter(
@@ -150,7 +151,7 @@ DEAD_LETTER_REASONS = ("decode", "schema", "error", "size", "state")
 # dead letters fires on the first, not the second) and a dashboard shows 0 rather than "no data".
 for _label in ("tool_call", "tool_result", "compaction_retry"):
     EVENTS.labels(_label)
-for _label in ("allow", "warn", "block", "abort", "ignore"):
+for _label in ("allow", "warn", "block", "abort", "ignore", "late"):
     VERDICTS.labels(_label)
 for _label in DEAD_LETTER_REASONS:
     DEAD_LETTERS.labels(_label)

@@ -367,9 +367,10 @@ class Processor:
         kind = event.get("type")
         counts[kind] = counts.get(kind, 0) + 1
         counts = self._verdict_counts
-        kind = record["verdict"]
+        # a call's verdict produced after its runner stopped waiting counts as late, not as what it said:
+        # the runner ran the call (the blocks counted are calls that were blocked)
+        kind = "late" if self._count_late(record) == "past_deadline" else record["verdict"]
         counts[kind] = counts.get(kind, 0) + 1
-        self._count_late(record)
         events = loop_events(record)
         if events:
             self._count_detections(events)
@@ -390,8 +391,9 @@ class Processor:
         encoded = self._encode(shortened(record, size))
         return encoded if fits(key, encoded) else self._encode(shortened(record, size, stub=True))
 
-    def _count_late(self, record: Mapping[str, Any]) -> None:
-        """Late verdicts (``late: true``, or a call's verdict past its runner's deadline) and refusals of ended runs."""
+    def _count_late(self, record: Mapping[str, Any]) -> str | None:
+        """Count late verdicts (``late: true``, or a call's verdict past its runner's deadline by :attr:`clock`)
+        and refusals of ended runs; the late reason (``ran_without_verdict``, ``past_deadline``) or None."""
         reason = None
         if record.get("late"):
             reason = "ran_without_verdict"
@@ -404,6 +406,7 @@ class Processor:
             self._late_counts[reason] = self._late_counts.get(reason, 0) + 1
         if "run_ended" in record:
             self._run_ended += 1
+        return reason
 
     def flush_metrics(self) -> None:
         """Publish the metric updates of the events applied since the last call (once per batch)."""

@@ -8,7 +8,6 @@ from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.worker import metrics
 from streams.worker.processor import APPLIED, Processor, Source
 
-ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
 
 
 def call(i: int, **extra) -> dict:
@@ -27,10 +26,13 @@ def sample(name: str, labels: dict | None = None) -> float:
 
 def test_late_verdicts_are_counted_by_the_fake_clock_and_the_runners_report():
     now = [1_000.0]  # seconds
-    proc = Processor(Engine(ENABLED), clock=lambda: now[0])
+    proc = Processor(Engine(OpenClawConfig({"tools": {"loopDetection": {
+        "enabled": True, "warningThreshold": 2, "criticalThreshold": 3, "globalCircuitBreakerThreshold": 5}}})),
+        clock=lambda: now[0])
     state = SessionState()
     before = {reason: sample("loopwatch_late_verdicts_total", {"reason": reason})
               for reason in ("past_deadline", "ran_without_verdict")}
+    verdicts_before = {v: sample("loopwatch_verdicts_total", {"verdict": v}) for v in ("late", "block", "allow")}
     offset = 0
 
     def apply(event: dict) -> dict:
@@ -48,10 +50,17 @@ def test_late_verdicts_are_counted_by_the_fake_clock_and_the_runners_report():
     assert past["deadline"] == 1_001_000 and past["verdict"] == "allow" and "late" not in past  # no clock in records
     reported = apply(result(1, ran_without_verdict=True))
     assert reported["late"] is True
+    said = []
+    for i in range(2, 5):  # more identical calls, all past their deadlines: the rules block the last ones
+        said.append(apply(call(i, deadline=1_001_000))["verdict"])
+        apply(result(i, ran_without_verdict=True))
+    assert said == ["allow", "block", "block"]  # what the rules said, after the runner had run them
     proc.flush_metrics()
-    assert sample("loopwatch_late_verdicts_total", {"reason": "past_deadline"}) - before["past_deadline"] == 1
+    counted = {v: sample("loopwatch_verdicts_total", {"verdict": v}) - verdicts_before[v] for v in verdicts_before}
+    assert counted == {"late": 4, "block": 0, "allow": 6}  # calls counted late, not blocked; results allowed
+    assert sample("loopwatch_late_verdicts_total", {"reason": "past_deadline"}) - before["past_deadline"] == 4
     assert sample("loopwatch_late_verdicts_total", {"reason": "ran_without_verdict"}) - \
-        before["ran_without_verdict"] == 1
+        before["ran_without_verdict"] == 4
 
 
 def test_refusals_of_an_ended_run_are_counted():
