@@ -308,9 +308,11 @@ def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tupl
     Newest first over the run's records: stop at another tool; veto records of
     any args go to the pending count; records without a result hash are skipped;
     a resulted record that is not a terminal exec failure stops the walk. The
-    first terminal failure is the reference; later ones continue the streak when
-    their result hash or failure identity equals the reference's. Once the walk
-    has met records of other args, it stops at the next record of the current ones.
+    first terminal failure is the reference (its args may differ from the
+    call's); later ones continue the streak when their result hash or failure
+    identity equals the reference's. Once the walk has met a terminal failure
+    of other args (the reference included), it stops at the next one of the
+    current args: vetoes and pending records play no part in that rule.
 
     Returns ``(count, records counted newest first, the reference's result hash)``; count 0 without a reference.
     """
@@ -321,16 +323,16 @@ def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tupl
     for record in reversed(scoped):
         if record.tool != tool:
             break
-        if record.args_key != call_key:
-            left_current = True
-        elif left_current:
-            break
         if record.kind == KIND_VETO:
             pending.append(record)
             continue
         if record.result_key is None:
             continue
         if record.kind != KIND_TERMINAL_EXEC_FAILURE:
+            break
+        if record.args_key != call_key:
+            left_current = True
+        elif left_current:
             break
         if reference is None:
             reference = record

@@ -340,12 +340,26 @@ def _digest_2026_9(value: Any, prefix: str = "") -> str:
 # Each pattern comes with a cheap test that must pass for it to match at all (regex scans of long outputs are
 # what costs here): every pattern needs a digit, the first two a ":", the word patterns their word.
 _JS_SPACE = "[" + re.escape(_JS_WHITESPACE) + "]"
-_VOLATILE = tuple((re.compile(pattern, re.ASCII), needs) for pattern, needs in (
-    (r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})?", ":"),  # date-time
-    (r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b", ":"),  # clock time
-    (r"(?i:\b(?:attempt|retry)\b)(?:" + _JS_SPACE + r"|[#:=])*\d+", ("attempt", "retry")),  # attempt counters
-    (r"\b\d+(?:\.\d+)?" + _JS_SPACE + r"?(?i:ns|us|ms|s|seconds?|minutes?|hours?)\b", None),  # durations
-    (r"(?i:\b(?:pid|ppid)\b)(?:" + _JS_SPACE + r"|[#:=])*\d+", ("pid",)),  # process ids
+# JavaScript's /iu: letters match by simple case folding (s also matches U+017F, k U+212A), and \b's word
+# characters are [A-Za-z0-9_] plus those two. Spelled out so Python's own folding (i/U+0130...) plays no part.
+_FOLDS = {"s": "sS\u017f", "k": "kK\u212a"}
+_WORD = "[A-Za-z0-9_\u017f\u212a]"
+_START, _END = f"(?<!{_WORD})(?={_WORD})", f"(?<={_WORD})(?!{_WORD})"  # \b before a word / after it
+
+
+def _iu(words: str) -> str:
+    """``words`` (ASCII letters and ``|?``) as /iu would match them."""
+    return "".join(f"[{_FOLDS.get(ch, ch + ch.upper())}]" if ch.isalpha() else ch for ch in words)
+
+
+_VOLATILE = tuple((re.compile(pattern), needs) for pattern, needs in (
+    (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[tT ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:[zZ]|[+-][0-9]{2}:[0-9]{2})?",
+     ":"),  # date-time
+    (r"[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?", ":"),  # clock time (no word boundary)
+    (f"{_START}(?:{_iu('attempt|retry')}){_END}(?:{_JS_SPACE}|[#:=])*[0-9]+", ("attempt", "retry")),  # counters
+    (f"(?<!{_WORD})[0-9]+(?:\\.[0-9]+)?{_JS_SPACE}?(?:{_iu('ns|us|ms|seconds?|minutes?|hours?|s')}){_END}",
+     None),  # durations
+    (f"{_START}(?:{_iu('pid|ppid')}){_END}(?:{_JS_SPACE}|[#:=])*[0-9]+", ("pid",)),  # process ids
 ))
 _DIGITS = "0123456789"
 

@@ -282,6 +282,10 @@ def test_terminal_exec_failure_identity_masks_volatile_output():
     ("error code 0", "error code 0"),
     ("rapid 12", "rapid 12"),  # 'pid' only as a whole word
     ("3 sheep", "3 sheep"),  # a unit only as a whole word
+    ("x12:30:45y", "x#y"),  # a clock time needs no word boundary
+    ("at 1:02:03.1234567", "at #7"),  # at most 6 fraction digits
+    ("5 \u017feconds", "#"),  # JavaScript's /iu folds U+017F (long s) to s
+    ("attempt\u212a 3", "attempt\u212a 3"),  # ... and U+212A (Kelvin) is a word character there
 ])
 def test_mask_volatile(text, masked):
     assert mask_volatile(text) == masked
