@@ -39,7 +39,7 @@ import re
 from typing import Any, Callable
 
 __all__ = ["UNDEFINED", "NotJSONData", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest",
-           "normalized_digest", "js_number", "js_string"]
+           "normalized_digest", "normalizing_digest", "js_number", "js_string"]
 
 
 class _Undefined:
@@ -311,18 +311,32 @@ def normalized_digest(value: Any, normalize: Callable[[str], str], needle: bytes
     nothing would change and the plain digest is the answer (the usual case; one
     serialisation). Otherwise the exact path serialises with the normaliser.
     """
-    if _c_digest_hex is not None:
-        try:  # one C call: serialise, look for the needle, hash
-            hexed = _c_digest_hex(value, _number, UNDEFINED, prefix, needle)
-        except (TypeError, UnicodeEncodeError):  # see digest(); an accelerator built before the needle argument
-            hexed = _plain_unless(value, needle, prefix)
-    else:
-        hexed = _plain_unless(value, needle, prefix)
-    if hexed is not None:
-        return hexed
-    parts: list[str] = []
-    _exact(value, parts, set(), normalize)
-    return prefix + _sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return normalizing_digest(normalize, needle)(value, prefix)
+
+
+def normalizing_digest(normalize: Callable[[str], str], needle: bytes) -> Callable[[Any, str], str]:
+    """:func:`normalized_digest` with ``normalize`` and ``needle`` bound: ``(value, prefix="") -> str``.
+
+    The usual case (no ``needle`` in the canonical text) is one call into the C accelerator.
+    """
+    c_digest = _c_digest_hex
+
+    def slow(value: Any, prefix: str) -> str:
+        parts: list[str] = []
+        _exact(value, parts, set(), normalize)
+        return prefix + _sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+    def hexed(value: Any, prefix: str = "") -> str:
+        if c_digest is not None:
+            try:  # one C call: serialise, look for the needle, hash
+                found = c_digest(value, _number, UNDEFINED, prefix, needle)
+            except (TypeError, UnicodeEncodeError):  # see digest(); an accelerator built before the needle argument
+                found = _plain_unless(value, needle, prefix)
+        else:
+            found = _plain_unless(value, needle, prefix)
+        return found if found is not None else slow(value, prefix)
+
+    return hexed
 
 
 def _plain_unless(value: Any, needle: bytes, prefix: str) -> str | None:

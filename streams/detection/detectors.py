@@ -171,10 +171,15 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     if call_key not in state.args_counts:
         # Nothing repeats this call: no streak, no recent count and no ping-pong
         # (which needs this args hash in the history). Only an unknown-tool
-        # streak of the run's newest records can still fire (2026.9.6: or exec's terminal-failure walk).
+        # streak of the run's newest records can still fire (2026.9.6: or exec's
+        # terminal-failure walk, which only a critical can come of here).
         for newest in reversed(history):
             if newest.run_id == run_id:
-                if newest.tool != tool or (newest.unknown_tool is None and not other_args_count):
+                if newest.tool != tool:
+                    return None
+                if newest.unknown_tool is None and (
+                        not other_args_count
+                        or _terminal_streak(history, run_id, tool, call_key)[0] < settings.critical_threshold):
                     return None
                 break
         else:
@@ -196,7 +201,7 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
     if is_2026_9:
         no_progress, streak, latest_result = _streak_2026_9(recent)
         if other_args_count:
-            terminal = _terminal_streak(scoped, tool, call_key)
+            terminal = _terminal_streak(scoped, run_id, tool, call_key)
             if terminal[0] > no_progress:
                 no_progress, streak, latest_result = terminal
     else:
@@ -302,10 +307,11 @@ def _streak_2026_9(recent: list[CallRecord]) -> tuple[int, list[CallRecord], str
     return len(streak), streak, reference.result_hash
 
 
-def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tuple[int, list[CallRecord], str | None]:
+def _terminal_streak(history: list[CallRecord], run_id: str | None, tool: str,
+                     call_key: str) -> tuple[int, list[CallRecord], str | None]:
     """The exec terminal-failure walk (docs/detection-rules.md §11.5.1): one failure across argument changes.
 
-    Newest first over the run's records: stop at another tool; veto records of
+    Newest first over the records of run ``run_id`` in ``history``: stop at another tool; veto records of
     any args go to the pending count; records without a result hash are skipped;
     a resulted record that is not a terminal exec failure stops the walk. The
     first terminal failure is the reference (its args may differ from the
@@ -320,7 +326,9 @@ def _terminal_streak(scoped: list[CallRecord], tool: str, call_key: str) -> tupl
     streak: list[CallRecord] = []
     reference: CallRecord | None = None
     left_current = False
-    for record in reversed(scoped):
+    for record in reversed(history):
+        if record.run_id != run_id:
+            continue
         if record.tool != tool:
             break
         if record.kind == KIND_VETO:

@@ -398,7 +398,7 @@ class Engine:
                 decision = "warn"
                 if is_2026_9 and call_id is not None:  # docs/detection-rules.md §11.3.1 step 4: the model sees a note
                     warning["note"] = warning_note(detection.count)
-        if is_2026_9 and settings.enabled is True and (keyed or session_id):
+        if is_2026_9 and state.maybe_pending and settings.enabled is True and (keyed or session_id):
             _rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
         recorded_call = keyed and settings.records_calls
         if recorded_call:
@@ -654,9 +654,7 @@ def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id:
                     call_key: str) -> None:
     """docs/detection-rules.md §11.3.1 step 5(a): before this call's record exists, the run's newest pending record of the same
     tool (no result hash, no outcome kind) and the same call id (any, when this call has none) takes this call's
-    args hash."""
-    if not state.maybe_pending:
-        return
+    args hash. Called only while ``state.maybe_pending``."""
     pending = False
     for record in reversed(state.history):
         if record.result_key is None and not record.kind:

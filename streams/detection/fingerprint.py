@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from .canonical import UNDEFINED, digest, js_number, normalized_digest, stable_stringify
+from .canonical import UNDEFINED, digest, js_number, normalizing_digest, stable_stringify
 
 __all__ = [
     "normalize_tool_name",
@@ -328,12 +328,9 @@ def normalize_untrusted_markers(text: str) -> str:
     return _MARKER.sub(_marker_rewrite, text)
 
 
-_NEEDLE = _MARKER_OPEN.encode()
-
-
-def _digest_2026_9(value: Any, prefix: str = "") -> str:
-    """An outcome digest under 2026.9.6: every string and key through :func:`normalize_untrusted_markers`."""
-    return normalized_digest(value, normalize_untrusted_markers, _NEEDLE, prefix)
+# An outcome digest under 2026.9.6, ``(value, prefix="") -> str``: every string and key through
+# normalize_untrusted_markers, which changes only strings holding the marker's opening.
+_digest_2026_9 = normalizing_digest(normalize_untrusted_markers, _MARKER_OPEN.encode())
 
 
 # docs/detection-rules.md §11.4.3 rule 5: what varies between runs of one failing command, masked to "#" in this order.
@@ -383,17 +380,22 @@ def mask_volatile(output: str) -> str:
     return output
 
 
-def _terminal_failure(details: dict, fingerprint: dict) -> str | None:
-    """The failure identity hash of a terminal exec failure (docs/detection-rules.md §11.4.3 rule 5), or None for another outcome."""
+def _terminal_failure(details: dict, fingerprint: dict, result_hash: str) -> str | None:
+    """The failure identity hash of a terminal exec failure (docs/detection-rules.md §11.4.3 rule 5), or None for another outcome.
+
+    ``result_hash`` is the digest of ``fingerprint``: the identity is that same digest when masking changes
+    nothing (the exit code is a number here, as in the fingerprint).
+    """
     exit_code = details.get("exitCode")
     if not _is_number(exit_code) or exit_code == 0 or not math.isfinite(exit_code):
         return None
     if fingerprint["status"] not in ("completed", "failed") or fingerprint["timedOut"]:
         return None
     output = fingerprint["output"]
-    if output == "" or output == f"(Command exited with code {js_number(exit_code)})":
+    if output == "" or (output[:1] == "(" and output == f"(Command exited with code {js_number(exit_code)})"):
         return None
-    return _digest_2026_9({**fingerprint, "output": mask_volatile(output)})
+    masked = mask_volatile(output)
+    return result_hash if masked == output else _digest_2026_9({**fingerprint, "output": masked})
 
 
 def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome | None:
@@ -419,10 +421,11 @@ def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome 
     if profile == PROFILE_EXEC:
         fingerprint = _exec_fingerprint(details, text)
         if fingerprint is not None:
-            failure = _terminal_failure(details, fingerprint) if "exitCode" in fingerprint else None
+            result_hash = _digest_2026_9(fingerprint)
+            failure = _terminal_failure(details, fingerprint, result_hash) if "exitCode" in fingerprint else None
             if failure is not None:
-                return Outcome(_digest_2026_9(fingerprint), None, KIND_TERMINAL_EXEC_FAILURE, False, failure)
-            return Outcome(_digest_2026_9(fingerprint), None, 0, False, None)
+                return Outcome(result_hash, None, KIND_TERMINAL_EXEC_FAILURE, False, failure)
+            return Outcome(result_hash, None, 0, False, None)
     elif profile == PROFILE_WRITE and details.get("changed") is False:
         return Outcome(digest({"status": "unchanged"}), None, 0, True, None)
     if profile == PROFILE_PROCESS_POLL:
