@@ -97,7 +97,7 @@ class Outbox:
         self._emptied = asyncio.Event()
         self._emptied.set()
         self._retry = RETRY_FIRST_S
-        self.sent_again = 0  # events handed to the producer more than once
+        self.retries = 0  # sends tried again after an error that can pass
 
     def __len__(self) -> int:
         return len(self._held)
@@ -183,7 +183,10 @@ class Outbox:
         if done.cancelled():
             self._failed(entry, KafkaTimeoutError("send cancelled"))
         elif done.exception() is not None:
-            self._failed(entry, done.exception())
+            if self._failed(entry, done.exception()):  # its caller may have stopped waiting: say it here
+                log.warning("loopwatch client: Kafka refused an event of key %r (%s: %s); it is not sent",
+                            entry.key[:200].decode("utf-8", "replace"), type(done.exception()).__name__,
+                            done.exception())
         else:
             self._release(entry)
             if not entry.acked.done():
@@ -192,7 +195,7 @@ class Outbox:
     def _failed(self, entry: _Entry, exc: BaseException) -> bool:
         """Put ``entry`` back (a retriable error: False) or give it its error (True)."""
         if retriable(exc):
-            self.sent_again += 1
+            self.retries += 1
             heapq.heappush(self._queue, entry)
             self._wake.set()
             return False
