@@ -325,7 +325,7 @@ def test_a_drain_answers_requests_in_flight_and_refuses_new_ones():
 # ------------------------------------------------------------------ the command line
 
 
-def _gateway(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int, Path]:
+def _gateway(tmp_path: Path, *args: str, bootstrap: str = "127.0.0.1:9") -> tuple[subprocess.Popen, int, Path]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -334,7 +334,7 @@ def _gateway(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int, Path]:
     env[TOKEN_FILE_ENV] = str(tmp_path / "gateway-token")
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", "from streams.cli import main; main()", "gateway",
-                                 "--bootstrap", "127.0.0.1:9", "--port", str(port), *args],
+                                 "--bootstrap", bootstrap, "--port", str(port), *args],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while f"loopwatch gateway: http://127.0.0.1:{port}" not in log.read_text("utf-8", "replace"):
@@ -408,3 +408,30 @@ def test_the_command_line_makes_and_asks_the_token_unless_no_token_and_drains_on
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+@pytest.mark.kafka
+def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_reach_kafka(kafka_bootstrap, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.worker_harness import count_records, create_topics, topic_tag
+
+    tag = topic_tag()
+    events, verdicts = f"test.lw.{tag}.events", f"test.lw.{tag}.verdicts"
+    asyncio.run(create_topics(kafka_bootstrap, [events, verdicts], 2))
+    # No worker: each request waits its 5 s for a verdict, so all are in flight when SIGTERM comes.
+    proc, port, log = _gateway(tmp_path, "--no-token", "--timeout", "5", "--events-topic", events,
+                               "--verdicts-topic", verdicts, bootstrap=kafka_bootstrap)
+    try:
+        with ThreadPoolExecutor(10) as pool:
+            waiting = [pool.submit(_post, port, json.dumps(call("drain", i)).encode(), {}) for i in range(10)]
+            time.sleep(1.5)
+            proc.send_signal(signal.SIGTERM)
+            answers = [future.result() for future in waiting]
+        assert proc.wait(30) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [(status, body["timed_out"], body["decision"]) for status, body in answers] == [(200, True, "allow")] * 10
+    assert asyncio.run(count_records(kafka_bootstrap, events, at_least=10, timeout=10)) == 10
