@@ -11,6 +11,7 @@ from click.core import ParameterSource
 
 from streams.wire.codecs import read_event_file
 from ..detection import Engine, EventError, OpenClawConfig
+from ..detection.fleet import fleet_settings
 from ..detection.profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, PROFILES
 from ..importers import FORMATS
 from streams.worker.keys import KEY_BY
@@ -219,7 +220,9 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
 
     FILES are verdict JSON Lines from `loopwatch replay` or `loopwatch tail
     verdicts --json` (default), or, with --format, event files or recorded
-    sessions that are replayed here under --config. A verdict the worker
+    sessions that are replayed here under --config. With verdict files,
+    --config gives the fleet view's settings only (options.fleet: give the
+    worker's file), the verdicts being already decided. A verdict the worker
     published again after a restart (same source topic/partition/offset,
     same content) is counted once; the report says how many were ignored.
     A bad record is counted and skipped; the first 10 are reported on
@@ -235,10 +238,13 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
             # --config only when typed: LOOPWATCH_CONFIG (and LOOPWATCH_CONFIG_VALIDATE) are the worker's
             # settings too, so they may well be set here.
             typed = click.get_current_context().get_parameter_source
-            if compare_path or compare_profile or profile or (
-                    config_path and typed("config_path") is ParameterSource.COMMANDLINE):
-                raise click.UsageError("--config and --compare replay events (so do --profile and --compare-profile): "
+            if compare_path or compare_profile or profile:
+                raise click.UsageError("--compare replays events (so do --profile and --compare-profile): "
                                        "give --format events or a session format (verdict files are already decided)")
+            # verdict files are already decided: --config gives only the fleet view's settings (options.fleet,
+            # as the worker that wrote them had), typed on the command line only
+            fleet = (fleet_settings(load_config_or_exit(config_path, strict=False).raw)
+                     if config_path and typed("config_path") is ParameterSource.COMMANDLINE else None)
             if typed("config_validate") is ParameterSource.COMMANDLINE:
                 click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
                            "(it applies when --format events or a session format replays events)", err=True)
@@ -246,7 +252,7 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
             if not records and skipped.count:
                 raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
                                        "give --format events (or openclaw, claude-code, codex, swe-agent)")
-            result = build_report(records)
+            result = build_report(records, fleet=fleet)
         else:
             events = _load_events(fmt, files, skipped)
             fleet_loops: list = []

@@ -250,6 +250,10 @@ class Totals:
     late: int = 0  # results of calls the runner ran without their verdict (late: true)
     # (detector, level, action) -> count
     detections: Counter = field(default_factory=Counter)
+    # what decided: (kind, rule or "", action, enforced) -> findings (decided_by, shadow included)
+    decisions: Counter = field(default_factory=Counter)
+    # (tool, status) -> tool calls (status: one of STATUSES, or "refused" for a call of an ended run)
+    by_tool: Counter = field(default_factory=Counter)
 
     @property
     def detection_count(self) -> int:
@@ -269,6 +273,8 @@ class Totals:
             if record.get("verdict") == "block":
                 self.blocks += 1
             status = call_status(record)
+            tool = str(record.get("tool_name") or "tool")
+            self.by_tool[(tool, "refused" if "run_ended" in record else status)] += 1
             if status == "warn":
                 self.warnings_emitted += 1
             elif status == "suppressed":
@@ -283,6 +289,25 @@ class Totals:
             self.late += 1
         for row in rows:
             self.detections[(row.detector, row.level, row.action)] += 1
+            self.decisions[(row.kind, row.rule or "", row.action, row.enforced)] += 1
+
+    def tools(self) -> list[tuple[str, Counter]]:
+        """``(tool, Counter(status -> calls))``, the tools with the most calls in loops first (then by calls)."""
+        grouped: dict[str, Counter] = {}
+        for (tool, status), n in self.by_tool.items():
+            grouped.setdefault(tool, Counter())[status] += n
+        return sorted(grouped.items(), key=lambda item: (-sum(n for st, n in item[1].items() if st != "allow"),
+                                                         -sum(item[1].values()), item[0]))
+
+    @property
+    def wasted_calls(self) -> dict[str, int]:
+        """Calls the loops cost: ``ran`` (run while a detector flagged them: warned or suppressed), ``blocked``
+        (tried and blocked), ``refused`` (tried after their run had ended)."""
+        counts = Counter()
+        for (_, status), n in self.by_tool.items():
+            counts[status] += n
+        return {"ran": counts["warn"] + counts["suppressed"], "blocked": counts["block"] + counts["abort"],
+                "refused": counts["refused"]}
 
 
 @dataclass
@@ -327,6 +352,7 @@ class Report:
     bad_records: int = 0
     config: str | None = None  # what the verdicts were computed under, for the header
     repeated: int = 0  # verdicts published again (same Kafka source, same content), counted once
+    without_ts: int = 0  # tool calls and results without an event time: not counted in fleet loops
     conflicting: int = 0  # records with the Kafka source of an earlier, different record (both counted)
     fleet_loops: list = field(default_factory=list)  # fleet_loop records (streams.detection.fleet)
 
@@ -391,6 +417,9 @@ class Report:
         if self.conflicting:
             notes.append(f"{plural(self.conflicting, 'verdict record')} with the source topic/partition/offset "
                          "of an earlier, different record: counted as well")
+        if self.without_ts:
+            notes.append(f"{plural(self.without_ts, 'record')} of tool calls and results without an event "
+                         "time (ts): not counted in fleet loops (their windows are event time)")
         return notes
 
     def session_names(self) -> dict[str, str]:
@@ -505,6 +534,9 @@ def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None
         if repeats.is_repeat(record) or record.get("verdict") == "ignore":
             continue
         report.add(record)
+        ts = record.get("event_ts")
+        if record.get("type") in ("tool_call", "tool_result") and (type(ts) not in (int, float) or not 0 < ts < 1e15):
+            report.without_ts += 1
         if correlator is not None:
             obs = observation(record, correlator.settings)
             if obs is not None:

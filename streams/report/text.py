@@ -113,6 +113,37 @@ def _detector_lines(totals: Totals) -> list[str]:
     return table(["detector", "level", "warned", "suppressed", "blocked", "aborted", "shadow", "total"], rows)
 
 
+def _decision_lines(totals: Totals) -> list[str]:
+    """Findings by kind and rule: enforced actions, and shadow ones (would_*), side by side."""
+    if not totals.decisions:
+        return ["  nothing decided but OpenClaw's plain allow"]
+    grouped: dict[tuple[str, str], tuple[Counter, Counter]] = {}
+    for (kind, rule, action, enforced), n in totals.decisions.items():
+        grouped.setdefault((kind, rule), (Counter(), Counter()))[0 if enforced else 1][action] += n
+
+    def summary(counter: Counter) -> str:
+        return ", ".join(f"{n} {action}" for action, n in sorted(counter.items())) or "-"
+
+    rows = [[kind, rule or "-", summary(enforced), summary(shadow)]
+            for (kind, rule), (enforced, shadow) in sorted(grouped.items())]
+    return table(["kind", "rule", "enforced", "shadow"], rows)
+
+
+def _tool_lines(totals: Totals, top: int | None) -> list[str]:
+    """Calls the loops cost, then per tool: calls and what happened to them."""
+    wasted = totals.wasted_calls
+    out = [f"  {plural(wasted['ran'], 'call')} ran while a detector flagged them (warned or suppressed);",
+           f"  {wasted['blocked']} tried and blocked or aborted; {wasted['refused']} tried after their run had ended"]
+    tools = totals.tools()
+    shown = tools if top is None else tools[:top]
+    statuses = ("warn", "suppressed", "block", "abort", "refused")
+    out += table(["tool", "calls", "warned", "suppressed", "blocked", "aborted", "refused"],
+                 [[tool, sum(counts.values())] + [counts[st] for st in statuses] for tool, counts in shown])
+    if len(shown) < len(tools):
+        out.append(f"  ... {plural(len(tools) - len(shown), 'more tool')}")
+    return out
+
+
 def _session_table(report: Report, sessions: list[SessionReport]) -> list[str]:
     rows = []
     names = report.session_names()
@@ -166,6 +197,10 @@ def render_text(report: Report, relative_to: str | None = None, top: int | None 
     out += [""] + _fleet_lines(report, top)
     out += ["", "detections by detector"]
     out += _detector_lines(t)
+    out += ["", "what decided (decided_by: enforced, and what shadow mode and the fleet breaker's shadow would have done)"]
+    out += _decision_lines(t)
+    out += ["", "calls in loops, by tool (--top N tools)"]
+    out += _tool_lines(t, top)
     worst = report.worst_sessions()
     shown = worst if top is None else worst[:top]
     out += ["", "per session" + (f" (the {len(shown)} worst of {len(worst)}: by aborts, blocks, warnings emitted; "

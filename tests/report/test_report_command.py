@@ -93,10 +93,26 @@ def test_html_names_the_config_only_when_it_replayed_events(events_file, sensiti
                          "events-config": f"config: {sensitive_config}"}
 
 
-def test_config_with_verdict_files_is_a_usage_error(events_file, sensitive_config):
-    res = _run("--config", sensitive_config, events_file)
-    assert res.exit_code == 2
-    assert "--config and --compare replay events" in res.output
+def test_config_with_verdict_files_gives_the_fleet_settings(tmp_path):
+    """Verdict files are decided already; --config gives the fleet view's options.fleet, as the worker had them."""
+    from streams.detection import Engine, OpenClawConfig
+    from streams.offline.replay import Replayer
+
+    replayer = Replayer(Engine(OpenClawConfig({})), key_by="run")
+    t0 = 1_764_460_800_000
+    records = [replayer.apply({"type": "tool_call", "run_id": f"r{n}", "session_id": f"s{n}", "tool_call_id": "c",
+                               "tool_name": "web_fetch", "args": {"url": "u"}, "result": None,
+                               "error": "HTTP 503", "ts": t0 + n, "event_id": f"e{n}"}) for n in range(3)]
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({"options": {"fleet": {"minRuns": 3}}}))
+    plain = _run(verdicts)
+    assert plain.exit_code == 0 and "fleet loops: none" in plain.stdout  # default minRuns 5
+    res = _run("--config", config, verdicts)
+    assert res.exit_code == 0, res.output
+    assert "fleet loops: none" not in res.stdout and "error:web_fetch:" in res.stdout
+    assert _run("--compare", config, verdicts).exit_code == 2
 
 
 @pytest.mark.parametrize("value", ["false", "true"])
@@ -123,8 +139,8 @@ def test_the_workers_config_variable_does_not_stop_a_report_of_verdict_files(wor
     plain = _run(verdicts)
     from_env = CliRunner().invoke(report, [str(verdicts)], env={"LOOPWATCH_CONFIG": str(config)})
     assert (from_env.exit_code, from_env.stdout) == (0, plain.stdout)
-    typed = _run("--config", config, verdicts)
-    assert typed.exit_code == 2 and "verdict files are already decided" in typed.stderr
+    typed = _run("--config", config, verdicts)  # typed: its fleet settings (none here: the defaults)
+    assert (typed.exit_code, typed.stdout) == (0, plain.stdout)
 
 
 def test_invalid_config_exits_2(events_file, tmp_path):
@@ -352,4 +368,4 @@ def test_compare_profile_says_which_keys_it_ignores(sensitive_config, events_fil
 
 def test_profile_options_need_events(events_file):
     res = _run("--compare-profile", "openclaw-2026.9.6", events_file)
-    assert res.exit_code == 2 and "--compare replay events (so do --profile and --compare-profile)" in res.output
+    assert res.exit_code == 2 and "--compare replays events (so do --profile and --compare-profile)" in res.output

@@ -76,7 +76,9 @@ def test_same_source_other_content_is_counted_and_said(worker_verdicts):
     assert (report_.repeated, report_.conflicting) == (0, 1)
     assert (report_.totals.calls, report_.totals.blocks) == (27, 1)
     assert report_.input_notes() == ["1 verdict record with the source topic/partition/offset of an earlier, "
-                                     "different record: counted as well"]
+                                     "different record: counted as well",
+                                     "27 records of tool calls and results without an event time (ts): not counted "
+                                     "in fleet loops (their windows are event time)"]
 
 
 def test_replay_output_is_never_merged(tmp_path):
