@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js ci run e2e e2e-install
+.PHONY: venv kafka-start kafka-stop test test-js ci run e2e e2e-install e2e-openclaw
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -48,3 +48,8 @@ e2e-install:
 
 e2e: venv e2e-install
 	LOOPWATCH_E2E_DIR=$(abspath $(E2E_DIR)) deploy/kafka/kafka.sh with $(PY) -m pytest -q -m e2e tests/e2e $(ARGS)
+
+# Only OpenClaw 2026.7.35 and 2026.9.6 (and Node 24; installed by the test itself into
+# $(E2E_DIR)/openclaw, npm prefixes per version), with the plugin (tests/e2e/test_openclaw_e2e.py).
+e2e-openclaw: venv
+	LOOPWATCH_E2E_DIR=$(abspath $(E2E_DIR)) deploy/kafka/kafka.sh with $(PY) -m pytest -q -s -m e2e tests/e2e/test_openclaw_e2e.py $(ARGS)

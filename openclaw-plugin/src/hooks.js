@@ -25,8 +25,13 @@
  *
  * Calls loopwatch never judged. OpenClaw raises `after_tool_call` also for calls that never ran
  * because its own loop detection or another plugin blocked them before this plugin was asked. The
- * plugin remembers the calls it asked about (bounded) and does not report the outcome of any
- * other call: loopwatch treats it as OpenClaw treats the result of a call it blocked (spec §9).
+ * plugin remembers the calls it asked about (bounded); the outcome of any other call is reported
+ * with `judged: false` and `blocked_by`, which loopwatch does not apply (spec §9).
+ *
+ * Late calls. With `failMode: "open"` every `tool_call` carries `deadline` (epoch ms: when the
+ * plugin stops waiting); a call the plugin let run without a verdict has its result reported with
+ * `ran_without_verdict: true`, which loopwatch applies as executed (docs/events-and-verdicts.md,
+ * "Late calls").
  *
  * Failures (no verdict: gateway down, timeout, 401, 413, ...). `failMode: "open"` lets the tool
  * run and logs why; `"closed"` blocks the call (before_tool_call) or ends the run (an outcome or
@@ -68,6 +73,8 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
   const blockedCalls = new BoundedMap(REMEMBERED);
   /** @type {BoundedMap<string, true>} tool calls loopwatch was asked about (their outcomes are reported) */
   const judgedCalls = new BoundedMap(REMEMBERED);
+  /** @type {BoundedMap<string, true>} tool calls that ran without a verdict (fail open): their results say so */
+  const lateCalls = new BoundedMap(REMEMBERED);
   /** @type {BoundedMap<string, string>} session key + tool call id -> warning note for its tool result */
   const notes = new BoundedMap(REMEMBERED);
   /** @type {BoundedMap<string, string>} session -> its latest run id (for compactions without one) */
@@ -110,7 +117,11 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
       latestRun.set(session, id.run_id);
     }
     const callId = toolCallId(event, ctx);
-    const outcome = await ask(session, toolCallEvent(event, ctx));
+    const call = toolCallEvent(event, ctx);
+    if (config.failMode === "open") {
+      call.deadline = now() + config.timeoutMs; // when this runner stops waiting and runs the call
+    }
+    const outcome = await ask(session, call);
     if (callId !== null) {
       judgedCalls.set(callKey(id, callId), true);
     }
@@ -128,6 +139,9 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
         return block(event, ctx, reason);
       }
       logger.warn?.(`loopwatch: no verdict (${outcome.reason}); failing open: the tool call goes ahead unchecked`);
+      if (callId !== null) {
+        lateCalls.set(callKey(id, callId), true);
+      }
       return undefined;
     }
     const answer = outcome.answer;
@@ -180,8 +194,14 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
       return; // the call never ran in OpenClaw; any outcome reported for it is not one (spec §9)
     }
     if (!judgedCalls.delete(key)) {
-      // OpenClaw's own loop detection or another plugin stopped this call before loopwatch was asked
-      logger.debug?.(`loopwatch: outcome of ${event.toolName} (${callId}) not reported: loopwatch never judged the call`);
+      // OpenClaw's own loop detection or another plugin stopped this call before loopwatch was
+      // asked: reported as never judged, so loopwatch does not apply it (events-and-verdicts.md)
+      await ask(session, { ...toolResultEvent(event, ctx), judged: false, blocked_by: blockedBy(event.result) });
+      return;
+    }
+    if (lateCalls.delete(key)) {
+      // it ran without a verdict (fail open): loopwatch applies it as executed, its verdict late
+      await ask(session, { ...toolResultEvent(event, ctx), ran_without_verdict: true });
       return;
     }
     const outcome = await ask(session, toolResultEvent(event, ctx));
@@ -300,24 +320,47 @@ export function endsRun(answer) {
 }
 
 /**
- * What the model reads for a blocked call: `block_text` (2026.9.6 profile), else the gateway's
- * message (the bare `block_reason`, or the guard's message), else the record's `block_reason`.
+ * What the model reads for a denied call, first present of (docs/events-and-verdicts.md, "Runs that
+ * ended"): `run_ended.message`, a policy's `message`, `block_text` (2026.9.6 profile: the message
+ * with OpenClaw's recovery or terminal paragraph), the gateway's `message`, `block_reason`, the
+ * guard's message.
  * @param {GatewayAnswer} answer
  * @returns {string | null}
  */
 export function modelText(answer) {
   const verdict = answer.verdict ?? {};
-  if (typeof verdict.block_text === "string" && verdict.block_text !== "") {
-    return verdict.block_text;
+  const candidates = [
+    field(verdict.run_ended, "message"), field(verdict.policy, "message"), verdict.block_text,
+    answer.message, verdict.block_reason, field(verdict.guard, "message"),
+  ];
+  const text = candidates.find((candidate) => typeof candidate === "string" && candidate !== "");
+  return typeof text === "string" ? text : null;
+}
+
+/**
+ * @param {unknown} value
+ * @param {string} name
+ */
+function field(value, name) {
+  return value && typeof value === "object" ? /** @type {Record<string, unknown>} */ (value)[name] : undefined;
+}
+
+/**
+ * Who refused a call loopwatch never judged, from the blocked result OpenClaw made for it
+ * (`details.deniedReason`: `tool-loop` for its own loop detection, `plugin-before-tool-call`
+ * for a plugin's `before_tool_call`), as `blocked_by` free text.
+ * @param {unknown} result
+ */
+export function blockedBy(result) {
+  const details = field(result, "details");
+  const reason = field(details, "deniedReason");
+  if (reason === "tool-loop") {
+    return "openclaw:loop-detection";
   }
-  if (answer.message) {
-    return answer.message;
+  if (reason === "plugin-before-tool-call") {
+    return "openclaw:plugin";
   }
-  if (typeof verdict.block_reason === "string" && verdict.block_reason !== "") {
-    return verdict.block_reason;
-  }
-  const guard = /** @type {Record<string, unknown> | undefined} */ (verdict.guard);
-  return guard && typeof guard.message === "string" ? guard.message : null;
+  return typeof reason === "string" && reason !== "" ? `openclaw:${reason}` : "openclaw";
 }
 
 /**

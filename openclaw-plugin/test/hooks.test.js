@@ -47,10 +47,13 @@ test("allow: the tool_call carries OpenClaw's ids and params, outcome_follows; t
   const ctx = oc.toolContext({ call: "call-1" });
   const result = await before(oc.beforeToolCall("read", { path: "/workspace/notes.md" }, { call: "call-1" }), ctx);
   assert.equal(result, undefined);
-  assert.deepEqual(server.requests[0].body, {
+  const { deadline, ...body } = server.requests[0].body;
+  assert.deepEqual(body, {
     type: "tool_call", run_id: "run-1", session_id: "sess-1", session_key: "agent:main:main", agent_id: "main",
     tool_call_id: "call-1", tool_name: "read", args: { path: "/workspace/notes.md" }, outcome_follows: true,
   });
+  // fail open (the default): the runner's deadline, 5 s after the hook was called
+  assert.ok(Math.abs(deadline - (Date.now() + 5000)) < 2000, `deadline ${deadline}`);
 });
 
 test("warn: the tool runs (no decision) and the warning is logged in OpenClaw's words", async () => {

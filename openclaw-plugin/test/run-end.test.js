@@ -152,18 +152,52 @@ test("a 2026.7 warning (no note) leaves the tool result alone", async () => {
   assert.equal(persist({ toolCallId: "call_11", message: result }, { sessionKey: "agent:main:main", toolCallId: "call_11" }), undefined);
 });
 
-test("outcomes of calls loopwatch never judged (OpenClaw's own detector or another plugin blocked them) are not reported", async () => {
+test("outcomes of calls loopwatch never judged (OpenClaw's own detector or another plugin blocked them) are marked judged: false", async () => {
   const { server, after, before } = await loaded(() => answer("allow"));
-  const veto = { content: [{ type: "text", text: REASON_20 }], details: { status: "blocked", deniedReason: "tool-loop", intervention: { kind: "critical-tool-loop" } } };
-  await after(oc.afterToolCallError("read", { path: "missing.txt" }, REASON_20, { run: "run-1", call: "call_9" }), oc.toolContext({ run: "run-1", call: "call_9" }));
-  await after({ ...oc.afterToolCallResult("read", { path: "missing.txt" }, veto, { run: "run-1", call: "call_10" }) }, oc.toolContext({ run: "run-1", call: "call_10" }));
-  assert.equal(server.requests.length, 0);
-  // a call it judged is reported, once: a second after_tool_call for the same id is not a new outcome
+  const veto = { content: [{ type: "text", text: RECOVERY }], details: { status: "blocked", deniedReason: "tool-loop", intervention: { kind: "critical-tool-loop" } } };
+  const denied = { content: [{ type: "text", text: "no" }], details: { status: "blocked", deniedReason: "plugin-before-tool-call", reason: "no" } };
+  await after(oc.afterToolCallResult("read", { path: "missing.txt" }, veto, { run: "run-1", call: "call_9" }), oc.toolContext({ run: "run-1", call: "call_9" }));
+  await after(oc.afterToolCallResult("read", { path: "missing.txt" }, denied, { run: "run-1", call: "call_10" }), oc.toolContext({ run: "run-1", call: "call_10" }));
+  assert.deepEqual(server.requests.map((request) => [request.body.type, request.body.tool_call_id, request.body.judged, request.body.blocked_by]), [
+    ["tool_result", "call_9", false, "openclaw:loop-detection"], ["tool_result", "call_10", false, "openclaw:plugin"],
+  ]);
+  // a call it judged is reported as judged, once: a second after_tool_call for the same id is a never-judged one
   const [event, ctx] = call(11);
   await before(event, ctx);
   await after(oc.afterToolCallResult("read", { path: "missing.txt" }, oc.textResult("x"), { run: "run-1", call: "call_11" }), ctx);
   await after(oc.afterToolCallResult("read", { path: "missing.txt" }, oc.textResult("x"), { run: "run-1", call: "call_11" }), ctx);
-  assert.deepEqual(server.requests.map((request) => [request.body.type, request.body.tool_call_id]), [["tool_call", "call_11"], ["tool_result", "call_11"]]);
+  assert.deepEqual(server.requests.slice(2).map((request) => [request.body.type, request.body.tool_call_id, request.body.judged]), [
+    ["tool_call", "call_11", undefined], ["tool_result", "call_11", undefined], ["tool_result", "call_11", false],
+  ]);
+});
+
+test("fail open: a call run without a verdict has its result sent with ran_without_verdict: true", async () => {
+  let down = true;
+  const { server, before, after } = await loaded(() => (down ? { status: 503, body: { error: "down" } } : answer("allow")));
+  const [event, ctx] = call(1);
+  assert.equal(await before(event, ctx), undefined);
+  down = false;
+  await after(oc.afterToolCallResult("read", { path: "missing.txt" }, oc.textResult("x"), { run: "run-1", call: "call_1" }), ctx);
+  const [event2, ctx2] = call(2);
+  await before(event2, ctx2);
+  await after(oc.afterToolCallResult("read", { path: "missing.txt" }, oc.textResult("x"), { run: "run-1", call: "call_2" }), ctx2);
+  assert.deepEqual(server.requests.map((request) => [request.body.type, request.body.tool_call_id, request.body.ran_without_verdict]), [
+    ["tool_call", "call_1", undefined], ["tool_result", "call_1", true], ["tool_call", "call_2", undefined], ["tool_result", "call_2", undefined],
+  ]);
+  assert.equal(typeof server.requests[0].body.deadline, "number");
+});
+
+test("fail closed: no deadline is sent (the runner never runs a call without its verdict)", async () => {
+  const { server, before } = await loaded(() => answer("allow"), { settings: { failMode: "closed" } });
+  await before(...call(1));
+  assert.equal("deadline" in server.requests[0].body, false);
+});
+
+test("an ended run's calls read run_ended.message first (the gateway's order), then block_text", async () => {
+  const ranEnded = "loopwatch: this run has ended: CRITICAL: ... (generic_repeat). No further tool call of it runs.";
+  const { before } = await loaded(() => answer("abort", { message: REASON_21,
+    verdict: { block_reason: REASON_21, block_text: TERMINAL, run_ended: { by: "generic_repeat", reason: REASON_21, message: ranEnded } } }));
+  assert.deepEqual(await before(...call(30)), { block: true, blockReason: ranEnded });
 });
 
 test("the judged-call memory is bounded: past 10,000 calls the oldest are forgotten", async () => {
@@ -177,5 +211,5 @@ test("the judged-call memory is bounded: past 10,000 calls the oldest are forgot
   const before = sent.length;
   await hooks.afterToolCall(oc.afterToolCallResult("read", {}, oc.textResult("x"), { run: "r", call: "c0" }), oc.toolContext({ run: "r", call: "c0" }));
   await hooks.afterToolCall(oc.afterToolCallResult("read", {}, oc.textResult("x"), { run: "r", call: "c10000" }), oc.toolContext({ run: "r", call: "c10000" }));
-  assert.deepEqual(sent.slice(before).map((event) => event.tool_call_id), ["c10000"]);
+  assert.deepEqual(sent.slice(before).map((event) => [event.tool_call_id, event.judged]), [["c0", false], ["c10000", undefined]]);
 });

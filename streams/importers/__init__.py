@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.wire.codecs import json_loads
-from . import claude_code, codex, openclaw, swe_agent
+from . import claude_code, codex, openclaw, openclaw_sqlite, swe_agent
 from .events import ErrorHandler, SessionFormatError
 
 __all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format"]
@@ -37,8 +37,23 @@ class Format:
     looks_like: Callable[[Any], bool]
 
 
+def _openclaw_discover(root: Path) -> Iterator[Path]:
+    """OpenClaw's JSONL transcripts (up to 2026.7.x) and agent databases (2026.9.x) under ``root``."""
+    yield from openclaw.discover(root)
+    if root.is_dir():
+        yield from openclaw_sqlite.discover(root)
+
+
+def _openclaw_read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
+    """One OpenClaw session file: an agent database (by its SQLite header) or a JSONL transcript."""
+    path = Path(path)
+    database = path.name.endswith(".sqlite") or openclaw_sqlite.is_database(path)
+    reader = openclaw_sqlite.read if database else openclaw.read
+    yield from reader(path, on_error)
+
+
 FORMATS: dict[str, Format] = {
-    "openclaw": Format("openclaw", openclaw.discover, openclaw.read, openclaw.looks_like),
+    "openclaw": Format("openclaw", _openclaw_discover, _openclaw_read, openclaw.looks_like),
     "claude-code": Format("claude-code", claude_code.discover, claude_code.read, claude_code.looks_like),
     "codex": Format("codex", codex.discover, codex.read, codex.looks_like),
     "swe-agent": Format("swe-agent", swe_agent.discover, swe_agent.read, swe_agent.looks_like),
@@ -120,6 +135,8 @@ def detect_format(path: str | Path) -> str | None:
         return None
     if p.suffix == ".traj":
         return "swe-agent"
+    if openclaw_sqlite.is_database(p):
+        return "openclaw"
     try:
         with p.open(encoding="utf-8") as fh:
             first_line = next((ln for ln in fh if ln.strip()), "")

@@ -20,14 +20,18 @@ Mapping (in transcript order):
   outcome:
 
   - ``isError: false`` -> ``result = {"content": message.content, "details": message.details}``
-    exactly as stored (``details`` only when present), ``error = null``. A non-zero ``exec``
+    exactly as stored (``details`` only when present), ``error = null``, except a trailing
+    tool-loop warning note block, which OpenClaw 2026.9.x and the loopwatch plugin append after the
+    outcome was recorded (spec 2026.9 §3.1 step 4). A non-zero ``exec``
     exit code is such a *returned* result (``status:"completed"``, ``exitCode`` != 0).
-  - ``isError: false`` with ``details`` exactly ``{status: "error", tool, error}`` -> ``error =
-    details.error``, ``result = null``: OpenClaw's tool adapter writes this result when the tool
-    *threw* (in older releases ``exec`` threw on a non-zero exit code: ``"Command exited with
-    code 1"``); its loop-detection wrapper had already recorded the throw as a thrown error,
-    from the same message (docs/detection-rules.md §4.3 rule 1).
-  - ``isError: true`` -> ``error = <content text joined by "\\n">``, ``result = null``: pi-agent
+  - ``details`` exactly ``{status: "error", tool, error}`` (``isError`` false in the older
+    recordings, true as 2026.7.35 and 2026.9.6 write it, with those details as JSON for text)
+    -> ``error = details.error``,
+    ``result = null``: OpenClaw's tool adapter writes this result when the tool *threw* (in older
+    releases ``exec`` threw on a non-zero exit code: ``"Command exited with code 1"``); its
+    loop-detection wrapper had already recorded the throw as a thrown error, from the same
+    message (docs/detection-rules.md §4.3 rule 1), and the live plugin reports the same message.
+  - other ``isError: true`` -> ``error = <content text joined by "\\n">``, ``result = null``: pi-agent
     sets ``isError`` for errors it raised itself (``Tool X not found``, ``Validation failed for
     tool "X": ...``); the text is that Error's message, so this is a thrown error too, kept
     apart from error-looking returned results (§9).
@@ -36,6 +40,10 @@ Mapping (in transcript order):
     ``aborted`` or ``error`` and that has no result is **skipped**: pi-agent does not execute
     tool calls of an aborted/failed message, so OpenClaw's detector never saw it.
 
+* A call OpenClaw 2026.9.x's own loop detection refused (its result's ``details`` are
+  ``{status: "blocked", deniedReason: "tool-loop", ...}``) never reached a plugin: it becomes only
+  a ``tool_result`` at the result's line with ``judged: false`` and ``blocked_by:
+  "openclaw:loop-detection"``, as the live plugin reports it (loopwatch does not apply it).
 * Orphan results (unknown tool: the assistant message was never saved): a ``toolResult`` whose
   id has no earlier call becomes a synthetic ``tool_call`` at the result's line with
   ``args = null`` (SOURCE.md "Orphan tool results") and the thrown error from its text.
@@ -67,6 +75,7 @@ Errors: unparsable lines, entries without ``type``, and a missing header are rep
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,7 +93,7 @@ from .events import (
 )
 from .openclaw_runs import Sidecar, segment_runs, sidecar_runs
 
-__all__ = ["discover", "read", "is_transcript", "sidecar_path", "looks_like"]
+__all__ = ["discover", "read", "is_transcript", "sidecar_path", "looks_like", "live_entries", "emit_events", "result_outcome"]
 
 SIDECAR_SUFFIX = ".trajectory.jsonl"
 # assistant messages whose tool calls pi-agent never executes
@@ -199,8 +208,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         else:
             entries.append((lineno, entry))
 
-    copies = _rewritten_copies(entries)
-    live = [(ln, e) for ln, e in entries if ln not in copies]
+    live = live_entries(entries)
     run_of = segment_runs(session_id, live)
     car = Sidecar()
     side = sidecar_path(path)
@@ -214,10 +222,16 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     agent_id = _agent_from_path(path) or car.agent_id
     if agent_id:
         base["agent_id"] = agent_id
-    yield from _emit(path, live, run_of, base, EventIds(session_id))
+    yield from emit_events(path, live, run_of, base, EventIds(session_id))
 
 
-def _emit(
+def live_entries(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """The entries of a transcript without the copies a re-written branch made of older ones."""
+    copies = _rewritten_copies(entries)
+    return [(ln, e) for ln, e in entries if ln not in copies]
+
+
+def emit_events(
     path: Path,
     live: list[tuple[int, dict[str, Any]]],
     run_of: dict[int, str],
@@ -233,6 +247,7 @@ def _emit(
     awaited: dict[int, dict[str, Any]] = {}  # result line -> the outcome_follows call it answers
     emitted: set[str] = set()  # toolCallIds already emitted
     batched: set[str] = set()  # calls of a message with several executed calls (pi-agent's parallel mode)
+    unjudged: dict[int, tuple[Any, Any]] = {}  # result line -> (tool, args) of a call OpenClaw's detector refused
     events: list[dict[str, Any]] = []
 
     def event(kind: str, ln: int, ts: int | None, **fields: Any) -> dict[str, Any]:
@@ -262,6 +277,11 @@ def _emit(
                 if outcome is None and msg.get("stopReason") in _UNEXECUTED_STOPS:
                     continue
                 emitted.add(call_id)
+                if outcome is not None and _builtin_veto(outcome[1]):
+                    # OpenClaw's own loop detection refused it before any plugin was asked:
+                    # the live plugin only sees its result, which it reports as never judged
+                    unjudged[outcome[0]] = (block.get("name"), block.get("arguments"))
+                    continue
                 batch.append(call_id)
                 follows = {"outcome_follows": True} if outcome is not None else {}
                 call = event("tool_call", ln, ts, tool_call_id=call_id, tool_name=block.get("name"),
@@ -272,30 +292,63 @@ def _emit(
             if len(batch) > 1:
                 batched.update(batch)
         elif role == "toolResult":
+            if ln in unjudged:
+                name, arguments = unjudged[ln]
+                events.append(event("tool_result", ln, ts, tool_call_id=str(msg.get("toolCallId")), tool_name=name,
+                                    args=arguments, **result_outcome(msg), judged=False,
+                                    blocked_by="openclaw:loop-detection"))
+                continue
             call = awaited.get(ln)
             if call is not None:
                 events.append(event("tool_result", ln, ts, tool_call_id=call["tool_call_id"],
-                                    tool_name=call["tool_name"], args=call["args"], **_outcome(msg)))
+                                    tool_name=call["tool_name"], args=call["args"], **result_outcome(msg)))
                 continue
             call_id = str(msg.get("toolCallId"))
             if call_id in emitted:
                 continue  # a second result for a call already imported
             emitted.add(call_id)
             events.append(event("tool_call", ln, ts, tool_call_id=call_id, tool_name=msg.get("toolName"),
-                                args=None, **_outcome(msg)))
+                                args=None, **result_outcome(msg)))
     yield from number_events(fold_results(events, batched), ids)
 
 
-def _outcome(msg: dict[str, Any] | None) -> dict[str, Any]:
-    """``{"result": ..., "error": ...}`` for a toolResult message (``None`` = no outcome)."""
+# the note OpenClaw 2026.9.x (and the loopwatch plugin) append to a warned call's result after
+# recording its outcome (spec 2026.9 §3.1 step 4): not part of what was hashed
+_LOOP_NOTE = re.compile(r"\[System note: Tool-loop warning after \d+ repeated calls\. "
+                        r"Change your approach or stop if you are not making progress\.\]")
+
+
+def _without_loop_note(content: Any) -> Any:
+    """``content`` without a trailing tool-loop warning note block."""
+    if isinstance(content, list) and content:
+        last = content[-1]
+        if (isinstance(last, dict) and last.get("type") == "text" and isinstance(last.get("text"), str)
+                and _LOOP_NOTE.fullmatch(last["text"])):
+            return content[:-1]
+    return content
+
+
+def _builtin_veto(msg: dict[str, Any]) -> bool:
+    """A result OpenClaw 2026.9.x wrote for a call its own loop detection refused (never executed)."""
+    details = msg.get("details")
+    return isinstance(details, dict) and details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop"
+
+
+def result_outcome(msg: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"result": ..., "error": ...}`` for a toolResult message (``None`` = no outcome).
+
+    The adapter's record of a thrown error comes first: OpenClaw 2026.9.x writes it with
+    ``isError: true`` and a text that is ``details`` pretty-printed as JSON, but its engine hashed
+    the thrown message (spec §4.3 rule 1), which is ``details.error``, as the live plugin sends it.
+    """
     if msg is None:
         return {"result": None, "error": None}
-    if msg.get("isError") is True:
-        return {"result": None, "error": joined_text(msg.get("content"))}
     thrown = _adapter_error(msg.get("details"))
     if thrown is not None:
         return {"result": None, "error": thrown}
-    result: dict[str, Any] = {"content": msg.get("content", [])}
+    if msg.get("isError") is True:
+        return {"result": None, "error": joined_text(msg.get("content"))}
+    result: dict[str, Any] = {"content": _without_loop_note(msg.get("content", []))}
     if "details" in msg:
         result["details"] = msg["details"]
     return {"result": result, "error": None}

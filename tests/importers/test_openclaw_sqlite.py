@@ -1,0 +1,219 @@
+"""OpenClaw 2026.9.x agent databases (``openclaw-agent.sqlite``) through the ``openclaw`` importer.
+
+Fixtures (tests/fixtures/openclaw/, gzipped; ``VACUUM INTO`` copies of what OpenClaw wrote, nothing
+edited) were written by real OpenClaw 2026.9.6 from the npm registry, driven by
+tests/e2e/openclaw_model.py repeating ``read {"path": "missing.txt"}``:
+
+* ``plugin-loop-2026.9.6``: ``openclaw agent --local`` with the loopwatch plugin and a worker under
+  the ``openclaw-2026.9.6`` profile, OpenClaw's own detection off (tests/e2e/test_openclaw_e2e.py):
+  30 calls, 1-20 ran, 21 recovery block, 22 terminal block, 23-30 refused as the run had ended;
+* ``builtin-loop-2026.9.6``: ``openclaw agent exec`` (no plugin hooks there) with OpenClaw's own
+  ``tools.loopDetection.enabled: true``: 22 calls, 21 and 22 vetoed by OpenClaw, which then ended the run.
+
+Damaged databases (fuzz) are built here with the tables the importer reads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from streams.detection import Engine, OpenClawConfig
+from streams.importers import SessionFormatError, detect_format, import_paths, openclaw_sqlite
+from streams.offline.replay import Replayer
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openclaw"
+PROFILE_96 = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}, "options": {"profile": "openclaw-2026.9.6"}})
+NOT_FOUND = "File not found: /tmp/e2e96/test_openclaw_loop_is_blocked_0/openclaw/state/workspace/missing.txt."
+
+
+def replay_events(events: list[dict], config: OpenClawConfig) -> list[dict]:
+    replayer = Replayer(Engine(config))
+    return [replayer.apply(event) for event in events]
+
+
+def _database(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / "state" / "agents" / "main" / "agent" / openclaw_sqlite.DATABASE_NAME
+    target.parent.mkdir(parents=True)
+    with gzip.open(FIXTURES / f"{name}.sqlite.gz") as src, target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
+
+
+def _import(path: Path) -> tuple[list[dict], list[SessionFormatError]]:
+    errors: list[SessionFormatError] = []
+    return list(import_paths("openclaw", [path], errors.append)), errors
+
+
+def test_plugin_session_ids_outcomes_and_source_as_the_plugin_sent_them(tmp_path):
+    database = _database(tmp_path, "plugin-loop-2026.9.6")
+    assert detect_format(database) == "openclaw"
+    events, errors = _import(tmp_path / "state")  # found under the state directory
+    assert errors == []  # the Zstandard-compressed entries (OpenClaw's cache-ttl records) decode too
+    calls = [e for e in events if e["type"] == "tool_call"]
+    assert [c["tool_call_id"] for c in calls] == [f"call_{n}" for n in range(1, 31)]
+    session = calls[0]["session_id"]
+    assert {(c["session_id"], c["session_key"], c["agent_id"]) for c in calls} == {(session, "agent:main:main", "main")}
+    assert len({c["run_id"] for c in calls}) == 1 and calls[0]["run_id"] != session
+    assert all(c["tool_name"] == "read" and c["args"] == {"path": "missing.txt"} for c in calls)
+    # a thrown error: the message OpenClaw's engine hashed (details.error), not the result's JSON text
+    assert [(c["error"], c["result"]) for c in calls[:20]] == [(NOT_FOUND, None)] * 20
+    assert calls[20]["error"].endswith("or continue with a different tool or different arguments.")
+    assert calls[21]["error"].endswith("This run is stopping now.")
+    assert all(c["error"].startswith("loopwatch: this run has already ended") for c in calls[22:])
+    assert calls[0]["source"] == {"path": str(database), "line": 6, "session": session}
+    assert len({e["event_id"] for e in events}) == len(events)
+
+
+def test_the_warning_note_on_a_stored_result_is_not_part_of_its_outcome():
+    from streams.importers.openclaw import result_outcome
+
+    note = "[System note: Tool-loop warning after 10 repeated calls. Change your approach or stop if you are not making progress.]"
+    stored = {"role": "toolResult", "isError": False, "content": [{"type": "text", "text": "same"}, {"type": "text", "text": note}]}
+    assert result_outcome(stored) == {"result": {"content": [{"type": "text", "text": "same"}]}, "error": None}
+    other = {**stored, "content": [{"type": "text", "text": "same"}, {"type": "text", "text": "[System note: something else]"}]}
+    assert result_outcome(other)["result"]["content"] == other["content"]
+
+
+def test_plugin_session_replays_to_the_2026_9_6_verdicts_it_got_live(tmp_path):
+    _database(tmp_path, "plugin-loop-2026.9.6")
+    events, _ = _import(tmp_path / "state")
+    verdicts = {v["tool_call_id"]: v for v in replay_events(events, PROFILE_96) if v["type"] == "tool_call"}
+    assert verdicts["call_11"]["verdict"] == "warn"
+    assert (verdicts["call_21"]["verdict"], verdicts["call_21"]["tool_loop_recovery"]) == ("block", "recovery")
+    assert (verdicts["call_22"]["verdict"], verdicts["call_22"]["tool_loop_recovery"]) == ("abort", "terminal")
+    assert all(verdicts[f"call_{n}"]["run_ended"]["by"] == "generic_repeat" for n in range(23, 31))
+    hashes = {verdicts[f"call_{n}"]["outcome"]["result_hash"] for n in range(1, 21)}
+    assert len(hashes) == 1 and next(iter(hashes)).startswith("error:")
+
+
+def test_calls_openclaw_itself_vetoed_are_results_loopwatch_never_judged(tmp_path):
+    _database(tmp_path, "builtin-loop-2026.9.6")
+    events, errors = _import(tmp_path / "state")
+    assert errors == []
+    calls = [e["tool_call_id"] for e in events if e["type"] == "tool_call"]
+    assert calls == [f"call_{n}" for n in range(1, 21)]
+    unjudged = [e for e in events if e.get("judged") is False]
+    assert [(e["type"], e["tool_call_id"], e["blocked_by"], e["tool_name"], e["args"]) for e in unjudged] == [
+        ("tool_result", f"call_{n}", "openclaw:loop-detection", "read", {"path": "missing.txt"}) for n in (21, 22)]
+    assert calls and events[0]["run_id"] == events[0]["session_id"], "agent exec runs under the session id"
+    verdicts = replay_events(events, PROFILE_96)
+    assert [v["verdict"] for v in verdicts if v.get("judged") is False or v["tool_call_id"] in ("call_21", "call_22")] \
+        == ["ignore", "ignore"]
+
+
+def test_opened_read_only_nothing_written(tmp_path):
+    database = _database(tmp_path, "plugin-loop-2026.9.6")
+    before = hashlib.sha256(database.read_bytes()).hexdigest()
+    listing = sorted(p.name for p in database.parent.iterdir())
+    _import(database)
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in database.parent.iterdir()) == listing, "no journal, WAL or shm file created"
+
+
+def _small_database(path: Path, rows: list[tuple[int, str | None, bytes | None, int | None]]) -> Path:
+    """The three tables the importer reads, as 2026.9.6 declares their columns (without its CHECKs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE schema_meta (meta_key TEXT PRIMARY KEY, role TEXT, schema_version INTEGER, agent_id TEXT,
+                                      app_version TEXT, created_at INTEGER, updated_at INTEGER);
+            CREATE TABLE session_windows (session_id TEXT PRIMARY KEY, session_key TEXT NOT NULL, created_at INTEGER,
+                                          started_at INTEGER);
+            CREATE TABLE transcript_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_json TEXT,
+                                            created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER,
+                                            PRIMARY KEY (session_id, seq));
+            INSERT INTO schema_meta VALUES ('primary', 'agent', 23, 'ops', '2026.9.6', 0, 0);
+            INSERT INTO session_windows VALUES ('s1', 'agent:ops:main', 0, 0);
+        """)
+        db.executemany("INSERT INTO transcript_events VALUES ('s1', ?, ?, 0, ?, ?)", rows)
+    db.close()
+    return path
+
+
+def _entry(call: int, text: str = "ok") -> list[dict]:
+    run = {"__openclaw": {"runId": "r1"}}
+    return [
+        {"type": "message", "id": f"a{call}", "message": {"role": "assistant", "content": [
+            {"type": "toolCall", "id": f"c{call}", "name": "exec", "arguments": {"command": "ls"}}], **run}},
+        {"type": "message", "id": f"t{call}", "message": {"role": "toolResult", "toolCallId": f"c{call}", "toolName": "exec",
+                                                           "content": [{"type": "text", "text": text}], "isError": False, **run}},
+    ]
+
+
+def _rows(entries: list[dict], compress: set[int] = frozenset()) -> list[tuple]:
+    rows = [(0, json.dumps({"type": "session", "version": 4, "id": "s1"}), None, None)]
+    for seq, entry in enumerate(entries, 1):
+        text = json.dumps(entry)
+        if seq in compress:
+            data = text.encode()
+            rows.append((seq, None, zstandard.ZstdCompressor().compress(data), len(data)))
+        else:
+            rows.append((seq, text, None, None))
+    return rows
+
+
+def test_a_compressed_entry_reads_as_its_json(tmp_path):
+    database = _small_database(tmp_path / "agents" / "ops" / "agent" / "openclaw-agent.sqlite",
+                               _rows(_entry(1, "x" * 3000) + _entry(2), compress={2}))
+    events, errors = _import(database)
+    assert errors == []
+    assert [(e["tool_call_id"], e["result"]["content"][0]["text"][:3], e["agent_id"], e["run_id"]) for e in events] == [
+        ("c1", "xxx", "ops", "r1"), ("c2", "ok", "ops", "r1")]
+
+
+def test_bad_rows_are_reported_with_their_line_and_the_rest_is_read(tmp_path):
+    rows = _rows(_entry(1) + _entry(2) + _entry(3))
+    rows[2] = (2, '{"type": "message", "message": {"role": "toolResult"', None, None)  # cut JSON
+    rows[3] = (3, None, b"\x28\xb5\x2f\xfd garbage", 40)  # not a Zstandard frame
+    rows[4] = (4, "[1, 2]", None, None)  # not an entry
+    database = _small_database(tmp_path / "openclaw-agent.sqlite", rows)
+    events, errors = _import(database)
+    assert [(e.line, e.reason.split(":")[0]) for e in errors] == [(3, "session s1"), (4, "session s1"), (5, "session s1")]
+    assert "unreadable" in errors[0].reason and "Zstandard" in errors[1].reason and "not a transcript entry" in errors[2].reason
+    assert [e["tool_call_id"] for e in events if e["type"] == "tool_call"] == ["c1", "c3"]
+    with pytest.raises(SessionFormatError):
+        list(import_paths("openclaw", [database]))  # without a handler the first error raises
+
+
+@pytest.mark.parametrize("cut", [0, 100, 4096, 20000])
+def test_a_truncated_or_foreign_file_is_one_clear_error(tmp_path, cut):
+    source = _database(tmp_path, "plugin-loop-2026.9.6")
+    damaged = tmp_path / "damaged" / openclaw_sqlite.DATABASE_NAME
+    damaged.parent.mkdir()
+    damaged.write_bytes(source.read_bytes()[:cut])
+    events, errors = _import(damaged)
+    assert events == [] and len(errors) == 1
+    assert errors[0].line is None and "not a readable OpenClaw agent database" in errors[0].reason
+
+
+def test_random_byte_damage_never_raises_anything_but_format_errors(tmp_path):
+    source = _database(tmp_path, "plugin-loop-2026.9.6").read_bytes()
+    rng = random.Random(27)
+    for trial in range(12):
+        data = bytearray(source)
+        for _ in range(40):
+            data[rng.randrange(100, len(data))] = rng.randrange(256)
+        path = tmp_path / f"fuzz{trial}" / openclaw_sqlite.DATABASE_NAME
+        path.parent.mkdir()
+        path.write_bytes(bytes(data))
+        events, errors = _import(path)  # anything else raised fails the test
+        assert all(isinstance(e, SessionFormatError) for e in errors)
+        assert all(e["type"] in ("tool_call", "tool_result", "compaction_retry") for e in events)
+
+
+def test_a_database_without_session_tables_is_named_as_such(tmp_path):
+    path = tmp_path / "openclaw-agent.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE other (x)")
+    db.close()
+    _, errors = _import(path)
+    assert "no session_windows, transcript_events table" in errors[0].reason
