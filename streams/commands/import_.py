@@ -32,8 +32,9 @@ Examples:
 @click.option(
     "--format", "fmt", required=True, type=click.Choice(sorted(FORMATS)),
     help="Recording format: OpenClaw transcripts (*.jsonl, *.jsonl.reset.*, *.jsonl.deleted.*, "
-         "with their .trajectory.jsonl sidecars) and OpenClaw 2026.9 agent databases "
-         "(openclaw-agent.sqlite, read-only), Claude Code session logs, `codex exec --json` "
+         "with their .trajectory.jsonl sidecars), OpenClaw 2026.9 agent databases "
+         "(openclaw-agent.sqlite, read-only) and export-trajectory events.jsonl, Claude Code session "
+         "logs, `codex exec --json` "
          "output, or SWE-agent .traj files.",
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.wire.codecs import json_loads
-from . import claude_code, codex, openclaw, openclaw_sqlite, swe_agent
+from . import claude_code, codex, openclaw, openclaw_export, openclaw_sqlite, swe_agent
 from .events import ErrorHandler, SessionFormatError
 
 __all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format"]
@@ -47,9 +47,23 @@ def _openclaw_discover(root: Path) -> Iterator[Path]:
 def _openclaw_read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """One OpenClaw session file: an agent database (by its SQLite header) or a JSONL transcript."""
     path = Path(path)
-    database = path.name.endswith(".sqlite") or openclaw_sqlite.is_database(path)
-    reader = openclaw_sqlite.read if database else openclaw.read
+    if path.name.endswith(".sqlite") or openclaw_sqlite.is_database(path):
+        reader = openclaw_sqlite.read
+    elif openclaw.SIDECAR_SUFFIX not in path.name and openclaw_export.looks_like(_first_value(path)):
+        reader = openclaw_export.read  # an export-trajectory bundle's events.jsonl
+    else:
+        reader = openclaw.read
     yield from reader(path, on_error)
+
+
+def _first_value(path: Path) -> Any:
+    """The first JSON value of a JSON Lines file (``None`` when it has none or cannot be read)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first_line = next((ln for ln in fh if ln.strip()), "")
+        return json_loads(first_line)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 FORMATS: dict[str, Format] = {
@@ -143,6 +157,8 @@ def detect_format(path: str | Path) -> str | None:
         first = json_loads(first_line)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    if openclaw.SIDECAR_SUFFIX not in p.name and openclaw_export.looks_like(first):
+        return "openclaw"  # an export-trajectory bundle's events.jsonl (a 2026.7 sidecar has the same records)
     for name in ("openclaw", "codex", "claude-code"):
         if FORMATS[name].looks_like(first):
             return name

@@ -23,7 +23,7 @@ from typing import Any
 
 from .events import ErrorHandler, iso_to_ms, read_jsonl
 
-__all__ = ["Sidecar", "segment_runs", "sidecar_runs", "fallback_markers", "FALLBACK_GAP_MS"]
+__all__ = ["Sidecar", "segment_runs", "sidecar_runs", "message_runs", "fallback_markers", "FALLBACK_GAP_MS"]
 
 # custom entries written at the end of the run whose id they carry (SOURCE.md "Runs and runId")
 _RUN_CLOSERS = frozenset({"openclaw:prompt-error", "openclaw:bootstrap-context:full"})
@@ -146,3 +146,34 @@ def sidecar_runs(car: Sidecar, entries: list[tuple[int, dict[str, Any]]], run_of
         i = bisect.bisect_left(keys, ln) - 1  # last run whose leaf is strictly before this line
         if i >= 0:
             run_of[ln] = starts[i][1]
+
+
+def _run_of_entry(entry: dict[str, Any]) -> str | None:
+    message = entry.get("message")
+    meta = message.get("__openclaw") if isinstance(message, dict) else None
+    run_id = meta.get("runId") if isinstance(meta, dict) else None
+    return run_id if isinstance(run_id, str) and run_id.strip() else None
+
+
+def message_runs(session_id: str, live: list[tuple[int, dict[str, Any]]]) -> dict[int, str]:
+    """Run id per line from the ``__openclaw.runId`` OpenClaw 2026.9.x writes on every message of a run.
+
+    An entry without one (a compaction, a custom entry) belongs to the run of the next message that
+    has one (a compaction retries the prompt of the run that follows it), else of the last one before
+    it; with no run id at all the session is cut as :func:`segment_runs` cuts it.
+    """
+    own = [(line, _run_of_entry(entry)) for line, entry in live]
+    if not any(run for _, run in own):
+        return segment_runs(session_id, live)
+    run_of: dict[int, str] = {}
+    following: str | None = None
+    for line, run in reversed(own):
+        following = run or following
+        if following is not None:
+            run_of[line] = following
+    preceding: str | None = None
+    for line, run in own:
+        preceding = run or preceding
+        if line not in run_of and preceding is not None:
+            run_of[line] = preceding
+    return run_of

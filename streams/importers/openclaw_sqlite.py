@@ -44,7 +44,7 @@ from typing import Any
 from streams.wire.codecs import json_loads
 from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, report
 from .openclaw import emit_events, live_entries
-from .openclaw_runs import segment_runs
+from .openclaw_runs import message_runs
 
 __all__ = ["DATABASE_NAME", "discover", "read", "is_database"]
 
@@ -117,7 +117,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         if agent_id:
             base["agent_id"] = agent_id
         live = live_entries(entries)
-        for event in emit_events(path, live, _runs(session_id, live), base, EventIds(session_id)):
+        for event in emit_events(path, live, message_runs(session_id, live), base, EventIds(session_id)):
             event["source"]["session"] = session_id
             yield event
 
@@ -185,32 +185,6 @@ def _decompress(blob: Any, size: Any) -> str:
     if len(data) != size:
         raise ValueError(f"decompressed to {len(data)} bytes, expected {size}")
     return data.decode("utf-8")
-
-
-def _run_of_entry(entry: dict[str, Any]) -> str | None:
-    message = entry.get("message")
-    meta = message.get("__openclaw") if isinstance(message, dict) else None
-    run_id = meta.get("runId") if isinstance(meta, dict) else None
-    return run_id if isinstance(run_id, str) and run_id.strip() else None
-
-
-def _runs(session_id: str, live: list[tuple[int, dict[str, Any]]]) -> dict[int, str]:
-    """Run id per line: the message's own ``__openclaw.runId``, else the next one's, else the last one's."""
-    own = [(line, _run_of_entry(entry)) for line, entry in live]
-    if not any(run for _, run in own):
-        return segment_runs(session_id, live)
-    run_of: dict[int, str] = {}
-    following: str | None = None
-    for line, run in reversed(own):
-        following = run or following
-        if following is not None:
-            run_of[line] = following
-    preceding: str | None = None
-    for line, run in own:
-        preceding = run or preceding
-        if line not in run_of and preceding is not None:
-            run_of[line] = preceding
-    return run_of
 
 
 def _agent_from_path(path: Path) -> str | None:

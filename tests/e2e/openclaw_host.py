@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ class OpenClawHost:
     home: Path
     node_bin: Path
     openclaw: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def state_dir(self) -> Path:
@@ -76,7 +77,7 @@ class OpenClawHost:
         return self.home / "openclaw.json"
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "HOME": str(self.home), "OPENCLAW_STATE_DIR": str(self.state_dir),
+        return {**os.environ, **self.extra_env, "HOME": str(self.home), "OPENCLAW_STATE_DIR": str(self.state_dir),
                 "OPENCLAW_CONFIG_PATH": str(self.config_path), "NO_COLOR": "1",
                 "PATH": f"{self.node_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
 

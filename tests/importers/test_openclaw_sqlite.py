@@ -217,3 +217,29 @@ def test_a_database_without_session_tables_is_named_as_such(tmp_path):
     db.close()
     _, errors = _import(path)
     assert "no session_windows, transcript_events table" in errors[0].reason
+
+
+def test_export_trajectory_bundle_gives_the_stores_calls_and_verdicts(tmp_path):
+    """``openclaw sessions export-trajectory`` of the same session (its events.jsonl, as OpenClaw wrote it)."""
+    _database(tmp_path, "plugin-loop-2026.9.6")
+    bundle = tmp_path / "bundle" / "events.jsonl"
+    bundle.parent.mkdir()
+    with gzip.open(FIXTURES / "export-trajectory-2026.9.6.events.jsonl.gz") as src, bundle.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert detect_format(bundle) == "openclaw"
+    stored, _ = _import(tmp_path / "state")
+    exported, errors = _import(bundle)
+    assert errors == []
+
+    def ids(events):
+        return [(e["type"], e["tool_call_id"], e["run_id"], e["session_id"], e["session_key"], e["agent_id"]) for e in events]
+
+    assert ids(exported) == ids(stored)
+    # OpenClaw writes the bundle with local paths replaced ($OPENCLAW_STATE_DIR): the same error, another text
+    assert exported[0]["error"] == "File not found: $OPENCLAW_STATE_DIR/workspace/missing.txt."
+
+    def decisions(events):
+        return [(v["tool_call_id"], v["verdict"], (v.get("detection") or {}).get("count"))
+                for v in replay_events(events, PROFILE_96)]
+
+    assert decisions(exported) == decisions(stored)
