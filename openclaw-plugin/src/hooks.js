@@ -7,7 +7,7 @@
  * | ----------------------------------------- | ------------------------------------------- | ---- |
  * | allow                                     | nothing (no decision: the tool runs)        | |
  * | warn                                      | nothing (OpenClaw's warnings are advisory)  | logged; its `warning.note` (2026.9.6 profile) is appended to the call's tool result |
- * | block                                     | `{block: true, blockReason: <model text>}`  | the call's later outcome is not reported (spec §9) |
+ * | block                                     | `{block: true, blockReason: <model text>}`  | the call's later outcome is not reported (docs/detection-rules.md §9) |
  * | abort (guard or policy abort, `run_ended`, 2026.9.6 terminal block) | `{block: true, blockReason: <model text>}` | the run has ended: every later call of it is blocked |
  *
  * The model text is the verdict's `block_text` when it has one (the 2026.9.6 profile: the
@@ -18,7 +18,7 @@
  * (`{block, blockReason}`, whose tool result OpenClaw builds without `terminate`), and
  * `after_tool_call` is an observation hook whose return value is ignored (checked in the code of
  * 2026.7.35 and 2026.9.6: docs/runners/openclaw.md, "How a run ends"). So a run loopwatch ends is
- * ended here: it is remembered (by the guard's identity, spec §7: the run id, or the session when
+ * ended here: it is remembered (by the guard's identity, docs/detection-rules.md §7: the run id, or the session when
  * there is none), and every later `before_tool_call` of it is blocked whatever the gateway answers
  * (the call is still reported, so loopwatch's record holds every call the model made, as OpenClaw's
  * session does). No later call of an ended run executes.
@@ -26,7 +26,7 @@
  * Calls loopwatch never judged. OpenClaw raises `after_tool_call` also for calls that never ran
  * because its own loop detection or another plugin blocked them before this plugin was asked. The
  * plugin remembers the calls it asked about (bounded); the outcome of any other call is reported
- * with `judged: false` and `blocked_by`, which loopwatch does not apply (spec §9).
+ * with `judged: false` and `blocked_by`, which loopwatch does not apply (docs/detection-rules.md §9).
  *
  * Late calls. With `failMode: "open"` every `tool_call` carries `deadline` (epoch ms: when the
  * plugin stops waiting); a call the plugin let run without a verdict has its result reported with
@@ -110,7 +110,7 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
     const id = ids(event, ctx);
     const session = sessionOf(id);
     if (session === null) {
-      return undefined; // OpenClaw records nothing for a call without session key or id (spec §8.1)
+      return undefined; // OpenClaw records nothing for a call without session key or id (docs/detection-rules.md §8.1)
     }
     const guard = guardIdentity(id);
     if (id.run_id !== null) {
@@ -191,7 +191,7 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
     const key = callKey(id, callId);
     if (blockedCalls.delete(key)) {
       judgedCalls.delete(key);
-      return; // the call never ran in OpenClaw; any outcome reported for it is not one (spec §9)
+      return; // the call never ran in OpenClaw; any outcome reported for it is not one (docs/detection-rules.md §9)
     }
     if (!judgedCalls.delete(key)) {
       // OpenClaw's own loop detection or another plugin stopped this call before loopwatch was
@@ -211,7 +211,7 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
   /**
    * `tool_result_persist` (synchronous, OpenClaw's only hook that rewrites a tool result): append
    * the emitted warning's note to the result of the call it was emitted for, as OpenClaw 2026.9.6
-   * appends its own (spec 2026.9 §3.1 step 4). Nothing to do for other results.
+   * appends its own (docs/detection-rules.md §11.3.1). Nothing to do for other results.
    *
    * @param {PersistEvent} event
    * @param {PersistContext} ctx
@@ -234,7 +234,7 @@ export function createHooks({ config, client, logger = {}, profile = null, now =
 
   /**
    * `after_compaction`: OpenClaw compacted the session and (for overflow and mid-turn
-   * compactions) retries the prompt; the guard arms for the run (spec §7).
+   * compactions) retries the prompt; the guard arms for the run (docs/detection-rules.md §7).
    *
    * @param {unknown} _event `{messageCount, compactedCount, tokenCount?, sessionFile?}`: not needed
    * @param {HookContext} ctx
@@ -374,7 +374,7 @@ export function warningNote(answer) {
 }
 
 /**
- * OpenClaw's session-state key: the session key, else the session id (spec §8.1); null: none.
+ * OpenClaw's session-state key: the session key, else the session id (docs/detection-rules.md §8.1); null: none.
  * @param {import("./events.js").Ids} id
  */
 function sessionOf(id) {
@@ -382,7 +382,7 @@ function sessionOf(id) {
 }
 
 /**
- * The post-compaction guard's identity (spec §7): the run id as sent when not blank, else the session.
+ * The post-compaction guard's identity (docs/detection-rules.md §7): the run id as sent when not blank, else the session.
  * @param {import("./events.js").Ids} id
  */
 function guardIdentity(id) {

@@ -2,7 +2,7 @@
 // abort, run_ended, 2026.9.6 terminal block, fail closed), the texts the model reads (block_text,
 // warning.note), the profile put on every event, and outcomes of calls loopwatch never judged.
 // Verdict fields: CONTRACTS 2 and 3 and ../shared/conformance/README.md ("Fields added by the
-// 2026.9.6 profile"); OpenClaw's texts: spec openclaw-2026.9.md §3.1, §3.3.
+// 2026.9.6 profile"); OpenClaw's texts: docs/detection-rules.md §11.3.1, §11.3.3.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 

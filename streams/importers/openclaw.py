@@ -22,7 +22,7 @@ Mapping (in transcript order):
   - ``isError: false`` -> ``result = {"content": message.content, "details": message.details}``
     exactly as stored (``details`` only when present), ``error = null``, except a trailing
     tool-loop warning note block, which OpenClaw 2026.9.x and the loopwatch plugin append after the
-    outcome was recorded (spec 2026.9 §3.1 step 4). A non-zero ``exec``
+    outcome was recorded (docs/detection-rules.md §11.3.1). A non-zero ``exec``
     exit code is such a *returned* result (``status:"completed"``, ``exitCode`` != 0).
   - ``details`` exactly ``{status: "error", tool, error}`` (``isError`` false in the older
     recordings, true as 2026.7.35 and 2026.9.6 write it, with those details as JSON for text)
@@ -313,7 +313,7 @@ def emit_events(
 
 
 # the note OpenClaw 2026.9.x (and the loopwatch plugin) append to a warned call's result after
-# recording its outcome (spec 2026.9 §3.1 step 4): not part of what was hashed
+# recording its outcome (docs/detection-rules.md §11.3.1): not part of what was hashed
 _LOOP_NOTE = re.compile(r"\[System note: Tool-loop warning after \d+ repeated calls\. "
                         r"Change your approach or stop if you are not making progress\.\]")
 
@@ -339,7 +339,7 @@ def result_outcome(msg: dict[str, Any] | None) -> dict[str, Any]:
 
     The adapter's record of a thrown error comes first: OpenClaw 2026.9.x writes it with
     ``isError: true`` and a text that is ``details`` pretty-printed as JSON, but its engine hashed
-    the thrown message (spec §4.3 rule 1), which is ``details.error``, as the live plugin sends it.
+    the thrown message (docs/detection-rules.md §4.3), which is ``details.error``, as the live plugin sends it.
     """
     if msg is None:
         return {"result": None, "error": None}
