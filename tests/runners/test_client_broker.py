@@ -141,46 +141,6 @@ def test_start_fails_when_the_verdicts_topic_does_not_exist(kafka_bootstrap, uni
         "(the worker creates it when it starts)"]
 
 
-def _documented_client_example() -> str:
-    """The Python block of the client's docs page (docs/runners/python-client.md), verbatim."""
-    from pathlib import Path
-    text = (Path(__file__).resolve().parents[2] / "docs" / "runners" / "python-client.md").read_text(encoding="utf-8")
-    block = text.split("```python\nfrom streams.runners.client import LoopwatchClient\n", 1)[1].split("```", 1)[0]
-    return "from streams.runners.client import LoopwatchClient\n" + block
-
-
-@pytest.mark.timeout(120)
-def test_documented_client_example_runs_as_written(kafka_bootstrap, tmp_path):
-    """The documented snippet, driven through a loop until the worker blocks it (and with a real result)."""
-    body = _documented_client_example().replace('LoopwatchClient("127.0.0.1:9092", on_timeout="allow")',
-                                            'LoopwatchClient(BOOTSTRAP, on_timeout="allow", '
-                                            'events_topic=EVENTS, verdicts_topic=VERDICTS)')
-    body = body.replace("            ...", "            outcomes.append('aborted')")
-    source = "async def example():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + \
-             "    outcomes.append(result)\n    return verdict\n"
-
-    async def run() -> list:
-        settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
-        async with running_worker(settings, Engine(ENABLED)):
-            outcomes: list = []
-            namespace = {"BOOTSTRAP": kafka_bootstrap, "EVENTS": settings.input_topics[0],
-                         "VERDICTS": settings.verdicts_topic, "run_id": "readme-run", "session_id": "readme-s",
-                         "p": "/workspace/notes.md", "run_the_tool": lambda: "same contents",
-                         "outcomes": outcomes}
-            exec(source, namespace)  # noqa: S102 - the documented example
-            verdicts = []
-            for number in range(21):
-                namespace["call_id"] = f"readme-{number}"
-                verdicts.append((await namespace["example"]()).verdict)
-            return verdicts, outcomes
-
-    verdicts, outcomes = asyncio.run(run())
-    # generic_repeat: the 21st identical call with identical results is blocked (Spec §5.2)
-    assert verdicts[:10] == ["allow"] * 10 and verdicts[10] == "warn" and verdicts[-1] == "block"
-    assert outcomes[-1].startswith("CRITICAL: Called read with identical arguments and identical outcomes 20 times")
-    assert outcomes[0] == "same contents"
-
-
 @pytest.mark.timeout(120)
 def test_events_kafka_refuses_fail_open_or_closed_at_once_and_invalid_ones_are_not_sent(kafka_bootstrap, tmp_path):
     big = "x" * 1_500_000
