@@ -201,7 +201,7 @@ def blocked_key(raw_run: Any, call_id: Any) -> str | None:
     return call_id
 
 
-def guard_key(event: Mapping[str, Any]) -> str:
+def guard_key(event: Mapping[str, Any]) -> str | None:
     """The identity of the post-compaction guard an event belongs to (docs/detection-rules.md §7).
 
     A run id that is not blank identifies its guard as sent, untrimmed
