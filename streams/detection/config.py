@@ -251,7 +251,7 @@ def _validate_block(block: Any, path: str, issues: list[tuple[str, str]], profil
                 block["postCompactionGuard"]["windowSize"], f"{path}.postCompactionGuard.windowSize", issues
             )
     # Cross-field rules apply only when both fields are present in this block (docs/detection-rules.md §2.1).
-    # (comparing the doubles JavaScript holds, docs/detection-rules.md §2.2 R1)
+    # (comparing the doubles JavaScript holds, docs/detection-rules.md §2.2)
     if numbers_ok.get("warningThreshold") and numbers_ok.get("criticalThreshold"):
         if js_double(block["warningThreshold"]) >= js_double(block["criticalThreshold"]):
             issues.append((
@@ -411,7 +411,7 @@ _MAX_SAFE = 2 ** 53  # up to here every integer is exactly a double
 
 
 def js_double(value: int | float) -> int | float:
-    """The IEEE-754 double JavaScript's JSON reader makes of a parsed number (docs/detection-rules.md §2.2, R1).
+    """The IEEE-754 double JavaScript's JSON reader makes of a parsed number (docs/detection-rules.md §2.2).
 
     Integers beyond 2^53 become the nearest double (``9007199254740993`` ->
     ``9007199254740992``), returned as a Python int when finite so it prints
@@ -516,7 +516,7 @@ def _entry_block(entry: dict | list) -> Any:
 
 
 def _entry_agent_id(entry: dict | list) -> str | None:
-    """The normalised id an ``agents.list`` entry is looked up by (docs/detection-rules.md §2.4, R2).
+    """The normalised id an ``agents.list`` entry is looked up by (docs/detection-rules.md §2.4).
 
     An array entry (an object in JavaScript, with no ``id``) and an entry whose
     ``id`` is absent, null or blank normalise to ``main``; None for an id that
@@ -547,7 +547,7 @@ class OpenClawConfig:
         self._global = tools.get("loopDetection") if isinstance(tools, dict) else None
         agents = raw.get("agents")
         agent_list = agents.get("list") if isinstance(agents, dict) else None
-        # candidates: the entries that are objects in JavaScript's sense, arrays included (docs/detection-rules.md §2.4, R2),
+        # candidates: the entries that are objects in JavaScript's sense, arrays included (docs/detection-rules.md §2.4),
         # with the normalised id each is looked up by
         self._agents: list[tuple[str, dict | list]] = [
             (agent_id, entry) for entry in (agent_list if isinstance(agent_list, list) else ())
@@ -623,7 +623,7 @@ class OpenClawConfig:
         """docs/detection-rules.md §2.4: effective settings for events of ``agent_id``.
 
         None or ``""``: no lookup, the global block alone; a blank id (``" "``)
-        is looked up as ``main`` (R2). ``profile`` is the event's ``profile``
+        is looked up as ``main``. ``profile`` is the event's ``profile``
         field (None: the agent's, :meth:`profile_for`).
         """
         key: Any = agent_id if profile is None else (profile, agent_id)

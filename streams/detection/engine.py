@@ -14,10 +14,10 @@ Event shapes (docs/detection-rules.md §10, the conformance vectors' schema):
   (string = thrown Error message; other non-null = thrown value), optional
   ``outcome_follows``;
 * ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
-  ``tool_call_id`` (may be null or absent, docs/detection-rules.md §9 R8), optional ``tool_name``
+  ``tool_call_id`` (may be null or absent, docs/detection-rules.md §9), optional ``tool_name``
   and ``args`` (the call's, as OpenClaw's after-tool-call hook has them),
   ``result``, ``error``; optional ``ran_without_verdict`` and ``judged`` (see
-  below). It may have neither session id nor session key (docs/detection-rules.md §8.1 R7: it
+  below). It may have neither session id nor session key (docs/detection-rules.md §8.1: it
   then reads and changes no session state);
 * ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
   optional ``agent_id``.
@@ -27,7 +27,7 @@ takes the map of guards apart from the state, keyed by :func:`guard_key`
 (the raw run id, or for a blank run id the session key, else the session id).
 The stream processor passes none and keeps them in ``state.runs`` of the
 record key; :class:`~streams.detection.sessions.SessionStore` keeps one map for
-all sessions. Blocked deferred calls (docs/detection-rules.md §9 R6) are remembered the same way:
+all sessions. Blocked deferred calls (docs/detection-rules.md §9) are remembered the same way:
 by :func:`blocked_key` (run id as sent and call id), in a map the caller passes
 (the store: one for all sessions) or else in ``state.blocked``.
 
@@ -108,7 +108,7 @@ def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
     (docs/detection-rules.md §10: ``session_key`` null = no session key; a missing tool name is
     ``tool``). A ``tool_call`` or ``compaction_retry`` with neither session id
     nor session key belongs to no session at all and is rejected; a
-    ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1, R7).
+    ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1).
     """
     get = event.get
     for field in _STRING_FIELDS:
@@ -142,8 +142,8 @@ def validate_event(event: Any) -> str:
     dead-letters such an event with reason class ``schema``): an object,
     ``type`` one of :data:`EVENT_TYPES`, the shared field types and, except
     for a ``tool_result``, a session (see :func:`_check_envelope`). A
-    ``tool_result`` needs no ``tool_call_id`` (docs/detection-rules.md §9, R8) and no session
-    (docs/detection-rules.md §8.1, R7). An event that passes is accepted by the engine whatever
+    ``tool_result`` needs no ``tool_call_id`` (docs/detection-rules.md §9) and no session
+    (docs/detection-rules.md §8.1). An event that passes is accepted by the engine whatever
     state it meets.
 
     Raises:
@@ -162,7 +162,7 @@ def state_key(event: Mapping[str, Any]) -> str | None:
     """OpenClaw's session-state key for an event: the session key, else the session id (docs/detection-rules.md §8.1).
 
     Only an absent or null ``session_key`` falls back (JavaScript's ``??``):
-    ``session_key: ""`` is the key ``""`` (R4). None when the event has
+    ``session_key: ""`` is the key ``""``. None when the event has
     neither (the store then uses ``"unknown"``).
     """
     key = event.get("session_key")
@@ -182,13 +182,13 @@ def has_session(event: Mapping[str, Any]) -> bool:
     """Whether the event has a session key or a session id, either non-empty (docs/detection-rules.md §3 step 6, §8.1).
 
     Outcomes are recorded only for such events; a ``tool_result`` without
-    either reads and changes no session state (R7).
+    either reads and changes no session state.
     """
     return bool(event.get("session_key") or event.get("session_id"))
 
 
 def blocked_key(raw_run: Any, call_id: Any) -> str | None:
-    """The key a blocked call is remembered by (docs/detection-rules.md §9, R6); None: never remembered.
+    """The key a blocked call is remembered by (docs/detection-rules.md §9); None: never remembered.
 
     The run id as sent (untrimmed) joined by ``:`` with the ``tool_call_id``
     when the run id is not blank, else the call id alone; a call without an id
@@ -210,7 +210,7 @@ def guard_key(event: Mapping[str, Any]) -> str | None:
     the field is present and not null (even ``""``), else the ``session_id``.
     Both kinds share one namespace of strings, as OpenClaw's own map does.
     None for a blank run id with neither (only a ``tool_result`` can have
-    neither, R7: it gets a guard of its own that nothing keeps).
+    neither: it gets a guard of its own that nothing keeps).
     """
     raw_run = event.get("run_id")
     if raw_run and js_trim(raw_run):
@@ -247,7 +247,7 @@ class Engine:
                 May be None, when ``guards`` and ``blocked`` are given, for a
                 ``compaction_retry``, a ``tool_result`` without session id or
                 key, and one of a blocked call: they touch no session state
-                (docs/detection-rules.md §8.1 R7, §9 R6).
+                (docs/detection-rules.md §8.1, §9).
             ref: an opaque, msgpack-serialisable reference to this event (e.g.
                 ``[event_id, partition, offset]``) kept with the record it adds
                 and reported as evidence when that record contributes to a
@@ -256,7 +256,7 @@ class Engine:
                 on first sight; default ``state.runs`` (at most
                 :data:`~streams.detection.state.MAX_RUNS`, idle ones evicted first).
             blocked: the blocked deferred calls by :func:`blocked_key`
-                (docs/detection-rules.md §9, R6), in insertion order; default ``state.blocked``.
+                (docs/detection-rules.md §9), in insertion order; default ``state.blocked``.
         Returns:
             The verdict record (a new dict).
         Raises:
@@ -273,7 +273,7 @@ class Engine:
         answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
         if kind == "tool_result":
             answered = _answered_call(event, state, blocked)
-            # a result applied as its call's belongs to the call's run (docs/detection-rules.md §9, R5): a pending call's, or a
+            # a result applied as its call's belongs to the call's run (docs/detection-rules.md §9): a pending call's, or a
             # blocked call's that ran without its verdict
             applied = answered[1] is not None and event.get("judged") is not False and (
                 answered[0] is None or (event.get("ran_without_verdict") is True and has_session(event)))
@@ -329,7 +329,7 @@ class Engine:
              guards: MutableMapping[str, RunState] | None, settings: LoopDetectionSettings,
              key: str | None = None) -> RunState:
         """The guard of ``event``, or the one of identity ``key`` (docs/detection-rules.md §7), created on first sight
-        with its agent's guard config. No identity (a sessionless result, R7): a fresh guard nothing keeps."""
+        with its agent's guard config. No identity (a sessionless result): a fresh guard nothing keeps."""
         if event is not None:
             key = guard_key(event)
         if key is None:
@@ -368,7 +368,7 @@ class Engine:
 
         if detection is not None and detection.level == CRITICAL:
             key = blocked_key(raw_run, call_id) if follows else None
-            if key is not None:  # its result is ignored when it comes (docs/detection-rules.md §9, R6)
+            if key is not None:  # its result is ignored when it comes (docs/detection-rules.md §9)
                 profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
                 remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
                                                            event.get("agent_id"), event.get("profile")))
@@ -412,7 +412,7 @@ class Engine:
             "warning": warning, "blocked": False, "recorded_call": recorded_call,
         }
         if follows:
-            if call_id:  # its result is recorded as this call's: run, agent, guard (docs/detection-rules.md §9, R5)
+            if call_id:  # its result is recorded as this call's: run, agent, guard (docs/detection-rules.md §9)
                 state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
                                                          event.get("agent_id"), event.get("profile")))
             verdict["outcome"] = {"deferred": True}
@@ -437,14 +437,14 @@ class Engine:
 
         ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
         result whose run id and call id give the key of a remembered blocked
-        call is ignored and uses the entry up, in whatever session (R6). A
+        call is ignored and uses the entry up, in whatever session. A
         pending call (by ``tool_call_id``, in the session's state) gets its
         outcome recorded as that call's: its run id, agent config, tool, args
-        and guard, whatever run id the result carries (R5). Otherwise the
+        and guard, whatever run id the result carries. Otherwise the
         outcome is recorded with the event's own tool name, args and run id,
         attaching to the newest matching pending record (compared by call id
-        only when the result has one, R8). A result with neither session id
-        nor key records nothing and reads no session state (docs/detection-rules.md §8.1, R7).
+        only when the result has one). A result with neither session id
+        nor key records nothing and reads no session state (docs/detection-rules.md §8.1).
 
         A result the runner ran without loopwatch's verdict (``ran_without_verdict``) of a call the
         rules blocked is applied as the result of a call that ran; one of a call loopwatch never
@@ -587,7 +587,7 @@ class Engine:
 
         ``append_call_id`` is the call id a record appended here carries (a
         result with no pending call keeps the event's, docs/detection-rules.md §9). The history is
-        trimmed to ``settings.history_size`` either way (docs/detection-rules.md §8.1, R9). A record with an
+        trimmed to ``settings.history_size`` either way (docs/detection-rules.md §8.1). A record with an
         outcome kind is never matched, and only an outcome with a result hash is
         observed by the guard (docs/detection-rules.md §11.3.1 steps 6-7; under 2026.7 every
         recorded outcome has a hash and no kind).
@@ -604,7 +604,7 @@ class Engine:
                     and record.args_key == call_key and (not call_id or record.call_id == call_id)
                     and not record.kind):
                 record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
-                # trimmed after an attached outcome too: after a merge (R9), or under a smaller cap
+                # trimmed after an attached outcome too: after a merge, or under a smaller cap
                 if len(state.history) > settings.history_size:
                     state.trim(settings.history_size)
                 break
@@ -669,8 +669,8 @@ def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id:
 def _answered_call(event: Mapping[str, Any], state: SessionState | None,
                    blocked: Mapping[str, PendingCall]) -> tuple[str | None, PendingCall | None]:
     """What a ``tool_result`` answers (docs/detection-rules.md §9): ``(blocked key, the blocked call)`` when its run id and
-    call id give the key of a remembered blocked call (R6), else ``(None, its pending call or None)``:
-    the session's pending call of its ``tool_call_id`` (none without a call id, R8, or a session, R7)."""
+    call id give the key of a remembered blocked call, else ``(None, its pending call or None)``:
+    the session's pending call of its ``tool_call_id`` (none without a call id or a session)."""
     call_id = event.get("tool_call_id")
     key = blocked_key(event.get("run_id"), call_id)
     if key is not None:

@@ -441,7 +441,7 @@ def outcome_2026_9(profile: OutcomeProfile, result: Any, error: Any) -> Outcome 
 
 # JavaScript's /i (without /u) folds case for ASCII only here, so the literal
 # words use ASCII-only folding and the name class lists both cases explicitly.
-# Whitespace is JavaScript's \s, the set its trim removes (docs/detection-rules.md §4.4, R3): unlike
+# Whitespace is JavaScript's \s, the set its trim removes (docs/detection-rules.md §4.4): unlike
 # Python's \s it holds U+FEFF and not U+001C-U+001F or U+0085.
 _JS_S = "[" + _JS_WHITESPACE.replace("\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a",
                                      "\u2000-\u200a") + "]"

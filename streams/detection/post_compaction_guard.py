@@ -53,7 +53,7 @@ def observe(run: RunState, tool: str, args_hash: str, result_hash: str, ref: Any
     """
     if not run.guard_enabled or run.remaining <= 0:
         return guard_status(run)
-    # a window beyond 2^53 counts down in double arithmetic, as in JavaScript (docs/detection-rules.md §2.2, R1)
+    # a window beyond 2^53 counts down in double arithmetic, as in JavaScript (docs/detection-rules.md §2.2)
     run.remaining = run.remaining - 1 if run.remaining <= _MAX_SAFE else int(float(run.remaining) - 1)
     observation = (tool, args_hash, result_hash, ref)
     run.window.append(observation)

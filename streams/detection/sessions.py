@@ -5,7 +5,7 @@ table. Offline (replay, conformance, backtests) :class:`SessionStore` plays the
 part of OpenClaw's in-process map, holding every state in one place:
 
 * states are keyed by the session key, else the session id (only an absent
-  or null key falls back: ``session_key: ""`` is a key, R4); each remembers
+  or null key falls back: ``session_key: ""`` is a key); each remembers
   the last session id it was looked up with;
 * a ``tool_call`` or ``tool_result`` finds its state by the lookup of Spec
   §8.1: the state under its key; else, or when that one remembers another
@@ -13,11 +13,11 @@ part of OpenClaw's in-process map, holding every state in one place:
   id, which is merged into the direct one, moved under the event's session
   key, or (keyless event) used where it is;
 * a ``compaction_retry`` touches no session state, nor does a
-  ``tool_result`` with neither session id nor session key (R7);
+  ``tool_result`` with neither session id nor session key;
 * the post-compaction guards live beside the states, one map for all
   sessions, by :func:`~streams.detection.engine.guard_key` (docs/detection-rules.md §7): they
   never move or merge with a session's state; so do the blocked deferred
-  calls, by :func:`~streams.detection.engine.blocked_key` (docs/detection-rules.md §9, R6).
+  calls, by :func:`~streams.detection.engine.blocked_key` (docs/detection-rules.md §9).
 
 Idle states are not pruned: a store lives for one input.
 """
@@ -35,7 +35,7 @@ __all__ = ["SessionStore", "merge_states"]
 def merge_states(into: SessionState, other: SessionState) -> None:
     """Merge ``other`` into ``into`` (docs/detection-rules.md §8.1).
 
-    Histories are concatenated, ``into``'s records first (not trimmed, R9: the
+    Histories are concatenated, ``into``'s records first (not trimmed: the
     next record or outcome trims to ``historySize``); warning buckets keep the
     larger of the two per key; pending deferred calls of both are kept
     (``into``'s for an id both hold). Guards kept in ``runs`` and blocked calls
@@ -65,7 +65,7 @@ class SessionStore:
         states: state key -> :class:`SessionState`, in insertion order (a moved
             state is inserted anew).
         guards: guard identity -> :class:`RunState`, for all sessions.
-        blocked: blocked deferred calls by run and call id, for all sessions (docs/detection-rules.md §9, R6).
+        blocked: blocked deferred calls by run and call id, for all sessions (docs/detection-rules.md §9).
     """
 
     __slots__ = ("engine", "states", "guards", "blocked", "_session_ids", "_by_session_id", "_order", "_next")
@@ -140,8 +140,8 @@ class SessionStore:
     # ------------------------------------------------------------------ helpers
 
     def _looks_up(self, event: Mapping[str, Any]) -> bool:
-        """Whether a ``tool_result`` looks its session state up: not without session id or key (R7),
-        nor for a blocked call's result, which is ignored (docs/detection-rules.md §9, R6) unless it ran without a verdict."""
+        """Whether a ``tool_result`` looks its session state up: not without session id or key,
+        nor for a blocked call's result, which is ignored (docs/detection-rules.md §9) unless it ran without a verdict."""
         if not has_session(event):
             return False
         return (event.get("ran_without_verdict") is True

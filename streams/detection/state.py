@@ -15,7 +15,7 @@ A :class:`SessionState` holds (docs/detection-rules.md §1, §6, §7):
   by tool-call id, so a later ``tool_result`` is recorded as theirs (docs/detection-rules.md §9);
 * ``blocked`` -- deferred calls that were blocked, by run id and call id
   (:func:`~streams.detection.engine.blocked_key`), so their result is ignored
-  (docs/detection-rules.md §9, R6), when the caller keeps them with the state (the stream
+  (docs/detection-rules.md §9), when the caller keeps them with the state (the stream
   processor does; the offline store keeps one map for all sessions).
 
 How memory stays bounded: ``history`` by ``historySize``, ``warning_buckets``
@@ -55,7 +55,7 @@ MAX_BLOCKED = 1024  # blocked calls OpenClaw remembers (docs/detection-rules.md 
 
 
 def remember_blocked(blocked: dict[str, "PendingCall"] | Any, key: str, call: "PendingCall") -> None:
-    """Remember a blocked call by its key (docs/detection-rules.md §9, R6); a new key beyond :data:`MAX_BLOCKED` evicts the oldest.
+    """Remember a blocked call by its key (docs/detection-rules.md §9); a new key beyond :data:`MAX_BLOCKED` evicts the oldest.
 
     A key already there keeps its place (a set's ``add``) and takes the newer
     call (what a result that ran without a verdict is recorded as).
@@ -225,7 +225,7 @@ class RunState:
 class PendingCall:
     """A call whose outcome arrives later as a ``tool_result`` (docs/detection-rules.md §9).
 
-    The outcome is recorded as this call's (R5): ``run_id`` (trimmed, None
+    The outcome is recorded as this call's: ``run_id`` (trimmed, None
     when blank), ``tool`` and ``args_hash``; ``profile`` is the outcome rule
     chosen from the call's tool and args
     (:func:`~streams.detection.fingerprint.outcome_profile`); ``guard`` the

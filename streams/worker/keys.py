@@ -33,11 +33,11 @@ nothing under one record key is kept apart by the store. Two modes:
   session offline, docs/detection-rules.md §8.2, §6).
 
 A ``tool_result`` with neither session id nor session key (valid: it changes
-no session state and records nothing, docs/detection-rules.md §8.1 R7) goes under its run id
+no session state and records nothing, docs/detection-rules.md §8.1) goes under its run id
 (whatever ``key_by``; its verdict reports that run's guard, exact with ``run``
 keying), else under ``unknown`` (OpenClaw's own state key for an event with
 neither). Blocked deferred calls are remembered in the state of the call's
-record key, by run id and call id (docs/detection-rules.md §9 R6): a result is ignored there when
+record key, by run id and call id (docs/detection-rules.md §9): a result is ignored there when
 it carries the call's run id, as with ``run`` keying it lands there.
 
 Outside that line the worker differs by construction: a run spread over
@@ -73,7 +73,7 @@ def partition_key(event: Mapping[str, Any], key_by: str = "run") -> str:
     """The partition key of ``event`` for ``key_by`` (``run`` or ``session``).
 
     An event with neither session id nor key (only a ``tool_result`` is
-    valid so, R7) falls back to its run id, then to :data:`NO_IDS_KEY`.
+    valid so) falls back to its run id, then to :data:`NO_IDS_KEY`.
     """
     session = _text(event.get("session_key")) or _text(event.get("session_id"))
     run = _run_text(event.get("run_id"))
