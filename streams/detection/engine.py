@@ -245,9 +245,8 @@ class Engine:
             event: a decoded event (see the module docstring).
             state: the state of the event's partition key; changed in place.
                 May be None, when ``guards`` and ``blocked`` are given, for a
-                ``compaction_retry``, a ``tool_result`` without session id or
-                key, and one of a blocked call: they touch no session state
-                (docs/detection-rules.md §8.1, §9).
+                ``compaction_retry`` and a ``tool_result`` without session id
+                or key: they touch no session state (docs/detection-rules.md §8.1).
             ref: an opaque, msgpack-serialisable reference to this event (e.g.
                 ``[event_id, partition, offset]``) kept with the record it adds
                 and reported as evidence when that record contributes to a
@@ -436,11 +435,11 @@ class Engine:
         """docs/detection-rules.md §9: a result for a blocked call, for a pending call, or for no pending call.
 
         ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
-        result whose run id and call id give the key of a remembered blocked
-        call is ignored and uses the entry up, in whatever session. A
         pending call (by ``tool_call_id``, in the session's state) gets its
         outcome recorded as that call's: its run id, agent config, tool, args
-        and guard, whatever run id the result carries. Otherwise the
+        and guard, whatever run id the result carries. Else a result whose run
+        id and call id give the key of a remembered blocked call is ignored and
+        uses the entry up, in whatever session it comes. Otherwise the
         outcome is recorded with the event's own tool name, args and run id,
         attaching to the newest matching pending record (compared by call id
         only when the result has one). A result with neither session id
@@ -668,18 +667,20 @@ def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id:
 
 def _answered_call(event: Mapping[str, Any], state: SessionState | None,
                    blocked: Mapping[str, PendingCall]) -> tuple[str | None, PendingCall | None]:
-    """What a ``tool_result`` answers (docs/detection-rules.md §9): ``(blocked key, the blocked call)`` when its run id and
-    call id give the key of a remembered blocked call, else ``(None, its pending call or None)``:
-    the session's pending call of its ``tool_call_id`` (none without a call id or a session)."""
+    """What a ``tool_result`` answers (docs/detection-rules.md §9), in OpenClaw's order: ``(None, call)``
+    for the pending call of its ``tool_call_id`` in its session's state (none without a call id or a
+    session); else ``(blocked key, the blocked call)`` when its run id and call id give the key of a
+    remembered blocked call, in whatever session; else ``(None, None)``."""
     call_id = event.get("tool_call_id")
-    key = blocked_key(event.get("run_id"), call_id)
-    if key is not None:
-        hit = blocked.get(key)
-        if hit is not None:
-            return key, hit
-    if state is None or not call_id or not has_session(event):
+    if not call_id:
         return None, None
-    return None, state.calls.get(call_id)
+    if state is not None and has_session(event):
+        pending = state.calls.get(call_id)
+        if pending is not None:
+            return None, pending
+    key = blocked_key(event.get("run_id"), call_id)
+    hit = blocked.get(key)
+    return (key, hit) if hit is not None else (None, None)
 
 
 def _evidence(records: list[CallRecord]) -> list[Any]:

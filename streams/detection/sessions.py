@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from .engine import Engine, blocked_key, has_session, has_session_key, state_key, validate_event
+from .engine import Engine, has_session, has_session_key, state_key, validate_event
 from .state import PendingCall, RunState, SessionState, remember_blocked
 
 __all__ = ["SessionStore", "merge_states"]
@@ -133,19 +133,11 @@ class SessionStore:
                 guards are unchanged, but a merge or move the lookup made stays).
         """
         kind = validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
-        if kind == "compaction_retry" or (kind == "tool_result" and not self._looks_up(event)):
+        if kind == "compaction_retry" or (kind == "tool_result" and not has_session(event)):
             return self.engine.process(event, None, ref, self.guards, self.blocked)
         return self.engine.process(event, self.state_for(event), ref, self.guards, self.blocked)
 
     # ------------------------------------------------------------------ helpers
-
-    def _looks_up(self, event: Mapping[str, Any]) -> bool:
-        """Whether a ``tool_result`` looks its session state up: not without session id or key,
-        nor for a blocked call's result, which is ignored (docs/detection-rules.md §9) unless it ran without a verdict."""
-        if not has_session(event):
-            return False
-        return (event.get("ran_without_verdict") is True
-                or blocked_key(event.get("run_id"), event.get("tool_call_id")) not in self.blocked)
 
     def _first_remembering(self, session_id: str) -> str | None:
         keys = self._by_session_id.get(session_id)

@@ -177,15 +177,24 @@ def test_r6_a_blocked_call_without_id_is_not_remembered():
     assert store.blocked == {}
 
 
-def test_r6_ignored_before_the_session_is_looked_at():
-    """A result of a blocked call is ignored even without a session (R6 before R7), and looks nothing up."""
+def test_r6_a_result_without_session_is_ignored_too():
+    """A result of a blocked call is ignored even without a session (its key needs none)."""
     store = store_for(BLOCKING)
     blocked_deferred(store, "c1")
     verdict = store.process(tool_result("c1", session=None))
     assert verdict["verdict"] == "ignore" and verdict["tool_name"] == "tool"  # the event's (absent) tool name
-    blocked_deferred(store, "c2")
-    store.process(tool_result("c2", session="brand-new"))
-    assert "brand-new" not in store.states
+
+
+def test_r6_a_pending_call_of_the_results_session_comes_first():
+    """§9: a result answers its session's pending call of that id; the blocked entry stays for the next."""
+    store = store_for(BLOCKING)
+    blocked_deferred(store, "c1", session="A")
+    store.process(tool_call(call_id="c1", session="B", outcome_follows=True, result=None))  # nothing to detect in B
+    answered = store.process(tool_result("c1", session="B"))
+    assert answered["outcome"]["recorded"] is True and answered["tool_name"] == "read"
+    assert list(store.blocked) == ["r1:c1"]
+    assert store.process(tool_result("c1", session="B"))["verdict"] == "ignore"
+    assert store.blocked == {}
 
 
 def test_r6_a_blocked_deferred_call_leaves_no_pending_entry():
