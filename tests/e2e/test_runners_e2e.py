@@ -102,7 +102,7 @@ def test_claude_code_blocks_the_sixth_call_and_stops_at_the_seventh(pipeline, tm
     assert model.model.calls == 7  # no model turn after the stop
     assert "CRITICAL: Called exec with identical arguments" in _model_saw(tmp_path / "model.jsonl")
     transcript = run.session_file.read_text()
-    assert "hook_stopped_continuation" in transcript or "2 consecutive tool calls" in transcript
+    assert "hook_stopped_continuation" in transcript  # Claude Code says why it stopped
     if hooks == "command":
         _keep("claude-code-escalation", run, live)
     print(f"claude-code ({hooks} hooks) e2e run: {time.monotonic() - started:.1f} s")
