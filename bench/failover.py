@@ -98,7 +98,12 @@ class GroupWorker(Worker):
 
     def start(self) -> None:
         self.started_at = time.time()
-        super().start()
+        try:
+            super().start()
+        except RuntimeError as exc:  # the log goes with the temporary folder: keep what says why
+            lines = self.log.read_text("utf-8", "replace").splitlines()
+            why = [line for line in lines if re.search(r"ERROR|CRITICAL|Error|Exception|raise ", line)][:40]
+            raise RuntimeError(f"{exc}\n--- error lines of its log:\n" + "\n".join(why)) from None
 
     def kill(self) -> float:
         assert self.proc is not None

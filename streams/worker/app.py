@@ -202,6 +202,8 @@ class Loopwatch(Checkpoints, Outages):
         self.fleet = FleetView(app, fleet, s.app_id, s.partitions, s.replication_factor, s.fleet_events_topic,
                                bootstrap_servers(s.broker), s.output_codec) if fleet.enabled else None
         self.processor.fleet = self.fleet.breaker if self.fleet is not None else None
+        if self.fleet is not None:
+            self.fleet.producer = lambda: self._producers[0] if self._producers else None
 
         self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
         self._init_checkpoints()
@@ -493,7 +495,11 @@ class Loopwatch(Checkpoints, Outages):
         await self._open_outputs()
 
     async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
-        """Partitions move: checkpoint the states and offsets (see streams.worker.checkpoint), drop the cache."""
+        """Partitions move: checkpoint the states and offsets (see streams.worker.checkpoint), drop the cache;
+        write the fleet view's windows and drop its copies."""
+        if self.fleet is not None:
+            await self.fleet.flush()
+            self.fleet.windows.forget()
         async with self._lock:
             try:
                 fenced = await self._final_checkpoint()

@@ -33,7 +33,7 @@ from yarl import URL
 
 from .outputs import Outputs
 
-__all__ = ["CHANGELOG_TOPIC_CONFIG", "MemoryStore", "MemoryStoreTable", "StateTable", "windowed_changelog_config"]
+__all__ = ["CHANGELOG_TOPIC_CONFIG", "MemoryStore", "MemoryStoreTable", "StateTable"]
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,6 @@ CHANGELOG_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": str(3_600_000),
 }
-
-
-def windowed_changelog_config(step_s: int) -> dict[str, str]:
-    """:data:`CHANGELOG_TOPIC_CONFIG` for a hopping-window table's changelog (Faust makes it ``compact,delete``
-    with ``retention.ms`` = the windows' expiry): segments roll every window step (at least a minute), so
-    retention deletes the records of expired windows soon after they expire."""
-    return {**CHANGELOG_TOPIC_CONFIG, "segment.ms": str(max(60, step_s) * 1000), "delete.retention.ms": "60000"}
 
 
 class MemoryStoreTable(faust.Table):

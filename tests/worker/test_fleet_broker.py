@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from aiokafka import AIOKafkaProducer
 from click.testing import CliRunner
@@ -18,6 +19,7 @@ from streams.detection import Engine, OpenClawConfig
 from streams.detection.fleet import window_ranges
 from streams.offline.replay import Replayer
 from streams.wire.codecs import decode_event
+from streams.worker.fleet import FLUSH_INTERVAL_S
 from tests.worker_harness import consume_all, create_topics, encode, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
@@ -38,6 +40,15 @@ def scenario(t0: int) -> list[dict[str, Any]]:
     events = [failing(run, t0 + 1000 * run + 100 * call, call) for run in range(5) for call in range(2)]
     events.append(failing(7, t0 + 9000, url="https://api.example.com/other"))
     return events
+
+
+def _lists(value: Any) -> Any:
+    """``value`` as msgpack gives it back (tuples as lists) in the aggregates, keys left as they are."""
+    if isinstance(value, dict):
+        return {key: _lists(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(item) for item in value]
+    return value
 
 
 async def produce_positions(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -146,12 +157,14 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
             verdicts = [decode_event(r.value) for r in
                         await consume_all(kafka_bootstrap, settings.verdicts_topic, len(events), 60)]
             deadline = time.monotonic() + 30  # the agent may still be counting the last signal
-            while len(worker.fleet.table.data) < len(expected_windows) and time.monotonic() < deadline:
+            while len(worker.fleet.windows.items()) < len(expected_windows) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
-            table.update(worker.fleet.table.data.items())
-            return positions, loops, verdicts
+            table.update(worker.fleet.windows.items())
+            await asyncio.sleep(2 * FLUSH_INTERVAL_S)  # written to the table: one record per signature
+            written = {key: msgpack.unpackb(value) for key, value in worker.fleet.table.data.items()}
+            return positions, loops, verdicts, written
 
-    positions, loops, verdicts = asyncio.run(main())
+    positions, loops, verdicts, written = asyncio.run(main())
     topic = settings.input_topics[0]
     offline = Replayer(Engine(OpenClawConfig(config)), key_by="run")
     plain = Replayer(Engine(), key_by="run")  # no options at all: OpenClaw's verdicts
@@ -167,9 +180,13 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
     [loop] = loops
     [replayed] = offline.fleet_loops
     assert replayed == loop  # the same record, evidence offsets included
-    # the Faust windowed table holds exactly the windows and aggregates of the offline store
+    # the worker's fleet windows are exactly the windows and aggregates of the offline store
     assert len(table) == len(expected_windows) == len(offline.fleet.store)
     assert table == offline.fleet.store
+    # and the table holds them, one record per signature: [[start, end, aggregate], ...]
+    assert len(written) == 2  # the two signatures (quotes, other)
+    assert {(key.decode(), (start, end)): aggregate for key, windows in written.items()
+            for start, end, aggregate in windows} == _lists(offline.fleet.store)
 
     # replay and report on the same events, from a file: the same fleet loop (file:line evidence)
     path = Path(tmp_path) / "events.jsonl"
