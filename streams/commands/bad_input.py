@@ -21,8 +21,15 @@ def exit_without_events(command: str, fmt: str, files: int, paths: Iterable[str]
 
     The line is ``loopwatch <command>: no <fmt> session files found in <paths>: is --format right?
     (the others: ...)`` when ``files`` is 0, else ``loopwatch <command>: no events in <files> file(s)
-    read as <fmt>: ...``. ``paths`` are the files and folders searched.
+    read as <fmt>: ...``. ``paths`` are the files and folders searched. With ``fmt`` ``auto`` (each
+    file's format sniffed) there is no other format to suggest: ``no session or event files of a known
+    format found in <paths>`` / ``no events in <files> file(s)``.
     """
+    if fmt == "auto":
+        found = (f"no events in {files} file(s)" if files else
+                 f"no session or event files of a known format found in {', '.join(str(p) for p in paths)}")
+        click.echo(f"loopwatch {command}: {found}", err=True)
+        sys.exit(1)
     others = ", ".join(f for f in sorted(FORMATS) if f != fmt)
     if files:
         found = f"no events in {files} file(s) read as {fmt}"

@@ -1,7 +1,8 @@
 """``loopwatch import``: recorded agent sessions -> loopwatch events (JSON Lines or msgpack).
 
-The conversion itself lives in :mod:`streams.importers`; this module only parses options,
-writes the events and prints a summary (files, events by type, runs, format errors) to stderr.
+The conversion itself lives in :mod:`streams.importers` (which files, which format:
+:mod:`streams.importers.inputs`); this module only parses options, writes the events and prints a
+summary (files, events by type, runs, format errors; per format with ``--format auto``) to stderr.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any
 import click
 
 from streams.wire.codecs import encode_json, encode_msgpack
-from streams.importers import FORMATS, import_paths, iter_files
+from streams.importers import AUTO, FORMATS, NotASession, SessionFormatError, read_files, session_files
 
 from .bad_input import SkipReport, exit_without_events
+from .progress import file_progress, progress_option
 
 __all__ = ["import_"]
 
@@ -24,69 +26,115 @@ __all__ = ["import_"]
     "import",
     epilog="""\b
 Examples:
+  loopwatch import ~/fleet > events.jsonl          # every runner's sessions, each file's format sniffed
+  loopwatch import ~/.codex/sessions ~/.claude/projects -o events.jsonl
   loopwatch import --format openclaw ~/.openclaw/agents > events.jsonl
-  loopwatch import --format claude-code ~/.claude/projects/my-proj -o events.jsonl
   loopwatch import --format codex --msgpack -o events.msgpack run.codex_stdout.jsonl
 """,
 )
 @click.option(
-    "--format", "fmt", required=True, type=click.Choice(sorted(FORMATS)),
-    help="Recording format: OpenClaw transcripts (*.jsonl, *.jsonl.reset.*, *.jsonl.deleted.*, "
-         "with their .trajectory.jsonl sidecars), OpenClaw 2026.9 agent databases "
-         "(openclaw-agent.sqlite, read-only) and export-trajectory events.jsonl, Claude Code session "
-         "logs, `codex exec --json` "
-         "output, or SWE-agent .traj files.",
+    "--format", "fmt", default=AUTO, show_default=True, type=click.Choice([AUTO, *sorted(FORMATS)]),
+    help="Recording format. auto: each file's own, told from its first bytes (a mixed fleet: OpenClaw "
+         "transcripts, agent databases and export-trajectory bundles, Claude Code logs, Codex session files "
+         "and `codex exec --json` output, SWE-agent trajectories, loopwatch event files); files of no known "
+         "format are listed and left out. Or one format for every file: OpenClaw transcripts (*.jsonl, "
+         "*.jsonl.reset.*, *.jsonl.deleted.*, with their .trajectory.jsonl sidecars), OpenClaw 2026.9 agent "
+         "databases (openclaw-agent.sqlite, read-only) and export-trajectory events.jsonl, Claude Code session "
+         "logs, Codex session files or `codex exec --json` output, or SWE-agent .traj files.",
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",
               show_default=True, help="Where to write the events ('-' = stdout).")
 @click.option("--msgpack", "use_msgpack", is_flag=True,
               help="Write a stream of msgpack maps instead of JSON Lines (an event holding a lone surrogate "
                    "is reported and skipped: msgpack cannot carry it).")
+@progress_option
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
-def import_(fmt: str, output: str, use_msgpack: bool, paths: tuple[str, ...]) -> None:
+def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, paths: tuple[str, ...]) -> None:
     """Convert recorded agent sessions into loopwatch events.
 
-    Each PATH is a session file (read whatever its name) or a directory searched recursively
-    for the format's files (see --format). One event is written
+    Each PATH is a session file or a directory searched recursively. By
+    default (--format auto) each file's format is told from its first bytes,
+    so one import takes a whole fleet of runners; a file of no known format,
+    or one that cannot be read, is listed with the reason and left out. With
+    a --format, the format's files are read (a file named alone whatever its
+    name). One event is written
     per tool call (with its result, or a tool_result event later when the runner recorded
-    other calls in between), per compaction, in session order: the input of `loopwatch
+    other calls in between), per compaction, in session order, with `runner`: the format
+    that read it: the input of `loopwatch
     replay` and of the Kafka producer. A Claude Code sub-agent without its side file is read
     from the main log's progress records, and the summary names it. A malformed line (not UTF-8, not JSON,
     not a record of the format), and an event --msgpack cannot carry (a string holding a
     lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
-    reported on stderr with file:line and reason, the rest in one line; the exit status is
-    1 when there was any, or when no event was found.
+    reported on stderr with file:line and reason, the rest in one line. The summary on stderr
+    has a line per format (files, events, runs). The exit status is
+    1 when there was any such error or file left out, or when no event was found.
     """
+    try:
+        files = session_files(fmt, paths)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.UsageError(str(exc)) from None
     errors = SkipReport("import", label="")  # the reasons are the importers' errors
-    files = list(iter_files(fmt, paths))
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
+    per_format: dict[str, _Tally] = {}
+    not_read = 0
     from_progress: Counter[tuple[str, Any, Any]] = Counter()  # (file, session, sub-agent) -> events
     encode = _msgpack if use_msgpack else _json_line
-    with errors, click.open_file(output, "wb") as sink:
-        for event in import_paths(fmt, files, on_error=lambda err: errors(err.path, err.line, err.reason)):
-            try:
-                sink.write(encode(event))
-            except _Unwritable as exc:
+
+    def on_error(err: SessionFormatError) -> None:
+        nonlocal not_read
+        not_read += isinstance(err, NotASession)
+        errors(err.path, err.line, err.reason)
+
+    with errors, click.open_file(output, "wb") as sink, file_progress(len(files), progress, "import") as bar:
+        for item in files:
+            tally = per_format.setdefault(item.format, _Tally()) if item.format else None
+            for event in read_files([item], on_error):
+                try:
+                    sink.write(encode(event))
+                except _Unwritable as exc:
+                    source = event.get("source") or {}
+                    errors(str(source.get("path", "?")), source.get("line"), str(exc))
+                    continue
+                by_type[event["type"]] += 1
+                run = (event.get("session_id"), event.get("run_id"))
+                runs.add(run)
+                tally.events += 1
+                tally.runs.add(run)
                 source = event.get("source") or {}
-                errors(str(source.get("path", "?")), source.get("line"), str(exc))
-                continue
-            by_type[event["type"]] += 1
-            runs.add((event.get("session_id"), event.get("run_id")))
-            source = event.get("source") or {}
-            if source.get("via"):
-                from_progress[(str(source.get("path")), event.get("session_id"), event.get("agent_id"))] += 1
+                if source.get("via"):
+                    from_progress[(str(source.get("path")), event.get("session_id"), event.get("agent_id"))] += 1
+            if tally is not None:
+                tally.files += 1
+            bar.update(1)
 
     types = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no events"
     click.echo(f"loopwatch import: {len(files)} file(s), {sum(by_type.values())} event(s) ({types}), "
                f"{len(runs)} run(s), {errors.count} error(s)", err=True)
+    if fmt == AUTO:
+        for name, tally in sorted(per_format.items()):
+            click.echo(f"loopwatch import: {name}: {tally.files} file(s), {tally.events} event(s), "
+                       f"{len(tally.runs)} run(s)", err=True)
+        if not_read:
+            click.echo(f"loopwatch import: {not_read} file(s) not read (no known format, or unreadable)", err=True)
     for (path, session, agent), count in sorted(from_progress.items(), key=str):
         click.echo(f"loopwatch import: sub-agent {agent} of session {session} has no side file: "
                    f"{count} event(s) read from its progress records in {path}", err=True)
     if not by_type:
-        exit_without_events("import", fmt, len(files), paths)
+        exit_without_events("import", fmt, len(files) - not_read, paths)
     if errors.count:
         sys.exit(1)
+
+
+class _Tally:
+    """What one format gave in an import: files read, events, runs."""
+
+    __slots__ = ("files", "events", "runs")
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.events = 0
+        self.runs: set[tuple[Any, Any]] = set()
 
 
 class _Unwritable(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import reprlib
 import sys
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import click
 
@@ -13,11 +13,13 @@ from streams.wire.codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
 from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..detection.profiles import DEFAULT_PROFILE, PROFILES
-from ..importers import FORMATS, iter_files
+from ..importers import AUTO, FORMATS, SessionFile, SessionFormatError, read_files
+from ..importers import session_files as _session_files
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
 from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config
+from .progress import file_progress, progress_option
 
 __all__ = ["replay", "config_option", "config_validate_option", "profile_option", "load_config_or_exit",
            "session_files"]
@@ -69,31 +71,36 @@ def reject_folders(paths: Iterable[str], kind: str) -> None:
     """Raise ``click.UsageError`` when a path is a folder (``kind``: what the files should hold)."""
     folders = [p for p in paths if p != "-" and os.path.isdir(p)]
     if folders:
-        raise click.UsageError(f"{folders[0]} is a folder: {kind} files are read one by one "
-                               "(recorded session folders need --format openclaw|claude-code|codex|swe-agent)")
+        raise click.UsageError(f"{folders[0]} is a folder: {kind} files are read one by one (recorded session "
+                               "folders need --format auto, or openclaw|claude-code|codex|swe-agent)")
 
 
-def event_records(fmt: str, paths: Iterable[str], progress: bool = True
+def event_records(fmt: str, paths: Iterable[str] | Iterable[SessionFile], progress: bool | None = None
                   ) -> Iterator[tuple[str, int | None, dict | None, str | None]]:
     """``(path, position, event, error)`` for every record of event files (``fmt`` ``events``) or recorded sessions.
 
-    ``event`` is None for a bad record, with ``error`` the reason (without the
+    ``paths``: for ``events`` the files; else the :class:`~streams.importers.SessionFile` list of
+    :func:`session_files`. ``event`` is None for a bad record, with ``error`` the reason (without the
     file and line); ``position`` is then None when the whole file is bad (a
-    recorded session that cannot be read at all). ``progress``
-    shows a progress bar on a terminal for large event files. Raises
+    recorded session that cannot be read at all, a file of no known format). ``progress``
+    True shows a progress bar on stderr, False never, None on a terminal for large inputs
+    (5 MB of event files, :data:`~streams.commands.progress.MIN_FILES` session files). Raises
     ``click.UsageError`` for a folder given as an event file.
     """
-    paths = tuple(paths)
     if fmt != "events":
-        return _session_events(fmt, paths)
+        return _session_events(list(paths), progress)  # type: ignore[arg-type]
+    paths = tuple(paths)  # type: ignore[assignment]
     reject_folders(paths, "event")
-    return _file_events(paths, sum(os.path.getsize(p) for p in paths if p != "-") if progress else 0)
+    if progress is False:
+        return _file_events(paths, 0, False)
+    return _file_events(paths, sum(os.path.getsize(p) for p in paths if p != "-"), progress)
 
 
-def _file_events(paths: tuple[str, ...], total_bytes: int) -> Iterator[tuple[str, int, dict | None, str | None]]:
+def _file_events(paths: tuple[str, ...], total_bytes: int, progress: bool | None
+                 ) -> Iterator[tuple[str, int, dict | None, str | None]]:
     from tqdm import tqdm
 
-    show = total_bytes >= _PROGRESS_MIN_BYTES and sys.stderr.isatty()
+    show = progress if progress is not None else (total_bytes >= _PROGRESS_MIN_BYTES and sys.stderr.isatty())
     with tqdm(total=total_bytes, unit="B", unit_scale=True, disable=not show, file=sys.stderr,
               desc="replay") as bar:
         for path in paths:
@@ -111,19 +118,28 @@ def _file_events(paths: tuple[str, ...], total_bytes: int) -> Iterator[tuple[str
                         last = position
 
 
-def _session_events(fmt: str, paths: tuple[str, ...]
+def _session_events(files: list[SessionFile], progress: bool | None
                     ) -> Iterator[tuple[str, int | None, dict | None, str | None]]:
-    from ..importers import SessionFormatError, import_paths
-
     errors: list[SessionFormatError] = []
-    for event in import_paths(fmt, paths, on_error=errors.append):
-        while errors:
-            err = errors.pop(0)
+    with file_progress(len(files), progress, "read") as bar:
+        for event in read_files(_counted(files, bar), on_error=errors.append):
+            while errors:
+                err = errors.pop(0)
+                yield err.path, err.line, None, err.reason
+            source = event.get("source") or {}
+            yield str(source.get("path", "?")), int(source.get("line", 0) or 0), event, None
+        for err in errors:
             yield err.path, err.line, None, err.reason
-        source = event.get("source") or {}
-        yield str(source.get("path", "?")), int(source.get("line", 0) or 0), event, None
-    for err in errors:
-        yield err.path, err.line, None, err.reason
+
+
+def _counted(files: list[SessionFile], bar: Any) -> Iterator[SessionFile]:
+    """``files``, the bar counting each once the one before it has been read."""
+    for i, item in enumerate(files):
+        if i:
+            bar.update(1)
+        yield item
+    if files:
+        bar.update(1)
 
 
 @click.command(
@@ -132,6 +148,7 @@ Examples:
   loopwatch replay events.jsonl
   loopwatch replay --config ~/.openclaw/openclaw.json -o verdicts.jsonl events.msgpack
   loopwatch replay --format openclaw ~/.openclaw/agents/main/sessions
+  loopwatch replay --format auto ~/fleet           # a mixed fleet: each file's format sniffed
   loopwatch replay --key-by run events.jsonl     # what the worker's default keying gives
 """,
 )
@@ -139,9 +156,10 @@ Examples:
 @config_validate_option
 @profile_option
 @click.option("--format", "fmt", default="events", show_default=True,
-              type=click.Choice(["events", *sorted(FORMATS)]),
+              type=click.Choice(["events", AUTO, *sorted(FORMATS)]),
               help="Input format: loopwatch event files (JSON Lines or msgpack, sniffed), or recorded "
-                   "sessions read through an importer (see `loopwatch import`).")
+                   "sessions read through an importer (see `loopwatch import`); auto: files and folders of "
+                   "any runner's sessions and event files, each file's format told from its first bytes.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,
               help="State scoping: 'session' is OpenClaw's own (history and dedupe shared by a "
                    "session's runs); 'run' is what the Kafka worker does by default.")
@@ -152,9 +170,10 @@ Examples:
                    "options.fleet of the config) as JSON Lines to this file.")
 @click.option("-q", "--quiet", is_flag=True,
               help="No summary on stderr; bad records are still reported (the first 10, then a count).")
+@progress_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 def replay(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, key_by: str, output: str,
-           fleet_output: str | None, quiet: bool, files: tuple[str, ...]) -> None:
+           fleet_output: str | None, quiet: bool, progress: bool | None, files: tuple[str, ...]) -> None:
     """Run events through the detection engine and write one verdict per event.
 
     FILES are JSON Lines (one event object per line) or a msgpack stream of
@@ -181,7 +200,7 @@ def replay(config_path: str | None, config_validate: bool, profile: str | None, 
     announce_config("replay", config_path, engine, quiet)
     replayer = Replayer(engine, key_by=key_by)
     inputs = session_files(fmt, files) if fmt != "events" else files
-    records = event_records(fmt, inputs)
+    records = event_records(fmt, inputs, progress)
     read = 0
     with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
@@ -224,12 +243,13 @@ def json_line(record: dict) -> bytes:
         return encode_json({**record, "source": reprlib.repr(record["source"])}) + b"\n"
 
 
-def session_files(fmt: str, paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The ``fmt`` session files under ``paths`` (replay's and report's FILES with a session --format);
-    ``-`` (recorded sessions are files) or a path the importers cannot search is a usage error."""
+def session_files(fmt: str, paths: tuple[str, ...]) -> list[SessionFile]:
+    """The session files under ``paths`` with their formats (replay's and report's FILES with a session --format
+    or ``auto``: :func:`streams.importers.session_files`); ``-`` (recorded sessions are files) or a path the
+    importers cannot search is a usage error."""
     if "-" in paths:
         raise click.UsageError("recorded sessions are read from files or folders, not standard input")
     try:
-        return tuple(str(p) for p in iter_files(fmt, paths))
+        return _session_files(fmt, paths)
     except (ValueError, FileNotFoundError) as exc:
         raise click.UsageError(str(exc)) from None

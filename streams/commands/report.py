@@ -13,19 +13,20 @@ from streams.wire.codecs import read_event_file
 from ..detection import Engine, EventError, OpenClawConfig
 from ..detection.fleet import fleet_settings
 from ..detection.profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, PROFILES
-from ..importers import FORMATS
+from ..importers import AUTO, FORMATS
 from streams.worker.keys import KEY_BY
 from streams.offline.replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
 from ..report.text import TOP
 from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config
+from .progress import progress_option
 from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, profile_option,
                      reject_folders, session_files)
 
 __all__ = ["report"]
 
-_SESSION_FORMATS = tuple(sorted(FORMATS))
+_SESSION_FORMATS = (AUTO, *sorted(FORMATS))
 _EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
 
@@ -35,7 +36,7 @@ _EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 _TEXT = (str,)
 _FIELDS: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("type", "tool_name", "run_id", "session_id", "session_key", "key", "event_id",
-                     "tool_call_id", "decision", "args_hash", "agent_id"), _TEXT),
+                     "tool_call_id", "decision", "args_hash", "agent_id", "runner"), _TEXT),
     **dict.fromkeys(("detection", "guard", "warning", "outcome", "source", "policy", "event_source", "decided_by"),
                    (dict,)),
     "blocked": (bool,), "evidence": (list,), "event_ts": (int, float),
@@ -100,12 +101,13 @@ def _verdict_records(paths: tuple[str, ...], skipped: SkipReport) -> Iterator[di
             skipped(path, record.position, reason)
 
 
-def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[tuple[str, int, dict]]:
+def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport, progress: bool | None = None
+                 ) -> list[tuple[str, int, dict]]:
     """The events of event files or (a session ``fmt``) recorded sessions; a bad record is reported to
     ``skipped``. Recorded sessions without any event exit with status 1, as replay and import do."""
     inputs = session_files(fmt, paths) if fmt != "events" else paths
     out = []
-    for path, position, event, error in event_records(fmt, inputs):
+    for path, position, event, error in event_records(fmt, inputs, progress):
         if event is None:
             skipped(path, position, error or "unreadable")
         else:
@@ -166,6 +168,7 @@ Examples:
   loopwatch report verdicts.jsonl
   loopwatch report --format openclaw --config ~/.openclaw/openclaw.json ~/.openclaw/agents
   loopwatch report --format claude-code --html report.html ~/.claude/projects/myproj
+  loopwatch report --format auto --config openclaw.json ~/fleet     # a mixed fleet, each file's format sniffed
   loopwatch report --format openclaw --config current.json --compare stricter.json ~/.openclaw/agents
   loopwatch report --format openclaw --config openclaw.json --compare-profile openclaw-2026.9.6 ~/.openclaw/agents
 """,
@@ -176,7 +179,8 @@ Examples:
 @click.option("--format", "fmt", default="verdicts", show_default=True,
               type=click.Choice(["verdicts", "events", *_SESSION_FORMATS]),
               help="Input: verdict JSON Lines written by `loopwatch replay`; or loopwatch event files, "
-                   "or recorded sessions read through an importer, which are replayed here.")
+                   "or recorded sessions read through an importer (auto: each file's format told from its first "
+                   "bytes, a mixed fleet), which are replayed here.")
 @click.option("--compare", "compare_path", type=click.Path(exists=True, dir_okay=False),
               help="Backtest: replay the same events under this second openclaw.json (B) and show the "
                    "counts under --config (A) and B side by side, with every event whose verdict differs "
@@ -196,10 +200,11 @@ Examples:
               help="Sessions (worst first: by aborts, blocks, emitted warnings) and fleet loops (most runs first) "
                    "shown in detail; 0 = all.")
 @click.option("-q", "--quiet", is_flag=True, help="No text report on stdout (with --html).")
+@progress_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
 def report(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, compare_path: str | None,
            compare_profile: str | None, key_by: str, html_path: str | None, top: int, quiet: bool,
-           files: tuple[str, ...]) -> None:
+           progress: bool | None, files: tuple[str, ...]) -> None:
     """Report the loops loop detection finds, per session and for the fleet.
 
     Per session: its runs and calls, and its detections by detector and
@@ -251,10 +256,10 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
             records = list(_verdict_records(files, skipped))
             if not records and skipped.count:
                 raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
-                                       "give --format events (or openclaw, claude-code, codex, swe-agent)")
+                                       "give --format events (or auto, openclaw, claude-code, codex, swe-agent)")
             result = build_report(records, fleet=fleet)
         else:
-            events = _load_events(fmt, files, skipped)
+            events = _load_events(fmt, files, skipped, progress)
             fleet_loops: list = []
             config_a = load_config_or_exit(config_path, strict=config_validate, profile=profile)
             records = _replay(events, config_path, config_a, key_by, skipped, fleet_loops)

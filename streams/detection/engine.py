@@ -22,6 +22,9 @@ Event shapes (docs/detection-rules.md §10, the conformance vectors' schema):
 * ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
   optional ``agent_id``.
 
+Any event may carry ``runner`` (a string: which runner recorded it, ``openclaw``,
+``claude-code``, ``codex``, ...; the importers set it), which no rule reads.
+
 Guards (docs/detection-rules.md §7) are not part of a session's state: :meth:`Engine.process`
 takes the map of guards apart from the state, keyed by :func:`guard_key`
 (the raw run id, or for a blank run id the session key, else the session id).
@@ -97,7 +100,7 @@ class EventError(ValueError):
 
 
 _STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id",
-                  "blocked_by")
+                  "blocked_by", "runner")
 _BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
 
 

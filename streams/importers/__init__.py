@@ -24,7 +24,8 @@ from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, openclaw_export, openclaw_sqlite, swe_agent
 from .events import ErrorHandler, SessionFormatError
 
-__all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format"]
+__all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format", "AUTO",
+           "SessionFile", "NotASession", "session_files", "read_files", "stdin_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
     """The session files of format ``fmt`` named by ``paths`` (files or directories, recursively).
 
     Each file is yielded once, in the order given (directories in sorted order). ``-`` is standard
-    input, read as one file (:func:`_stdin_file`).
+    input, read as one file (:func:`stdin_file`).
 
     Raises:
         ValueError: unknown format.
@@ -94,7 +95,7 @@ def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
     spec = _format(fmt)
     seen: set[Path] = set()
     for raw in paths:
-        root = _stdin_file() if str(raw) == "-" else Path(raw).expanduser()
+        root = stdin_file() if str(raw) == "-" else Path(raw).expanduser()
         if not root.exists():
             raise FileNotFoundError(f"no such file or directory: {raw}")
         for found in spec.discover(root):
@@ -104,7 +105,7 @@ def iter_files(fmt: str, paths: Iterable[str | Path]) -> Iterator[Path]:
                 yield found
 
 
-def _stdin_file() -> Path:
+def stdin_file() -> Path:
     """Standard input copied to ``<temporary folder>/stdin.jsonl`` (removed at exit): the importers read a
     file more than once (format sniffing, side files), which a pipe cannot give."""
     import atexit
@@ -126,40 +127,31 @@ def import_paths(
     """Yield the events of every ``fmt`` session under ``paths``, file after file.
 
     Args:
-        fmt: a key of :data:`FORMATS`.
+        fmt: a key of :data:`FORMATS`, or ``auto`` (each file's format sniffed: a mixed fleet,
+            :mod:`streams.importers.inputs`).
         paths: files or directories (searched recursively).
         on_error: called with each :class:`SessionFormatError` (a malformed line: not
-            UTF-8, not JSON, not a record of the format; or a file that cannot be read at
-            all); the importer then skips that line or file and goes on. Without it the
-            first such error is raised.
+            UTF-8, not JSON, not a record of the format; a file that cannot be read at
+            all, or no further; with ``auto``, a file of no known format); the importer then
+            skips that line or file and goes on. Without it the first such error is raised.
 
     Raises:
         ValueError: unknown format. FileNotFoundError: a missing path.
         SessionFormatError: malformed input, when ``on_error`` is ``None``.
     """
-    spec = _format(fmt)
-    for path in iter_files(fmt, paths):
-        yield from spec.read(path, on_error)
+    yield from read_files(session_files(fmt, paths), on_error)
 
 
 def detect_format(path: str | Path) -> str | None:
-    """Guess the format of a session file from its name and first JSON value (cheap; may be ``None``)."""
+    """The session format of a file from its first bytes (:func:`streams.importers.sniff.sniff`), or ``None``
+    (a folder, a loopwatch event file, anything else)."""
     p = Path(path)
     if p.is_dir():
         return None
-    if p.suffix == ".traj":
-        return "swe-agent"
-    if openclaw_sqlite.is_database(p):
-        return "openclaw"
-    try:
-        with p.open(encoding="utf-8") as fh:
-            first_line = next((ln for ln in fh if ln.strip()), "")
-        first = json_loads(first_line)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if openclaw.SIDECAR_SUFFIX not in p.name and openclaw_export.looks_like(first):
-        return "openclaw"  # an export-trajectory bundle's events.jsonl (a 2026.7 sidecar has the same records)
-    for name in ("openclaw", "codex", "claude-code"):
-        if FORMATS[name].looks_like(first):
-            return name
-    return None
+    found = sniff(p, SQLITE_FORMAT).format
+    return found if found in FORMATS else None
+
+
+# after FORMATS, iter_files and stdin_file, which they use
+from .inputs import AUTO, SQLITE_FORMAT, NotASession, SessionFile, read_files, session_files  # noqa: E402
+from .sniff import sniff  # noqa: E402

@@ -56,6 +56,8 @@ def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) 
         record["deadline"] = event["deadline"]  # the runner's: when it stopped waiting (fail-open)
     if "source" in event:
         record["source"] = event["source"]  # where a recorded session had the call (importers)
+    if "runner" in event:
+        record["runner"] = event["runner"]  # which runner's recording (importers), what reports group by
     record.update(verdict)
     return record
 
@@ -75,11 +77,18 @@ class ReplaySummary:
     late: int = 0  # results of calls run without a verdict (late)
     fleet_loops: list = field(default_factory=list)  # fleet_loop records, in publication order
     fleet_blocks: Counter = field(default_factory=Counter)  # "blocked" / "would_block" -> calls
+    runners: dict = field(default_factory=dict)  # event's runner -> (events, {(session, run)}), when events have one
 
     def add(self, event: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
         self.events[event.get("type")] += 1
         self.verdicts[verdict["verdict"]] += 1
-        self.runs.add((event.get("session_id"), event.get("run_id")))
+        run = (event.get("session_id"), event.get("run_id"))
+        self.runs.add(run)
+        runner = event.get("runner")
+        if runner is not None:
+            counts = self.runners.setdefault(runner, [0, set()])
+            counts[0] += 1
+            counts[1].add(run)
         self.sessions.add(event.get("session_key") or event.get("session_id"))
         self.refused += "run_ended" in verdict
         self.late += bool(verdict.get("late"))
@@ -101,6 +110,9 @@ class ReplaySummary:
             "verdicts:   " + (", ".join(f"{n} {v}" for v, n in sorted(self.verdicts.items())) or "none"),
             f"blocks:     {self.verdicts['block']}, aborts: {self.verdicts['abort'] - self.refused}",
         ]
+        if self.runners:
+            out.insert(2, "runners:    " + ", ".join(f"{name} {n} event(s) {len(runs)} run(s)" for name, (n, runs)
+                                                      in sorted(self.runners.items(), key=lambda kv: str(kv[0]))))
         if self.refused or self.late:
             out.append(f"run ended:  {self.refused} later event(s) refused; late: {self.late} call(s) run "
                        "without a verdict")

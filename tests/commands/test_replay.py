@@ -369,7 +369,7 @@ def test_a_folder_as_a_file_says_to_use_a_session_format(tmp_path, args, kind):
     result = CliRunner().invoke(main, [*args, str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert f"is a folder: {kind} files are read one by one" in result.output
-    assert "--format openclaw" in result.output
+    assert "--format auto, or openclaw" in result.output
 
 
 def test_produce_refuses_a_folder_before_connecting(tmp_path):

@@ -1,0 +1,111 @@
+"""import, replay and report over a mixed fleet (--format auto): per-format summary, files left out, progress."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from streams.cli import main
+
+TESTS = Path(__file__).parent.parent
+FIX = TESTS / "importers" / "fixtures"
+EXAMPLES = TESTS.parent / "examples"
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    root = tmp_path / "fleet"
+    shutil.copytree(FIX, root)
+    shutil.copy(TESTS / "fixtures" / "runners" / "codex-compaction.jsonl", root / "codex" / "rollout-1.jsonl")
+    return root
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_import_of_a_fleet_gives_a_line_per_format(fleet):
+    res = run("import", fleet)
+    assert res.exit_code == 0, res.output
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    lines = res.stderr.splitlines()
+    assert lines[0] == ("loopwatch import: 10 file(s), 74 event(s) (4 compaction_retry, 52 tool_call, "
+                        "18 tool_result), 16 run(s), 0 error(s)")
+    assert lines[1:6] == [
+        "loopwatch import: claude-code: 3 file(s), 20 event(s), 5 run(s)",
+        "loopwatch import: codex: 3 file(s), 23 event(s), 3 run(s)",
+        "loopwatch import: openclaw: 3 file(s), 28 event(s), 7 run(s)",
+        "loopwatch import: swe-agent: 1 file(s), 3 event(s), 1 run(s)",
+        "loopwatch import: sub-agent b7 of session cc-s2 has no side file: 2 event(s) read from its progress "
+        f"records in {fleet / 'claude-code' / 'cc-s2.jsonl'}",
+    ]
+    counts = {r: sum(e["runner"] == r for e in events) for r in ("claude-code", "codex", "openclaw", "swe-agent")}
+    assert counts == {"claude-code": 20, "codex": 23, "openclaw": 28, "swe-agent": 3}
+    explicit = run("import", "--format", "openclaw", fleet / "openclaw")  # an explicit --format still works
+    assert explicit.exit_code == 0
+    assert [json.loads(line) for line in explicit.stdout.splitlines()] == [e for e in events
+                                                                          if e["runner"] == "openclaw"]
+
+
+def test_files_of_no_known_format_are_listed_and_the_status_is_1(fleet):
+    (fleet / "NOTES.md").write_text("# notes\n")
+    (fleet / "codex" / "broken.jsonl").write_bytes(b"\xff\xfe\n")
+    res = run("import", "-o", "/dev/null", fleet)
+    assert res.exit_code == 1
+    lines = res.stderr.splitlines()
+    assert f"loopwatch import: {fleet / 'NOTES.md'}: no known format (first line is not JSON (Expecting value))" in lines
+    assert (f"loopwatch import: {fleet / 'codex' / 'broken.jsonl'}: no known format (binary, neither SQLite nor "
+            "msgpack events)") in lines
+    assert "loopwatch import: 12 file(s), 74 event(s) (4 compaction_retry, 52 tool_call, 18 tool_result), " \
+           "16 run(s), 2 error(s)" in lines
+    assert "loopwatch import: 2 file(s) not read (no known format, or unreadable)" in lines
+
+
+def test_a_folder_without_any_session_says_so(tmp_path):
+    (tmp_path / "a.txt").write_text("hello\n")
+    res = run("import", tmp_path)
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[-2:] == [
+        f"loopwatch import: 1 file(s) not read (no known format, or unreadable)",
+        f"loopwatch import: no session or event files of a known format found in {tmp_path}"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = run("replay", "--format", "auto", empty)
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[-1] == ("loopwatch replay: no session or event files of a known format found in "
+                                           f"{empty}")
+
+
+def test_replay_of_a_fleet_counts_per_runner_and_verdicts_carry_the_runner(fleet):
+    shutil.copy(EXAMPLES / "events.jsonl", fleet / "events.jsonl")
+    res = run("replay", "--format", "auto", "--config", EXAMPLES / "openclaw.json", fleet)
+    assert res.exit_code == 0, res.output
+    records = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(records) == 74 + 104
+    assert {r.get("runner") for r in records} == {"claude-code", "codex", "openclaw", "swe-agent", None}
+    runners = [line for line in res.stderr.splitlines() if line.startswith("runners:")]
+    assert runners == ["runners:    claude-code 20 event(s) 5 run(s), codex 23 event(s) 3 run(s), "
+                       "openclaw 28 event(s) 7 run(s), swe-agent 3 event(s) 1 run(s)"]
+    alone = run("replay", "--format", "openclaw", "--config", EXAMPLES / "openclaw.json", fleet / "openclaw")
+    openclaw = [json.loads(line) for line in alone.stdout.splitlines()]
+    assert [r for r in records if r.get("runner") == "openclaw"] == openclaw  # the same verdicts as alone
+
+
+def test_report_of_a_fleet_reads_every_runner(fleet):
+    (fleet / "NOTES.md").write_text("# notes\n")
+    res = run("report", "--format", "auto", fleet)
+    assert res.exit_code == 1  # NOTES.md was left out
+    assert f"loopwatch report: {fleet / 'NOTES.md'}: skipped: no known format (first line is not JSON " \
+           "(Expecting value))" in res.stderr.splitlines()
+    assert "calls" in res.stdout
+
+
+def test_progress_bar_on_request_only(fleet):
+    quiet = run("import", "-o", "/dev/null", fleet)
+    assert "file/s" not in quiet.stderr and "10/10" not in quiet.stderr  # not a terminal
+    shown = run("import", "--progress", "-o", "/dev/null", fleet)
+    assert "import: 100%" in shown.stderr and "10/10" in shown.stderr
+    replay = run("replay", "--format", "auto", "--progress", "-q", "-o", "/dev/null", fleet)
+    assert "read: 100%" in replay.stderr and "10/10" in replay.stderr
