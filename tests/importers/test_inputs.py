@@ -1,5 +1,6 @@
 """A mixed fleet: every file's format sniffed, each read alone (streams/importers/inputs.py)."""
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from streams.importers import (FORMATS, NotASession, SessionFile, SessionFormatE
 FIX = Path(__file__).parent / "fixtures"
 RUNNERS = Path(__file__).parent.parent / "fixtures" / "runners"
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
+OPENCLAW = Path(__file__).parent.parent / "fixtures" / "openclaw"
 
 
 @pytest.fixture
@@ -21,6 +23,12 @@ def fleet(tmp_path):
     shutil.copytree(FIX, root)
     shutil.copy(RUNNERS / "codex-compaction.jsonl", root / "codex" / "rollout-1.jsonl")
     shutil.copy(EXAMPLES / "events.jsonl", root / "events.jsonl")
+    store = root / "openclaw" / "agents" / "bot9" / "agent" / "openclaw-agent.sqlite"  # OpenClaw 2026.9.x
+    store.parent.mkdir(parents=True)
+    store.write_bytes(gzip.decompress((OPENCLAW / "builtin-loop-2026.9.6.sqlite.gz").read_bytes()))
+    bundle = root / "exports" / "openclaw-trajectory-1" / "events.jsonl"  # openclaw sessions export-trajectory
+    bundle.parent.mkdir(parents=True)
+    bundle.write_bytes(gzip.decompress((OPENCLAW / "export-trajectory-2026.9.6.events.jsonl.gz").read_bytes()))
     (root / "NOTES.md").write_text("# what is here\n")
     shutil.copy(RUNNERS / "codex-compaction.live-calls.jsonl", root / "verdicts.jsonl")
     (root / ".git").mkdir()
@@ -41,10 +49,12 @@ def test_a_folder_of_every_runner_is_read_file_by_file_each_in_its_format(fleet)
         ("codex/th-1.codex_stdout.jsonl", "codex"),
         ("codex/th-2.codex_stdout.jsonl", "codex"),
         ("events.jsonl", "events"),
+        ("exports/openclaw-trajectory-1/events.jsonl", "openclaw"),
         ("openclaw/agents/bot1/sessions/oc-s1.jsonl", "openclaw"),
         # the sidecar oc-s2.trajectory.jsonl is left out: read with its (archived) transcript
         ("openclaw/agents/bot2/sessions/oc-s2.jsonl.reset.2030-01-02T00-00-00.000Z", "openclaw"),
         ("openclaw/agents/bot3/sessions/oc-s3.jsonl", "openclaw"),
+        ("openclaw/agents/bot9/agent/openclaw-agent.sqlite", "openclaw"),
         ("swe-agent/demo__repo-1.traj", "swe-agent"),
         ("verdicts.jsonl", None),
     ]
@@ -57,10 +67,13 @@ def test_the_events_of_a_mixed_fleet_are_each_formats_own_with_its_runner(fleet)
     events = list(import_paths("auto", [fleet], on_error=errors.append))
     assert [(type(e).__name__, Path(e.path).name) for e in errors] == [("NotASession", "NOTES.md"),
                                                                          ("NotASession", "verdicts.jsonl")]
-    for fmt, where in [("openclaw", "openclaw"), ("claude-code", "claude-code"), ("swe-agent", "swe-agent")]:
-        alone = list(import_paths(fmt, [fleet / where]))
+    for fmt, where in [("claude-code", ["claude-code"]), ("swe-agent", ["swe-agent"]),
+                       ("openclaw", ["exports", "openclaw"])]:  # (an export bundle is named alone for --format)
+        alone = list(import_paths(fmt, [fleet / w for w in where]))
         assert [e for e in events if e.get("runner") == fmt] == alone
         assert {e["runner"] for e in alone} == {fmt}
+    sources = {e["source"]["path"] for e in events if e.get("runner") == "openclaw"}
+    assert {Path(p).name for p in sources} >= {"openclaw-agent.sqlite", "events.jsonl", "oc-s1.jsonl"}
     codex = list(import_paths("codex", [fleet / "codex"]))
     assert [e for e in events if e.get("runner") == "codex"] == codex
     assert len({e["session_id"] for e in codex}) == 3  # the rollout and two `codex exec --json` captures
