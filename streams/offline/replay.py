@@ -25,20 +25,7 @@ from streams.detection.fleet import FleetCorrelator, observation
 from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.worker.keys import partition_key
 
-__all__ = ["Replayer", "ReplaySummary", "verdict_record", "detection_action", "fleet_lines"]
-
-
-def detection_action(verdict: Mapping[str, Any]) -> str | None:
-    """What a detection led to: ``block``, ``warn`` (emitted), ``suppressed``, ``abort``, or None."""
-    if verdict.get("verdict") == "abort":
-        return "abort"
-    detection = verdict.get("detection")
-    if not detection or not detection.get("stuck"):
-        return None
-    if verdict.get("blocked"):
-        return "block"
-    warning = verdict.get("warning")
-    return "warn" if warning and warning.get("emitted") else "suppressed"
+__all__ = ["Replayer", "ReplaySummary", "verdict_record", "fleet_lines"]
 
 
 def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) -> dict[str, Any]:

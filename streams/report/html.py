@@ -324,9 +324,11 @@ def _summary(report: Report, top: int | None = None) -> str:
             rows.append(f'<tr data-detector="{_e(detector)}" data-level="{_e(level)}"><td>{_e(detector)}</td>'
                         f'<td class="l">{_e(level)}</td>' + "".join(_num(actions[a]) for a in
                                                                    ("warn", "suppressed", "block", "abort"))
+                        + _num(sum(n for a, n in actions.items() if a.startswith("would_")))  # shadow findings
                         + f"<td><b>{sum(actions.values())}</b></td></tr>")
         out.append('<table id="by-detector"><tr><th>detector</th><th class="l">level</th><th>warned</th>'
-                   '<th>suppressed</th><th>blocked</th><th>aborted</th><th>total</th></tr>' + "".join(rows) + "</table>")
+                   '<th>suppressed</th><th>blocked</th><th>aborted</th><th title="what shadow mode would have done">'
+                   'shadow</th><th>total</th></tr>' + "".join(rows) + "</table>")
     else:
         out.append('<p class="empty">No detections.</p>')
     out.append("<h2>Sessions</h2>")

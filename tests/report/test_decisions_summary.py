@@ -63,3 +63,15 @@ def test_records_without_ts_are_counted_and_said():
     assert report.input_notes() == ["1 record of tool calls and results without an event time (ts): not counted "
                                     "in fleet loops (their windows are event time)"]
     assert build_report(records).without_ts == 0
+
+
+def test_html_detector_table_has_the_shadow_column():
+    from streams.report import render_html
+
+    page = render_html(build_report(_records()))
+    table = page[page.index('<table id="by-detector">'):]
+    table = table[:table.index("</table>")]
+    assert "<th>aborted</th><th title=\"what shadow mode would have done\">shadow</th><th>total</th>" in table
+    row = table[table.index('data-detector="generic_repeat" data-level="critical"'):]
+    row = row[:row.index("</tr>")]
+    assert row.count("<td") == 8 and "<b>5</b>" in row  # 3 detection blocks, 1 perTool block, 1 would_block

@@ -15,7 +15,8 @@ verdict's ``verdict`` is the policy's and its ``policy`` field says which rule d
 (``name``, ``detector``, ``level``, ``count``, ``message``); OpenClaw's own fields (``decision``,
 ``detection``, ``blocked``, ...) stay what OpenClaw decided. In **shadow** mode (``policies.shadow``
 for all, or ``shadow`` on one policy) a policy decides nothing and the verdict's ``shadow`` list
-says what it would have done. ``normalizeResults`` has no shadow form: it changes the hashes
+says what it would have done. Consumers read both through the verdict's ``decided_by``
+(:mod:`streams.detection.decision`). ``normalizeResults`` has no shadow form: it changes the hashes
 OpenClaw's rules see; backtest it with ``loopwatch report --compare``.
 """
 
@@ -29,7 +30,7 @@ from .normalize import normalize_event
 from .per_tool import apply_rule, match_rule
 from .run_rules import MAX_POLICY_RUNS, RunPolicyState, budget_verdict, escalation_verdict
 
-__all__ = ["Policies", "PolicyConfig", "parse_policies", "policy_findings", "RunPolicyState", "STRICTNESS"]
+__all__ = ["Policies", "PolicyConfig", "parse_policies", "RunPolicyState", "STRICTNESS"]
 
 STRICTNESS = {"allow": 0, "warn": 1, "ignore": 1, "block": 2, "abort": 3}
 
@@ -134,23 +135,3 @@ def build(raw: Mapping[str, Any]) -> Policies | None:
     issues: list[tuple[str, str]] = []
     config = parse_policies(raw, issues)
     return Policies(config) if config.active else None
-
-
-def policy_findings(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What loopwatch's policies add to a verdict's findings, for loop events, metrics and reports.
-
-    Returns one entry per policy that decided (``action`` = its verdict) or would have decided in
-    shadow mode (``action`` = ``would_block``, ``would_abort``, ``would_warn``, ``would_allow``),
-    each with ``detector``, ``level``, ``count``, ``message`` and ``policy`` (the rule's name). A
-    ``perTool`` rule that decided is not listed: its detection is the verdict's own ``detection``.
-    """
-    out = []
-    policy = verdict.get("policy")
-    if policy and not policy["name"].startswith("perTool"):
-        out.append({"detector": policy["detector"], "level": policy["level"], "action": policy["verdict"],
-                    "count": policy["count"], "message": policy["message"], "policy": policy["name"]})
-    for entry in verdict.get("shadow") or ():
-        out.append({"detector": entry["detector"] or "none", "level": entry["level"] or "none",
-                    "action": "would_" + entry["verdict"], "count": entry["count"],
-                    "message": entry["message"], "policy": entry["name"]})
-    return out

@@ -14,7 +14,7 @@ import pytest
 
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.config import ConfigError, validate
-from streams.detection.policies import policy_findings
+from streams.detection.decision import findings
 from streams.detection.policies.config import NORMALIZE_PRESETS
 from streams.offline.replay import Replayer
 from streams.wire.codecs import read_event_file
@@ -164,9 +164,10 @@ def test_shadow_reports_what_would_have_happened_and_decides_nothing():
     shadow = replay("blocked-forever.jsonl", {"shadow": True, "escalation": {"consecutiveBlocks": 3}})
     assert verdicts(shadow) == verdicts(plain)
     assert [r.get("shadow", [{}])[0].get("verdict") for r in shadow[22:]] == ["abort"] * 8
-    assert policy_findings(shadow[22]) == [{
-        "detector": "escalation", "level": "critical", "action": "would_abort", "count": 3,
-        "message": shadow[22]["shadow"][0]["message"], "policy": "escalation"}]
+    assert [f for f in findings(shadow[22]) if not f["enforced"]] == [{
+        "kind": "escalation", "action": "would_abort", "detector": "escalation", "level": "critical", "count": 3,
+        "message": shadow[22]["shadow"][0]["message"], "rule": "escalation", "enforced": False}]
+    assert shadow[22]["decided_by"]["kind"] == "detection"  # what decided: OpenClaw's block
     one = replay("slow-poll.jsonl", {"perTool": [{"tool": "process", "criticalThreshold": 40, "shadow": True}]})
     assert verdicts(one) == verdicts(replay("slow-poll.jsonl"))
     assert one[21]["shadow"][0]["verdict"] == "warn" and one[21]["verdict"] == "block"
