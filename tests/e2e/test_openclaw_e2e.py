@@ -17,7 +17,10 @@ needs into the cache folder and runs this file. About 4 minutes on 2 cores once 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -49,6 +52,35 @@ def _texts(records: list[dict]) -> dict[int, tuple]:
     """Per call number: what loopwatch said the model should read and whether the run had ended."""
     return {_number(r["tool_call_id"]): (r.get("block_text"), (r.get("run_ended") or {}).get("message"))
             for r in records if r.get("type") == "tool_call"}
+
+
+def _keep(version: str, host: OpenClawHost, sessions: Path, live_calls: dict[str, dict]) -> None:
+    """With ``LOOPWATCH_E2E_FIXTURES=tests/fixtures/openclaw``: save OpenClaw's session as it wrote it
+    (gzipped; the 2026.9 database as a ``VACUUM INTO`` copy, made with Node 24's ``node:sqlite``) and
+    the live verdicts, one line per call (:func:`tests.e2e.compare.calls_of`)."""
+    out = os.environ.get("LOOPWATCH_E2E_FIXTURES")
+    if not out:
+        return
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = f"live-{version}"
+    if uses_entries(version):
+        database = next(sessions.glob("*/agent/openclaw-agent.sqlite"))
+        copy = host.home / "fixture.sqlite"
+        script = ("const { DatabaseSync } = require('node:sqlite');"
+                  "new DatabaseSync(process.argv[1], { readOnly: true }).exec(`VACUUM INTO '${process.argv[2]}'`);")
+        subprocess.run([str(host.node_bin / "node"), "-e", script, str(database), str(copy)], check=True,
+                       capture_output=True)
+        files = {f"{name}.sqlite.gz": copy}
+    else:
+        transcript = next(p for p in sessions.glob("*/sessions/*.jsonl") if ".trajectory." not in p.name)
+        files = {f"{name}.jsonl.gz": transcript,
+                 f"{name}.trajectory.jsonl.gz": transcript.with_name(transcript.stem + ".trajectory.jsonl")}
+    for target, source in files.items():
+        with source.open("rb") as src, gzip.open(out_dir / target, "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+    lines = [json.dumps({"tool_call_id": k, **v}) for k, v in live_calls.items()]
+    (out_dir / f"{name}.live-calls.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def _stored_result_text(state_dir: Path, call_id: str) -> str:
@@ -142,5 +174,6 @@ def test_openclaw_loop_is_blocked_ends_and_replays_as_it_ran(version, kafka_boot
     else:
         assert told[21].startswith("CRITICAL: Called read with identical arguments and identical outcomes 20 times.")
         assert all(by_n[n]["verdict"] == "block" for n in range(21, CALLS + 1))
+    _keep(version, host, sessions, live_calls)
     print(f"\nOpenClaw {version}: installed with {commands}; {len(live)} live verdicts = replay; "
           f"calls executed 1-20, blocked 21-{CALLS}; after call 22 the model read: {told[22][-120:]!r}")

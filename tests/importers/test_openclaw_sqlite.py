@@ -4,9 +4,11 @@ Fixtures (tests/fixtures/openclaw/, gzipped; ``VACUUM INTO`` copies of what Open
 edited) were written by real OpenClaw 2026.9.6 from the npm registry, driven by
 tests/e2e/openclaw_model.py repeating ``read {"path": "missing.txt"}``:
 
-* ``plugin-loop-2026.9.6``: ``openclaw agent --local`` with the loopwatch plugin and a worker under
+* ``live-2026.9.6``: ``openclaw agent --local`` with the loopwatch plugin and a worker under
   the ``openclaw-2026.9.6`` profile, OpenClaw's own detection off (tests/e2e/test_openclaw_e2e.py):
-  30 calls, 1-20 ran, 21 recovery block, 22 terminal block, 23-30 refused as the run had ended;
+  30 calls, 1-20 ran, 21 recovery block, 22 terminal block, 23-30 refused as the run had ended
+  (its live verdicts: tests/importers/test_openclaw_live_sessions.py); ``export-trajectory-2026.9.6``
+  is ``openclaw sessions export-trajectory`` of that session;
 * ``builtin-loop-2026.9.6``: ``openclaw agent exec`` (no plugin hooks there) with OpenClaw's own
   ``tools.loopDetection.enabled: true``: 22 calls, 21 and 22 vetoed by OpenClaw, which then ended the run.
 
@@ -32,7 +34,6 @@ from streams.offline.replay import Replayer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openclaw"
 PROFILE_96 = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}, "options": {"profile": "openclaw-2026.9.6"}})
-NOT_FOUND = "File not found: /tmp/e2e96/test_openclaw_loop_is_blocked_0/openclaw/state/workspace/missing.txt."
 
 
 def replay_events(events: list[dict], config: OpenClawConfig) -> list[dict]:
@@ -54,7 +55,7 @@ def _import(path: Path) -> tuple[list[dict], list[SessionFormatError]]:
 
 
 def test_plugin_session_ids_outcomes_and_source_as_the_plugin_sent_them(tmp_path):
-    database = _database(tmp_path, "plugin-loop-2026.9.6")
+    database = _database(tmp_path, "live-2026.9.6")
     assert detect_format(database) == "openclaw"
     events, errors = _import(tmp_path / "state")  # found under the state directory
     assert errors == []  # the Zstandard-compressed entries (OpenClaw's cache-ttl records) decode too
@@ -65,7 +66,8 @@ def test_plugin_session_ids_outcomes_and_source_as_the_plugin_sent_them(tmp_path
     assert len({c["run_id"] for c in calls}) == 1 and calls[0]["run_id"] != session
     assert all(c["tool_name"] == "read" and c["args"] == {"path": "missing.txt"} for c in calls)
     # a thrown error: the message OpenClaw's engine hashed (details.error), not the result's JSON text
-    assert [(c["error"], c["result"]) for c in calls[:20]] == [(NOT_FOUND, None)] * 20
+    assert {(c["error"], c["result"]) for c in calls[:20]} == {(calls[0]["error"], None)}
+    assert calls[0]["error"].startswith("File not found: /tmp/") and calls[0]["error"].endswith("/missing.txt.")
     assert calls[20]["error"].endswith("or continue with a different tool or different arguments.")
     assert calls[21]["error"].endswith("This run is stopping now.")
     assert all(c["error"].startswith("loopwatch: this run has already ended") for c in calls[22:])
@@ -84,7 +86,7 @@ def test_the_warning_note_on_a_stored_result_is_not_part_of_its_outcome():
 
 
 def test_plugin_session_replays_to_the_2026_9_6_verdicts_it_got_live(tmp_path):
-    _database(tmp_path, "plugin-loop-2026.9.6")
+    _database(tmp_path, "live-2026.9.6")
     events, _ = _import(tmp_path / "state")
     verdicts = {v["tool_call_id"]: v for v in replay_events(events, PROFILE_96) if v["type"] == "tool_call"}
     assert verdicts["call_11"]["verdict"] == "warn"
@@ -111,7 +113,7 @@ def test_calls_openclaw_itself_vetoed_are_results_loopwatch_never_judged(tmp_pat
 
 
 def test_opened_read_only_nothing_written(tmp_path):
-    database = _database(tmp_path, "plugin-loop-2026.9.6")
+    database = _database(tmp_path, "live-2026.9.6")
     before = hashlib.sha256(database.read_bytes()).hexdigest()
     listing = sorted(p.name for p in database.parent.iterdir())
     _import(database)
@@ -186,7 +188,7 @@ def test_bad_rows_are_reported_with_their_line_and_the_rest_is_read(tmp_path):
 
 @pytest.mark.parametrize("cut", [0, 100, 4096, 20000])
 def test_a_truncated_or_foreign_file_is_one_clear_error(tmp_path, cut):
-    source = _database(tmp_path, "plugin-loop-2026.9.6")
+    source = _database(tmp_path, "live-2026.9.6")
     damaged = tmp_path / "damaged" / openclaw_sqlite.DATABASE_NAME
     damaged.parent.mkdir()
     damaged.write_bytes(source.read_bytes()[:cut])
@@ -196,7 +198,7 @@ def test_a_truncated_or_foreign_file_is_one_clear_error(tmp_path, cut):
 
 
 def test_random_byte_damage_never_raises_anything_but_format_errors(tmp_path):
-    source = _database(tmp_path, "plugin-loop-2026.9.6").read_bytes()
+    source = _database(tmp_path, "live-2026.9.6").read_bytes()
     rng = random.Random(27)
     for trial in range(12):
         data = bytearray(source)
@@ -221,7 +223,7 @@ def test_a_database_without_session_tables_is_named_as_such(tmp_path):
 
 def test_export_trajectory_bundle_gives_the_stores_calls_and_verdicts(tmp_path):
     """``openclaw sessions export-trajectory`` of the same session (its events.jsonl, as OpenClaw wrote it)."""
-    _database(tmp_path, "plugin-loop-2026.9.6")
+    _database(tmp_path, "live-2026.9.6")
     bundle = tmp_path / "bundle" / "events.jsonl"
     bundle.parent.mkdir()
     with gzip.open(FIXTURES / "export-trajectory-2026.9.6.events.jsonl.gz") as src, bundle.open("wb") as dst:
