@@ -16,14 +16,17 @@ def conformance(files: tuple[str, ...], verbose: bool) -> None:
     """Replay conformance scenarios and compare every verdict with the expected one.
 
     Each FILE holds one scenario per line: {"name", "description", "config",
-    "events", "expected"}, as produced by running OpenClaw's own code. For each
+    "events", "expected"}, as produced by running OpenClaw's own code, and an
+    optional "profile" naming the OpenClaw release it is judged by
+    (openclaw-2026.7 when absent, or openclaw-2026.9.6). For each
     failing scenario one line names the first differing event and field; the
     last line is "N passed, M failed". A line that is not a scenario counts
     as a failure. Exit status 1 if any failed or there was none.
 
     \b
-    Example:
+    Examples:
       loopwatch conformance tests/fixtures/vectors.jsonl
+      loopwatch conformance tests/fixtures/vectors-2026.9-own.jsonl
     """
     passed = failed = 0
     for path in files:
