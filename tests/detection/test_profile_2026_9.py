@@ -334,3 +334,25 @@ def test_cron_alias_and_conversations_sends_only_under_2026_9_6():
     assert (new[0]["tool_name"], old[0]["tool_name"]) == ("automations", "cron")
     assert new[1]["outcome"]["result_hash"] == new[2]["outcome"]["result_hash"]
     assert old[1]["outcome"]["result_hash"] != old[2]["outcome"]["result_hash"]
+
+
+def _pending_args(calls: list[dict]) -> list[str]:
+    store = SessionStore(Engine(OpenClawConfig(ON, profile=OPENCLAW_2026_9_6)))
+    for event in calls:
+        store.process(event)
+    return [record.args_hash for record in store.states["s1"].history]
+
+
+def test_a_pending_record_takes_the_args_of_the_next_call_without_id_before_it_is_recorded():
+    # §3.1 step 5(a): the run's newest pending record of the tool (no result, no kind) and the same call id,
+    # any call id when this call has none, takes this call's args hash
+    a = call(1, args={"path": "/a"}, result=None, outcome_follows=True, tool_call_id=None)
+    b = call(2, args={"path": "/b"}, result=None, outcome_follows=True, tool_call_id=None)
+    assert _pending_args([a, b]) == [b_hash := _pending_args([b])[0], b_hash]
+    # with their own ids the records keep their args
+    a_id, b_id = {**a, "tool_call_id": "x1"}, {**b, "tool_call_id": "x2"}
+    assert _pending_args([a_id, b_id]) == [_pending_args([a_id])[0], b_hash]
+    # a reused id rebinds too; a record with an outcome never does
+    assert _pending_args([a_id, {**b, "tool_call_id": "x1"}]) == [b_hash, b_hash]
+    done = call(1, args={"path": "/a"}, tool_call_id=None)
+    assert _pending_args([done, b])[0] == _pending_args([done])[0]
