@@ -132,6 +132,13 @@ def _all_findings(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _fired(verdict: Mapping[str, Any]) -> bool:
+    """Whether anything may have decided ``verdict`` (False for the usual allow: a cheap test first)."""
+    detection, guard = verdict.get("detection"), verdict.get("guard")
+    return bool((detection and detection.get("stuck")) or (guard and guard.get("abort")) or "policy" in verdict
+                or "shadow" in verdict or "fleet" in verdict or "run_ended" in verdict)
+
+
 def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``decided_by`` field of a verdict record (see the module docstring); None when nothing fired.
 
@@ -140,6 +147,8 @@ def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     ``tool_loop_recovery``, ``late``); never raises for a record of another shape
     (missing fields read as absent).
     """
+    if not _fired(verdict):
+        return None
     found = _all_findings(verdict)
     if not found:
         return None
@@ -160,8 +169,11 @@ def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def set_decided_by(verdict: dict[str, Any]) -> dict[str, Any]:
-    """Set ``verdict["decided_by"]`` from the record (:func:`decided_by`); returns ``verdict``."""
-    verdict["decided_by"] = decided_by(verdict)
+    """Set ``verdict["decided_by"]`` from the record (:func:`decided_by`); returns ``verdict``.
+
+    The engine calls it for every event: the usual verdict, where nothing fired, costs one test.
+    """
+    verdict["decided_by"] = decided_by(verdict) if _fired(verdict) else None
     return verdict
 
 
