@@ -43,6 +43,8 @@ def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) 
         record["deadline"] = event["deadline"]  # the runner's: when it stopped waiting (fail-open)
     if "source" in event:
         record["source"] = event["source"]  # where a recorded session had the call (importers)
+    if event.get("agent_id") is not None:
+        record["agent_id"] = event["agent_id"]  # whose call: what reports group by
     if "runner" in event:
         record["runner"] = event["runner"]  # which runner's recording (importers), what reports group by
     record.update(verdict)

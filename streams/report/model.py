@@ -252,8 +252,9 @@ class Totals:
     detections: Counter = field(default_factory=Counter)
     # what decided: (kind, rule or "", action, enforced) -> findings (decided_by, shadow included)
     decisions: Counter = field(default_factory=Counter)
-    # (tool, status) -> tool calls (status: one of STATUSES, or "refused" for a call of an ended run)
-    by_tool: Counter = field(default_factory=Counter)
+    # (dimension: tool, agent or runner; its value; status) -> tool calls (status: one of STATUSES, or
+    # "refused" for a call of an ended run); agent and runner only for records that carry them
+    by: Counter = field(default_factory=Counter)
 
     @property
     def detection_count(self) -> int:
@@ -273,8 +274,11 @@ class Totals:
             if record.get("verdict") == "block":
                 self.blocks += 1
             status = call_status(record)
-            tool = str(record.get("tool_name") or "tool")
-            self.by_tool[(tool, "refused" if "run_ended" in record else status)] += 1
+            shown = "refused" if "run_ended" in record else status
+            self.by[("tool", str(record.get("tool_name") or "tool"), shown)] += 1
+            for dimension, name in (("agent", "agent_id"), ("runner", "runner")):
+                if record.get(name) is not None:
+                    self.by[(dimension, str(record[name]), shown)] += 1
             if status == "warn":
                 self.warnings_emitted += 1
             elif status == "suppressed":
@@ -291,11 +295,13 @@ class Totals:
             self.detections[(row.detector, row.level, row.action)] += 1
             self.decisions[(row.kind, row.rule or "", row.action, row.enforced)] += 1
 
-    def tools(self) -> list[tuple[str, Counter]]:
-        """``(tool, Counter(status -> calls))``, the tools with the most calls in loops first (then by calls)."""
+    def breakdown(self, dimension: str = "tool") -> list[tuple[str, Counter]]:
+        """``(tool, agent or runner, Counter(status -> calls))``, the most calls in loops first (then by calls);
+        empty for an agent or runner no record named."""
         grouped: dict[str, Counter] = {}
-        for (tool, status), n in self.by_tool.items():
-            grouped.setdefault(tool, Counter())[status] += n
+        for (dim, value, status), n in self.by.items():
+            if dim == dimension:
+                grouped.setdefault(value, Counter())[status] += n
         return sorted(grouped.items(), key=lambda item: (-sum(n for st, n in item[1].items() if st != "allow"),
                                                          -sum(item[1].values()), item[0]))
 
@@ -303,9 +309,10 @@ class Totals:
     def wasted_calls(self) -> dict[str, int]:
         """Calls the loops cost: ``ran`` (run while a detector flagged them: warned or suppressed), ``blocked``
         (tried and blocked), ``refused`` (tried after their run had ended)."""
-        counts = Counter()
-        for (_, status), n in self.by_tool.items():
-            counts[status] += n
+        counts: Counter = Counter()
+        for (dim, _, status), n in self.by.items():
+            if dim == "tool":
+                counts[status] += n
         return {"ran": counts["warn"] + counts["suppressed"], "blocked": counts["block"] + counts["abort"],
                 "refused": counts["refused"]}
 

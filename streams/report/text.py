@@ -134,13 +134,19 @@ def _tool_lines(totals: Totals, top: int | None) -> list[str]:
     wasted = totals.wasted_calls
     out = [f"  {plural(wasted['ran'], 'call')} ran while a detector flagged them (warned or suppressed);",
            f"  {wasted['blocked']} tried and blocked or aborted; {wasted['refused']} tried after their run had ended"]
-    tools = totals.tools()
-    shown = tools if top is None else tools[:top]
     statuses = ("warn", "suppressed", "block", "abort", "refused")
-    out += table(["tool", "calls", "warned", "suppressed", "blocked", "aborted", "refused"],
-                 [[tool, sum(counts.values())] + [counts[st] for st in statuses] for tool, counts in shown])
-    if len(shown) < len(tools):
-        out.append(f"  ... {plural(len(tools) - len(shown), 'more tool')}")
+    for dimension in ("tool", "agent", "runner"):
+        groups = totals.breakdown(dimension)
+        if not groups:
+            continue  # no record named an agent (or a runner)
+        shown = groups if top is None else groups[:top]
+        if dimension != "tool":
+            out.append(f"  by {dimension}:")
+        out += table([dimension, "calls", "warned", "suppressed", "blocked", "aborted", "refused"],
+                     [[visible(name), sum(counts.values())] + [counts[st] for st in statuses]
+                      for name, counts in shown])
+        if len(shown) < len(groups):
+            out.append(f"  ... {plural(len(groups) - len(shown), 'more ' + dimension)}")
     return out
 
 
@@ -199,7 +205,7 @@ def render_text(report: Report, relative_to: str | None = None, top: int | None 
     out += _detector_lines(t)
     out += ["", "what decided (decided_by: enforced, and what shadow mode and the fleet breaker's shadow would have done)"]
     out += _decision_lines(t)
-    out += ["", "calls in loops, by tool (--top N tools)"]
+    out += ["", "calls in loops, by tool, agent and runner (--top N each)"]
     out += _tool_lines(t, top)
     worst = report.worst_sessions()
     shown = worst if top is None else worst[:top]

@@ -45,11 +45,11 @@ def test_what_decided_by_kind_and_rule_enforced_beside_shadow():
 def test_calls_in_loops_by_tool():
     report = build_report(_records())
     assert report.totals.wasted_calls == {"ran": 1, "blocked": 11, "refused": 1}
-    tools = dict(report.totals.tools())
+    tools = dict(report.totals.breakdown("tool"))
     assert tools["read"] == {"allow": 3, "block": 4, "abort": 1, "refused": 1}
     assert tools["web_fetch"] == {"allow": 3, "block": 1}
     lines = render_text(report).splitlines()
-    i = lines.index("calls in loops, by tool (--top N tools)")
+    i = lines.index("calls in loops, by tool, agent and runner (--top N each)")
     assert lines[i + 1] == "  1 call ran while a detector flagged them (warned or suppressed);"
     assert lines[i + 2] == "  11 tried and blocked or aborted; 1 tried after their run had ended"
     assert lines[i + 5].split() == ["read", "9", "0", "0", "4", "1", "1"]  # the most calls in loops first
@@ -75,3 +75,22 @@ def test_html_detector_table_has_the_shadow_column():
     row = table[table.index('data-detector="generic_repeat" data-level="critical"'):]
     row = row[:row.index("</tr>")]
     assert row.count("<td") == 8 and "<b>5</b>" in row  # 3 detection blocks, 1 perTool block, 1 would_block
+
+
+def test_calls_in_loops_by_agent_and_runner_when_records_name_them():
+    replayer = Replayer(Engine(OpenClawConfig(CONFIG)), key_by="run")
+    records = []
+    for agent, runner, run in (("ops", "openclaw", "r1"), ("ops", "openclaw", "r2"), ("dev", "codex", "r3")):
+        for i in range(6):
+            event = {**call(run, i, "read", {"path": "/a"}, T0 + i), "agent_id": agent, "runner": runner}
+            records.append(replayer.apply(event))
+    assert records[0]["agent_id"] == "ops" and records[0]["runner"] == "openclaw"
+    totals = build_report(records).totals
+    agents = dict(totals.breakdown("agent"))
+    assert agents["ops"] == {"allow": 6, "block": 6} and agents["dev"] == {"allow": 3, "block": 3}
+    assert dict(totals.breakdown("runner"))["codex"] == {"allow": 3, "block": 3}
+    lines = render_text(build_report(records)).splitlines()
+    i = lines.index("  by agent:")
+    assert lines[i + 3].split() == ["ops", "12", "0", "0", "6", "0", "0"]
+    assert "  by runner:" in lines
+    assert "  by agent:" not in render_text(build_report(_records()))  # no record names an agent
