@@ -553,11 +553,15 @@ class OpenClawConfig:
             (agent_id, entry) for entry in (agent_list if isinstance(agent_list, list) else ())
             if isinstance(entry, (dict, list)) and (agent_id := _entry_agent_id(entry)) is not None
         ]
+        # 2026.9.6's roster (docs/detection-rules.md §11.2.4): when ``agents.entries`` is present it is the only
+        # roster (``agents.list`` is not read, and an entries value that is not an object finds no agent); an
+        # entry is an object that is not an array, found by its normalised key, the first in JavaScript's key order
         entries = agents.get("entries") if isinstance(agents, dict) else None
-        self._entries: dict[str, Any] = {}  # agents.entries by normalised id (docs/detection-rules.md §11.2.4), first key wins
-        for key, entry in (entries.items() if isinstance(entries, dict) else ()):
-            if isinstance(key, str):
-                self._entries.setdefault(normalize_agent_id(key), entry)
+        self._entries: dict[str, Any] | None = None if not isinstance(agents, dict) or "entries" not in agents else {}
+        if self._entries is not None and isinstance(entries, dict):
+            for key in _js_key_order(entries):
+                if isinstance(entries[key], dict):
+                    self._entries.setdefault(normalize_agent_id(key), entries[key])
         options = raw.get("options")
         # the default profile (``profile`` overrides ``options.profile``: a conformance scenario's) and per agent
         self.profile, self._agent_profiles = _profiles_of(options)
@@ -578,7 +582,7 @@ class OpenClawConfig:
         """The lowest resolved ``warningThreshold`` over the global block and every agent (of ``agents.list``,
         ``agents.entries`` and ``options.agentProfiles``), under either profile (an event may name its own)."""
         ids = [agent_id for agent_id, _ in self._agents]
-        ids += [*self._entries, *self._agent_profiles]
+        ids += [*(self._entries or ()), *self._agent_profiles]
         return min(self.for_agent(agent_id, profile).warning_threshold
                    for agent_id in [None, *ids] for profile in PROFILES)
 
@@ -643,11 +647,23 @@ class OpenClawConfig:
         return settings
 
     def _agent_block_2026_9(self, agent_id: str) -> Any:
-        """docs/detection-rules.md §11.2.4: an ``agents.entries`` entry for the id wins; else ``agents.list`` as before."""
+        """docs/detection-rules.md §11.2.4: with ``agents.entries`` present, its entry for the id (or none);
+        without it, ``agents.list`` as in 2026.7."""
+        if self._entries is None:
+            return self._agent_block(agent_id)
         entry = self._entries.get(normalize_agent_id(agent_id))
-        if entry is not None:
-            return _entry_block(entry) if isinstance(entry, dict) else None
-        return self._agent_block(agent_id)
+        return _entry_block(entry) if entry is not None else None
+
+
+def _js_key_order(obj: Mapping[str, Any]) -> list[str]:
+    """The keys of a parsed JSON object in the order JavaScript enumerates them: array-index keys
+    (canonical integers below 2**32 - 1) first, ascending, then the others as inserted."""
+    indices = [key for key in obj if isinstance(key, str) and key.isdigit() and key.isascii()
+               and (key == "0" or key[0] != "0") and int(key) < 2**32 - 1]
+    if not indices:
+        return [key for key in obj if isinstance(key, str)]
+    index_set = set(indices)
+    return sorted(indices, key=int) + [key for key in obj if isinstance(key, str) and key not in index_set]
 
 
 def load_config(path: str | Path | None, *, strict: bool = VALIDATE_BY_DEFAULT,

@@ -356,3 +356,25 @@ def test_a_pending_record_takes_the_args_of_the_next_call_without_id_before_it_i
     assert _pending_args([a_id, {**b, "tool_call_id": "x1"}]) == [b_hash, b_hash]
     done = call(1, args={"path": "/a"}, tool_call_id=None)
     assert _pending_args([done, b])[0] == _pending_args([done])[0]
+
+
+def test_agents_entries_when_present_is_the_only_roster():
+    """docs/detection-rules.md §11.2.4, as 2026.9.6's agent roster reads it: ``agents.entries``, when the key is
+    present, replaces ``agents.list``; only non-array objects are entries; the first key in JavaScript's order wins."""
+    listed = {"id": "a1", "tools": {"loopDetection": {"enabled": False}}}
+    glob = {"tools": {"loopDetection": {"enabled": True}}}
+
+    def enabled(agents: dict, agent: str) -> object:
+        return OpenClawConfig({**glob, "agents": agents}, profile=OPENCLAW_2026_9_6).for_agent(agent).enabled
+
+    assert enabled({"list": [listed]}, "a1") is False                      # no entries: the list as before
+    assert enabled({"list": [listed], "entries": {}}, "a1") is True        # entries present: the list is not read
+    assert enabled({"list": [listed], "entries": None}, "a1") is True      # not an object: no agent at all
+    assert enabled({"list": [listed], "entries": [listed]}, "a1") is True  # an array is no entries object
+    off = {"tools": {"loopDetection": {"enabled": False}}}
+    # an entry that is an array or not an object is skipped, and the next key with the same normalised id is found
+    assert enabled({"entries": {"A1": [1], "a1": off}}, "a1") is False
+    assert enabled({"entries": {"A1": "x", " a1": off}}, "a1") is False
+    # array-index keys come first in JavaScript, whatever the file's order
+    assert OpenClawConfig({**glob, "agents": {"entries": {" 1": glob, "1": off}}},
+                          profile=OPENCLAW_2026_9_6).for_agent("1").enabled is False
