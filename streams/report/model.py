@@ -530,7 +530,7 @@ def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None
 
     ``fleet_loops``: the fleet loops found while replaying (the replayer's, with agents); when None,
     they are computed here from the records with ``fleet`` settings (default: the defaults), by the
-    same code (:class:`~streams.detection.fleet.FleetCorrelator`; verdict records name no agent).
+    same code (:class:`~streams.detection.fleet.FleetCorrelator`; agents as the records name them, ``agent_id``).
     """
     report = Report(config=config)
     repeats = Repeats()
@@ -545,7 +545,7 @@ def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None
         if record.get("type") in ("tool_call", "tool_result") and (type(ts) not in (int, float) or not 0 < ts < 1e15):
             report.without_ts += 1
         if correlator is not None:
-            obs = observation(record, correlator.settings)
+            obs = observation(record, correlator.settings, record.get("agent_id"))
             if obs is not None:
                 found.extend(correlator.observe(obs))
                 observed += 1

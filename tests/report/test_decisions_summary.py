@@ -94,3 +94,13 @@ def test_calls_in_loops_by_agent_and_runner_when_records_name_them():
     assert lines[i + 3].split() == ["ops", "12", "0", "0", "6", "0", "0"]
     assert "  by runner:" in lines
     assert "  by agent:" not in render_text(build_report(_records()))  # no record names an agent
+
+
+def test_fleet_loops_of_verdict_files_name_the_agents():
+    from streams.detection.fleet import FleetSettings
+
+    replayer = Replayer(Engine(OpenClawConfig({})), key_by="run")
+    records = [replayer.apply({**call(f"f{n}", 0, "web_fetch", {"url": "u"}, T0 + n, None, "HTTP 503"),
+                               "agent_id": f"agent-{n % 2}"}) for n in range(3)]
+    [loop] = build_report(records, fleet=FleetSettings(min_runs=3)).fleet_loops
+    assert loop["agents"] == ["agent-0", "agent-1"]
