@@ -39,7 +39,9 @@ Mapping (``session_id`` = ``thread_id``, ``run_id`` = ``<thread_id>#turn<n>`` fo
   (transport) errors, not tool results, and produce no event.
 * Codex prints no clock: ``ts`` is the 1-based line number (order only).
 
-Errors: unparsable lines and items without ``id`` are reported (path, line) and skipped.
+Errors: unparsable lines and items without ``id`` are reported (path, line) and skipped; a file with
+records but neither a rollout's first record nor any ``codex exec --json`` event is reported (at its
+first record) and gives nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ from .events import (
 __all__ = ["discover", "read", "looks_like", "TOOL_ITEMS", "AGENT_ID", "run_id", "shell_args"]
 
 AGENT_ID = "codex"
+
+# the event kinds of `codex exec --json` output (thread.started, turn.completed, item.started, error, ...)
+_EXEC_KINDS = frozenset({"thread", "turn", "item", "error"})
 
 # item.type -> tool name loopwatch reports
 TOOL_ITEMS = {
@@ -157,6 +162,11 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
                 report(SessionFormatError(path, lineno, "item event without an item id"), on_error)
                 continue
         rows.append((lineno, ev))
+    if rows and not any(str(e.get("type")).split(".", 1)[0] in _EXEC_KINDS for _, e in rows):
+        report(SessionFormatError(path, rows[0][0], "neither a Codex session file (its first record is no "
+                                  "session_meta, response_item, ... record with a payload) nor `codex exec "
+                                  "--json` output (no thread, turn or item event)"), on_error)
+        return
 
     session_id = next((e["thread_id"] for _, e in rows if e.get("type") == "thread.started"), None) or path.stem
     # per tool item (keyed by turn and id: ids restart each turn): its first event, its completion
@@ -172,7 +182,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         if isinstance(item, dict) and item.get("type") in TOOL_ITEMS:
             key = (turn, item["id"])
             first_at.setdefault(key, i)
-            if ev["type"] == "item.completed":
+            if ev.get("type") == "item.completed":
                 done_at.setdefault(key, i)
         keyed.append((ln, ev, key, max(turn, 1)))
 

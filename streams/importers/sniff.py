@@ -14,8 +14,10 @@ apart, below):
   - ``{"type": "session", "id", "version"}`` -> ``openclaw`` (a transcript);
   - ``{"type": "session_meta"|"response_item"|..., "payload": {...}}`` (a rollout) or
     ``{"type": "thread.started"|"turn.started"}`` (``codex exec --json``) -> ``codex``;
-  - ``sessionId`` or ``parentUuid`` in it, or ``type`` ``summary``/``file-history-snapshot`` ->
-    ``claude-code`` (a main log or a sub-agent's side file);
+  - ``sessionId`` or ``parentUuid`` in it, or ``type`` ``summary``/``file-history-snapshot``, with a
+    ``type`` of lower-case words joined by hyphens (``user``, ``file-history-snapshot``; not a
+    dotted one, which other runners' records have) -> ``claude-code`` (a main log or a sub-agent's
+    side file);
   - an object with a ``trajectory`` list -> ``swe-agent`` (a trajectory written on one line);
   - ``type`` ``tool_call``/``tool_result``/``compaction_retry`` -> ``events`` (loopwatch event files,
     what ``loopwatch import`` writes);
@@ -56,6 +58,9 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _BOM = b"\xef\xbb\xbf"
 _EVENT_TYPES = frozenset({"tool_call", "tool_result", "compaction_retry"})
 _SIDECAR_SCHEMA = "openclaw-trajectory"
+# Claude Code's record types are words in lower case joined by hyphens (user, file-history-snapshot, ...); a dotted
+# type is another runner's event (an OpenClaw trajectory record, `codex exec --json`) that has a sessionId
+_CLAUDE_CODE_TYPE = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _TRAJECTORY_KEY = re.compile(rb'^\s*\{.*?"trajectory"\s*:\s*\[', re.DOTALL)
 _SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 _SIDECAR = "an OpenClaw trajectory sidecar (read with its transcript, which is not there)"
@@ -156,7 +161,7 @@ def _sniff_json(first: Any) -> Sniffed:
         return Sniffed("openclaw")
     if codex.looks_like(first):
         return Sniffed("codex")
-    if claude_code.looks_like(first):
+    if claude_code.looks_like(first) and _CLAUDE_CODE_TYPE.fullmatch(str(first.get("type", ""))):
         return Sniffed("claude-code")
     if swe_agent.looks_like(first):
         return Sniffed("swe-agent")

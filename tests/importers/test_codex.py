@@ -50,3 +50,28 @@ def test_detect_format():
     assert detect_format(FIX) == "codex"
     assert detect_format(Path(__file__).parent / "fixtures" / "openclaw/agents/bot1/sessions/oc-s1.jsonl") == "openclaw"
     assert detect_format(Path(__file__).parent / "fixtures" / "claude-code/cc-s1.jsonl") == "claude-code"
+
+
+def test_a_file_neither_rollout_nor_exec_output_is_one_error_not_silence(tmp_path):
+    from streams.importers import SessionFormatError, codex
+
+    path = tmp_path / "other.jsonl"
+    path.write_text('{"type": "session_meta", "ayload": {}}\n{"type": "response_item"}\n')  # a damaged rollout head
+    errors: list[SessionFormatError] = []
+    assert list(codex.read(path, errors.append)) == []
+    assert [(e.line, e.reason) for e in errors] == [(1, (
+        "neither a Codex session file (its first record is no session_meta, response_item, ... record with a "
+        "payload) nor `codex exec --json` output (no thread, turn or item event)"))]
+
+
+def test_an_exec_event_without_a_type_is_passed_over(tmp_path):
+    from streams.importers import codex
+
+    path = tmp_path / "exec.jsonl"
+    path.write_text('{"type": "thread.started", "thread_id": "t"}\n{"type": "turn.started"}\n'
+                    '{"item": {"id": "i1", "type": "command_execution", "command": "ls"}}\n'
+                    '{"type": "item.completed", "item": {"id": "i1", "type": "command_execution", "command": "ls", '
+                    '"aggregated_output": "a", "exit_code": 0, "status": "completed"}}\n')
+    events = list(codex.read(path))
+    assert [(e["type"], e["tool_call_id"], e["source"]["line"]) for e in events] == [("tool_call", "i1", 3)]
+    assert events[0]["result"]["content"][0]["text"] == "a"

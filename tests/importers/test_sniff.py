@@ -111,3 +111,12 @@ def test_companions_name_their_main_file(tmp_path):
     wal = tmp_path / "openclaw-agent.sqlite-wal"
     wal.write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
     assert sniff(wal).companion == tmp_path / "openclaw-agent.sqlite"
+
+
+def test_a_dotted_record_type_with_a_session_id_is_not_claude_code(tmp_path):
+    path = tmp_path / "events.jsonl"  # an OpenClaw trajectory record whose traceSchema key was damaged
+    path.write_text(json.dumps({"raceSchema": "openclaw-trajectory", "type": "session.model_change",
+                                "sessionId": "s1"}) + "\n")
+    assert sniff(path).format is None
+    path.write_text(json.dumps({"type": "queue-operation", "sessionId": "s1"}) + "\n")
+    assert sniff(path).format == "claude-code"
