@@ -202,11 +202,17 @@ def test_report_of_a_folder_without_session_files_of_the_format_says_so_as_repla
                              "(the others: claude-code, openclaw, swe-agent)\n")
 
 
+NOT_CODEX = ("neither a Codex session file (its first record is no session_meta, response_item, ... record with a "
+             "payload) nor `codex exec --json` output (no thread, turn or item event)")
+
+
 def test_report_of_sessions_of_another_format_says_so(tmp_path):
     result = run("report", "--format", "codex", str(SESSIONS / "bot2"))
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr == ("loopwatch report: no events in 1 file(s) read as codex: is --format right? "
+    sidecar = SESSIONS / "bot2" / "sessions" / "oc-s2.trajectory.jsonl"
+    assert result.stderr == (f"loopwatch report: {sidecar}:1: skipped: {NOT_CODEX}\n"
+                             "loopwatch report: no events in 1 file(s) read as codex: is --format right? "
                              "(the others: claude-code, openclaw, swe-agent)\n")
 
 
@@ -215,7 +221,10 @@ def test_replay_of_sessions_of_another_format_says_so_even_when_quiet(tmp_path):
     result = run("replay", "-q", "--format", "codex", str(transcript), str(SESSIONS / "bot2"))
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr == ("loopwatch replay: no events in 2 file(s) read as codex: is --format right? "
+    sidecar = SESSIONS / "bot2" / "sessions" / "oc-s2.trajectory.jsonl"
+    assert result.stderr == (f"loopwatch replay: {transcript}:1: skipped: {NOT_CODEX}\n"
+                             f"loopwatch replay: {sidecar}:1: skipped: {NOT_CODEX}\n"
+                             "loopwatch replay: no events in 2 file(s) read as codex: is --format right? "
                              "(the others: claude-code, openclaw, swe-agent)\n")
 
 
