@@ -31,7 +31,9 @@ Mapping (in log order):
 * ``system`` / ``compact_boundary`` -> ``compaction_retry`` in the run in progress. The
   ``agent-acompact-*`` summariser log is imported like any sub-agent (it has no tool calls).
 * Runs: a human prompt (a ``user`` record that is neither a tool result, nor ``isMeta``, nor a
-  compact summary) starts run ``<sessionId>:<uuid>``; records before the first prompt are in
+  compact summary) starts run ``<sessionId>:<prompt id>`` (:func:`prompt_key`: the record's ``promptId``,
+  which Claude Code 2.1.332 also hands every hook call as ``prompt_id``; its ``uuid`` in logs of
+  releases without it); records before the first prompt are in
   ``<sessionId>:start``. A sub-agent is one run, ``<sessionId>:<agentId>``.
 * Sub-agents: their calls are read from their side file (:func:`discover` brings a main log's
   side files along when the main log is named alone). A sub-agent whose side file is missing
@@ -69,7 +71,7 @@ from .events import (
     structured_result,
 )
 
-__all__ = ["discover", "read", "looks_like", "is_prompt", "run_id", "side_file", "MAIN_AGENT", "VIA_PROGRESS"]
+__all__ = ["discover", "read", "looks_like", "is_prompt", "prompt_key", "run_id", "side_file", "MAIN_AGENT", "VIA_PROGRESS"]
 
 MAIN_AGENT = "main"  # agent_id of the top-level conversation
 # ``source["via"]`` of events read from the main log's progress records of a sub-agent
@@ -122,6 +124,13 @@ def is_prompt(record: dict[str, Any]) -> bool:
         and not record.get("isMeta")
         and not record.get("isCompactSummary")
     )
+
+
+def prompt_key(record: dict[str, Any]) -> str:
+    """The id that names the run a human prompt record starts: its ``promptId`` (the ``prompt_id`` of every
+    hook call of that prompt, Claude Code 2.1.332), else its ``uuid`` (older logs)."""
+    prompt = record.get("promptId")
+    return prompt if isinstance(prompt, str) and prompt else str(record.get("uuid"))
 
 
 def run_id(session_id: str, prompt: str | None = None, sub_agent: str | None = None) -> str:
@@ -199,7 +208,7 @@ def _events(path: Path, session_id: str, sub_agent: str | None,
         tail = {"event_id": None, "ts": iso_to_ms(rec.get("timestamp")),
                 "source": {"path": str(path), "line": ln, **({"via": VIA_PROGRESS} if agent else {})}}
         if agent is None and not sub_agent and is_prompt(rec):
-            main_run = run_id(session_id, prompt=str(rec.get("uuid")))
+            main_run = run_id(session_id, prompt=prompt_key(rec))
         elif agent is None and kind == "system" and rec.get("subtype") == "compact_boundary":
             events.append({"type": "compaction_retry", **base, **tail})
         elif kind == "assistant":

@@ -61,6 +61,22 @@ def test_claude_code_transcript_results_are_the_hooks_tool_responses():
     assert checked == 8
 
 
+def test_claude_code_hooks_name_the_run_by_prompt_id_even_before_the_transcript_is_written():
+    """Claude Code 2.1.332 hands every hook call the prompt's ``prompt_id`` (the transcript's ``promptId``): a
+    hook call that comes before the transcript exists (a loaded machine) still gets the importer's run id."""
+    session = FIXTURES / "claude-code-bash-ok.jsonl"
+    runs = {e["run_id"] for e in import_paths("claude-code", [session])}
+    prompt = next(json.loads(line) for line in session.read_text().splitlines() if '"promptId"' in line)["promptId"]
+    session_id = next(r["sessionId"] for r in _lines(session) if r.get("sessionId"))
+    assert runs == {f"{session_id}:{prompt}"}
+    hooks = mapper("claude-code")
+    for payload in _lines(FIXTURES / "claude-code-bash-ok.hooks.jsonl"):
+        payload["transcript_path"] = "/nonexistent/transcript.jsonl"
+        event = hooks.event(payload)
+        if event is not None:
+            assert event["run_id"] in runs
+
+
 def test_codex_rollout_turns_call_ids_and_calls_that_never_ran():
     events = list(import_paths("codex", [FIXTURES / "codex-interrupted.jsonl"]))
     meta = _lines(FIXTURES / "codex-interrupted.jsonl")[0]["payload"]

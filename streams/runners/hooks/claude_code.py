@@ -9,8 +9,9 @@ https://code.claude.com/docs/en/hooks). Calls made inside a sub-agent also carry
 
 Mapping (the Claude Code importer's, :mod:`streams.importers.claude_code`):
 
-* Runs: the importer's, ``<session_id>:<uuid of the last human prompt>``, read from the session's
-  transcript (``transcript_path``; :class:`~streams.runners.hooks.transcripts.TranscriptPrompts`), so
+* Runs: the importer's, ``<session_id>:<prompt id>``: the ``prompt_id`` Claude Code 2.1.332 sends with
+  every hook call of a prompt (the transcript's ``promptId``), else the id of the last human prompt read
+  from the session's transcript (``transcript_path``; :class:`~streams.runners.hooks.transcripts.TranscriptPrompts`), so
   the run ids are the ones ``loopwatch replay --format claude-code`` gives and survive a gateway
   restart; ``<session_id>:start`` before any prompt. When the transcript cannot be read (a gateway on
   another machine), ``UserPromptSubmit`` starts a new run with a fresh id instead (the same cut,
@@ -84,7 +85,11 @@ class ClaudeCodeHooks:
         self.ended = ended if ended is not None else EndedRuns()
 
     def _main_run(self, payload: Mapping[str, Any], session: str, tracked: str | None) -> str | None:
-        """The run of a main-agent call: from the transcript, else ``tracked`` (the RunTracker's)."""
+        """The run of a main-agent call: its ``prompt_id`` (Claude Code 2.1.332 sends it with every hook call
+        of a prompt), else from the transcript, else ``tracked`` (the RunTracker's)."""
+        prompt = optional_str(payload, "prompt_id")
+        if prompt is not None and tracked is not None:
+            return run_id(session, prompt=prompt)
         path = optional_str(payload, "transcript_path")
         if path is not None and tracked is not None:
             try:

@@ -14,7 +14,7 @@ import json
 import os
 from collections import OrderedDict
 
-from streams.importers.claude_code import is_prompt
+from streams.importers.claude_code import is_prompt, prompt_key
 
 __all__ = ["TranscriptPrompts"]
 
@@ -32,7 +32,7 @@ class TranscriptPrompts:
         self._files: OrderedDict[str, list] = OrderedDict()  # path -> [inode, bytes read, last prompt uuid]
 
     def last_prompt(self, path: str) -> str | None:
-        """The ``uuid`` of the last human prompt (:func:`streams.importers.claude_code.is_prompt`) in the
+        """The id (:func:`streams.importers.claude_code.prompt_key`) of the last human prompt (:func:`streams.importers.claude_code.is_prompt`) in the
         transcript at ``path``; None when it holds none yet.
 
         Raises:
@@ -55,7 +55,7 @@ class TranscriptPrompts:
                 except ValueError:
                     continue
                 if isinstance(record, dict) and is_prompt(record):
-                    entry[2] = str(record.get("uuid"))
+                    entry[2] = prompt_key(record)
             entry[1] += complete
         self._files[path] = entry
         self._files.move_to_end(path)
