@@ -51,3 +51,26 @@ def test_interpreter_line_names_the_version_the_base_executable_and_the_linkage(
     assert line.startswith(f"python {platform.python_version()} ({sys._base_executable}; libpython ")
     maps = Path("/proc/self/maps").read_text()
     assert ("libpython shared" in line) == ("libpython" in maps)
+
+
+def test_fleet_import_bench_refuses_zero_sessions():
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "fleet_import.py"), "--sessions", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith("fleet_import.py: error: argument --sessions: must be above 0")
+
+
+def test_fleet_import_bench_imports_every_file_it_writes(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "fleet_import.py"), "--sessions", "14",
+                             "--sqlite-every", "7", "--no-replay", "--keep", str(tmp_path / "fleet")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("fleet:       14 files") and lines[1].endswith(
+        "2 claude-code, 2 codex, 2 codex-exec, 2 openclaw, 2 swe-agent, 2 events, 2 openclaw-sqlite")
+    assert [line.split(":")[0] for line in lines[2:5]] == ["floor", "start-up", "import"]
+    summary = [line.strip() for line in lines if line.strip().startswith("loopwatch import:")]
+    assert summary[0].startswith("loopwatch import: 14 file(s), ") and summary[0].endswith(" 0 error(s)")
+    assert [line.split(":")[1].strip() for line in summary[1:]] == ["claude-code", "codex", "events", "openclaw",
+                                                                    "swe-agent"]
+    assert "codex: 4 file(s)" in summary[2] and "openclaw: 4 file(s)" in summary[4]  # rollouts + exec, + SQLite

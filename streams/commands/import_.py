@@ -21,6 +21,8 @@ from .progress import file_progress, progress_option
 
 __all__ = ["import_"]
 
+_LISTED = 10  # sub-agents read from progress records named one by one
+
 
 @click.command(
     "import",
@@ -62,7 +64,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
     other calls in between), per compaction, in session order, with `runner`: the format
     that read it: the input of `loopwatch
     replay` and of the Kafka producer. A Claude Code sub-agent without its side file is read
-    from the main log's progress records, and the summary names it. A malformed line (not UTF-8, not JSON,
+    from the main log's progress records, and the summary names it (the first 10, then a count). A malformed line (not UTF-8, not JSON,
     not a record of the format), and an event --msgpack cannot carry (a string holding a
     lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
     reported on stderr with file:line and reason, the rest in one line. The summary on stderr
@@ -117,9 +119,12 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
                        f"{len(tally.runs)} run(s)", err=True)
         if not_read:
             click.echo(f"loopwatch import: {not_read} file(s) not read (no known format, or unreadable)", err=True)
-    for (path, session, agent), count in sorted(from_progress.items(), key=str):
+    for (path, session, agent), count in sorted(from_progress.items(), key=str)[:_LISTED]:
         click.echo(f"loopwatch import: sub-agent {agent} of session {session} has no side file: "
                    f"{count} event(s) read from its progress records in {path}", err=True)
+    if len(from_progress) > _LISTED:
+        click.echo(f"loopwatch import: {len(from_progress) - _LISTED} more sub-agent(s) read from progress "
+                   "records not listed", err=True)
     if not by_type:
         exit_without_events("import", fmt, len(files) - not_read, paths)
     if errors.count:

@@ -69,10 +69,15 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
     if fmt != AUTO:
         return [SessionFile(path, fmt) for path in iter_files(fmt, paths)]
     out: list[SessionFile] = []
-    seen: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
 
     def add(found: SessionFile) -> None:
-        key = found.path.resolve()
+        try:
+            info = found.path.stat()  # one system call, where resolve() takes one per path component
+        except OSError:
+            out.append(found)  # it will say why it cannot be read
+            return
+        key = (info.st_dev, info.st_ino)
         if key not in seen:
             seen.add(key)
             out.append(found)

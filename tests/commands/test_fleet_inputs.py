@@ -109,3 +109,14 @@ def test_progress_bar_on_request_only(fleet):
     assert "import: 100%" in shown.stderr and "10/10" in shown.stderr
     replay = run("replay", "--format", "auto", "--progress", "-q", "-o", "/dev/null", fleet)
     assert "read: 100%" in replay.stderr and "10/10" in replay.stderr
+
+
+def test_sub_agents_read_from_progress_records_are_named_ten_at_most(tmp_path):
+    for n in range(12):
+        shutil.copy(FIX / "claude-code" / "cc-s2.jsonl", tmp_path / f"cc-s2-{n:02d}.jsonl")
+    res = run("import", "-o", "/dev/null", tmp_path)
+    assert res.exit_code == 0, res.output
+    named = [line for line in res.stderr.splitlines() if "has no side file" in line]
+    assert len(named) == 10 and named[0].endswith(f"records in {tmp_path / 'cc-s2-00.jsonl'}")
+    assert res.stderr.splitlines()[-1] == ("loopwatch import: 2 more sub-agent(s) read from progress records "
+                                           "not listed")
