@@ -471,9 +471,9 @@ def resolve(block: Mapping[str, Any] | None) -> LoopDetectionSettings:
     guard = guard if isinstance(guard, dict) else {}
     enabled = block.get("enabled")
 
-    def flag(name: str) -> bool:
+    def flag(name: str) -> bool:  # `detectors.x ?? true`, then tested by truthiness: "" / 0 / NaN turn it off
         value = detectors.get(name)
-        return value if isinstance(value, bool) else True
+        return True if value is None else js_truthy(value)
 
     return LoopDetectionSettings(
         enabled=enabled if isinstance(enabled, bool) else (True if js_truthy(enabled) else None),

@@ -37,6 +37,12 @@ _JS_WHITESPACE = (
 )
 
 _TOOL_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
+# 2026.7.35 looks aliases up in a plain object literal, so a lower-cased name that is a property of
+# Object.prototype resolves to that property: ``constructor`` to the function ``Object`` and
+# ``__proto__`` to ``Object.prototype``. Every later use (args-hash prefix, messages, warning keys)
+# is that value's string form (docs/detection-rules.md §3 step 1).
+_TOOL_ALIASES_2026_7 = {**_TOOL_ALIASES, "constructor": "function Object() { [native code] }",
+                        "__proto__": "[object Object]"}
 # docs/detection-rules.md §11.3.1 step 1: one alias more, and the lookup is a Map (``constructor`` stays a plain name, as here)
 _TOOL_ALIASES_2026_9 = {**_TOOL_ALIASES, "cron": "automations"}
 
@@ -67,7 +73,7 @@ def normalize_tool_name(name: Any, is_2026_9: bool = False) -> str:
         return "tool"
     raw = name if isinstance(name, str) else stable_stringify(name)
     normalized = js_trim(raw).lower()
-    normalized = (_TOOL_ALIASES_2026_9 if is_2026_9 else _TOOL_ALIASES).get(normalized, normalized)
+    normalized = (_TOOL_ALIASES_2026_9 if is_2026_9 else _TOOL_ALIASES_2026_7).get(normalized, normalized)
     if type(name) is str:
         if len(cache) >= _TOOL_NAME_CACHE_SIZE:
             cache.clear()
@@ -127,8 +133,10 @@ def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str], is
             return PROFILE_PROCESS_LOG
     if tool == "sessions_send":
         return PROFILE_SEND
-    if tool == "message" and is_object and args.get("action") in _MESSAGE_SEND_ACTIONS:
-        return PROFILE_SEND
+    if tool == "message" and is_object:
+        action = args.get("action")
+        if type(action) is str and action in _MESSAGE_SEND_ACTIONS:  # a list or object action is no send (nor unhashable)
+            return PROFILE_SEND
     if tool in channel_send_tools and is_object:
         action, to = args.get("action"), args.get("to")
         if isinstance(action, str) and js_trim(action) == "sendMessage" and isinstance(to, str) and to:

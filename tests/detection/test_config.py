@@ -237,9 +237,10 @@ def test_window_size_resolution(guard, expected):
     ({}, (True, True, True)),
     ({"genericRepeat": False}, (False, True, True)),
     ({"knownPollNoProgress": False, "pingPong": False}, (True, False, False)),
-    ({"pingPong": "false", "genericRepeat": 0}, (True, True, True)),
+    # by JavaScript truthiness (OpenClaw 2026.7.35: `detectors.x ?? true`, then tested with &&)
+    ({"pingPong": "false", "genericRepeat": 0}, (False, True, True)),
     ([False], (True, True, True)),
-], ids=["absent", "empty", "generic-off", "poll-and-pingpong-off", "non-bool-ignored", "not-object"])
+], ids=["absent", "empty", "generic-off", "poll-and-pingpong-off", "non-bool-by-truthiness", "not-object"])
 def test_detector_flags(detectors, expected):
     keys = {"enabled": True} if detectors is None else {"enabled": True, "detectors": detectors}
     settings = resolve(keys)
