@@ -15,6 +15,7 @@ from .canonical import UNDEFINED, digest, js_number, normalizing_digest, stable_
 __all__ = [
     "normalize_tool_name",
     "js_trim",
+    "js_lower",
     "args_hash",
     "OutcomeProfile",
     "outcome_profile",
@@ -52,6 +53,25 @@ def js_trim(text: str) -> str:
     return text.strip(_JS_WHITESPACE)
 
 
+# Lower-case mappings that Node's ICU (Unicode 15.1/16, Node 20 and 24 alike) has and Python 3.11's
+# Unicode 14 tables lack: (first, last, offset) runs of code points whose lower case is cp + offset.
+_JS_EXTRA_LOWER = {
+    cp: cp + offset
+    for first, last, offset in ((0x1C89, 0x1C89, 1), (0xA7CB, 0xA7CB, -42343), (0xA7CC, 0xA7CC, 1),
+                                (0xA7CE, 0xA7CE, 1), (0xA7D2, 0xA7D2, 1), (0xA7D4, 0xA7D4, 1),
+                                (0xA7DA, 0xA7DA, 1), (0xA7DC, 0xA7DC, -42561), (0x10D50, 0x10D65, 32),
+                                (0x16EA0, 0x16EB8, 27))
+    for cp in range(first, last + 1)
+}
+
+
+def js_lower(text: str) -> str:
+    """JavaScript ``String#toLowerCase`` as Node's ICU does it (docs/detection-rules.md §3 step 1): Python's
+    ``lower`` (full mappings, final sigma) plus the mappings of characters newer than Python's tables."""
+    lowered = text.lower()
+    return lowered if lowered.isascii() else lowered.translate(_JS_EXTRA_LOWER)
+
+
 _TOOL_NAME_CACHE: dict[str, str] = {}
 _TOOL_NAME_CACHE_2026_9: dict[str, str] = {}
 _TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered (per profile)
@@ -72,7 +92,7 @@ def normalize_tool_name(name: Any, is_2026_9: bool = False) -> str:
     if name is None or name is UNDEFINED or name == "":
         return "tool"
     raw = name if isinstance(name, str) else stable_stringify(name)
-    normalized = js_trim(raw).lower()
+    normalized = js_lower(js_trim(raw))
     normalized = (_TOOL_ALIASES_2026_9 if is_2026_9 else _TOOL_ALIASES_2026_7).get(normalized, normalized)
     if type(name) is str:
         if len(cache) >= _TOOL_NAME_CACHE_SIZE:

@@ -62,3 +62,15 @@ def test_object_prototype_names_resolve_through_the_2026_7_alias_object(raw, nam
 @pytest.mark.parametrize("raw", ["toString", "valueOf", "hasOwnProperty"])
 def test_mixed_case_prototype_names_are_lower_cased_first_and_stay_plain(raw):
     assert normalize_tool_name(raw) == raw.lower()
+
+
+# ------------------------ docs/detection-rules.md §3 step 1: lower-casing as Node's ICU does it
+
+
+@pytest.mark.parametrize("raw, name", [("\ua7cbRead", "\u0264read"), ("\u1c89", "\u1c8a"), ("\ua7dc", "\u019b"),
+                                       ("\U00010d50x", "\U00010d70x"), ("\U00016ea0", "\U00016ebb"),
+                                       ("\u0130X", "i\u0307x"), ("\u0391\u03a3", "\u03b1\u03c2")])
+def test_tool_names_lower_case_with_javascripts_unicode_tables(raw, name):
+    # Python 3.11 left U+A7CB, U+1C89, U+10D50.. unchanged; Node 20 and 24 lower-case them (Unicode 16)
+    assert normalize_tool_name(raw) == name
+    assert normalize_tool_name(raw, True) == name
