@@ -44,7 +44,12 @@ import { toWire } from "./wire.js";
  * @property {string | null} session_id
  * @property {string | null} session_key
  * @property {string | null} agent_id
+ * @property {string} runner always `"openclaw"`: which runner's event (loopwatch's importer of OpenClaw sessions
+ *   sets the same), what reports group by
  */
+
+/** The `runner` of every event: the name loopwatch's importers give OpenClaw's recordings. */
+export const RUNNER = "openclaw";
 
 /**
  * The ids every event carries. The event's own `runId` / `toolCallId` win over the context's
@@ -60,6 +65,7 @@ export function ids(event, ctx) {
     session_id: text(ctx.sessionId),
     session_key: text(ctx.sessionKey),
     agent_id: text(ctx.agentId),
+    runner: RUNNER,
   };
 }
 

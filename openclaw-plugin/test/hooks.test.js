@@ -50,7 +50,7 @@ test("allow: the tool_call carries OpenClaw's ids and params, outcome_follows; t
   const { deadline, ...body } = server.requests[0].body;
   assert.deepEqual(body, {
     type: "tool_call", run_id: "run-1", session_id: "sess-1", session_key: "agent:main:main", agent_id: "main",
-    tool_call_id: "call-1", tool_name: "read", args: { path: "/workspace/notes.md" }, outcome_follows: true,
+    runner: "openclaw", tool_call_id: "call-1", tool_name: "read", args: { path: "/workspace/notes.md" }, outcome_follows: true,
   });
   // fail open (the default): the runner's deadline, 5 s after the hook was called
   assert.ok(Math.abs(deadline - (Date.now() + 5000)) < 2000, `deadline ${deadline}`);
@@ -111,7 +111,7 @@ test("a returned result and a thrown error are reported apart (result vs error)"
   const results = server.requests.map((request) => request.body).filter((body) => body.type === "tool_result");
   assert.deepEqual(results[0], {
     type: "tool_result", run_id: "run-1", session_id: "sess-1", session_key: "agent:main:main", agent_id: "main",
-    tool_call_id: "c1", tool_name: "exec", args: { command: "make" },
+    runner: "openclaw", tool_call_id: "c1", tool_name: "exec", args: { command: "make" },
     result: { content: [{ type: "text", text: "Error: HTTP 503" }], details: { ok: true } }, error: null,
   });
   // thrown, caught by OpenClaw's tool adapter: the whole message (event.error has only its first line)
@@ -199,7 +199,7 @@ test("after_compaction is a compaction_retry for the run in the hook context", a
   const { server, compaction } = await loaded(() => answer("allow"));
   await compaction()(oc.afterCompaction(), { runId: "run-7", agentId: "main", sessionKey: "agent:main:main", sessionId: "sess-2" });
   assert.deepEqual(server.requests[0].body, {
-    type: "compaction_retry", run_id: "run-7", session_id: "sess-2", session_key: "agent:main:main", agent_id: "main",
+    type: "compaction_retry", run_id: "run-7", session_id: "sess-2", session_key: "agent:main:main", agent_id: "main", runner: "openclaw",
   });
 });
 

@@ -60,21 +60,22 @@ def test_claude_code_maps_sessions_runs_and_tool_use_ids_as_the_importer():
     hooks = mapper("claude-code")
     before = hooks.event(cc_pre(1))
     assert before == {"type": "tool_call", "run_id": "cc-1:start", "session_id": "cc-1", "tool_call_id": "toolu_001",
-                      "agent_id": "main", "tool_name": "Bash",
+                      "runner": "claude-code", "agent_id": "main", "tool_name": "Bash",
                       "args": {"command": "npm test", "description": "Run tests"}, "outcome_follows": True}
     assert hooks.event({**CC_COMMON, "hook_event_name": "UserPromptSubmit", "prompt": "fix it"}) is None
     call = hooks.event(cc_pre(2))
     assert call["run_id"].startswith("cc-1:") and call["run_id"] != "cc-1:start"
     post = hooks.event({**cc_post(2), "tool_response": {"stdout": "ok", "durationMs": 12}})
     assert post == {"type": "tool_result", "run_id": call["run_id"], "session_id": "cc-1", "tool_call_id": "toolu_002",
-                    "result": {"content": [], "details": {"stdout": "ok"}}, "error": None}
+                    "runner": "claude-code", "result": {"content": [], "details": {"stdout": "ok"}}, "error": None}
     failed = hooks.event({**CC_COMMON, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
                           "tool_input": {}, "tool_use_id": "toolu_003", "error": "Exit code 1"})
     assert failed["error"] == "Exit code 1" and failed["result"] is None
     sub = hooks.event({**cc_pre(4), "agent_id": "a1b2", "agent_type": "Explore"})
     assert (sub["run_id"], sub["agent_id"]) == ("cc-1:a1b2", "a1b2")
     compact = hooks.event({**CC_COMMON, "hook_event_name": "SessionStart", "source": "compact"})
-    assert compact == {"type": "compaction_retry", "run_id": call["run_id"], "session_id": "cc-1", "agent_id": "main"}
+    assert compact == {"type": "compaction_retry", "run_id": call["run_id"], "session_id": "cc-1", "agent_id": "main",
+                       "runner": "claude-code"}
     assert hooks.event({**CC_COMMON, "hook_event_name": "PostCompact"}) is None  # the same compaction
     assert hooks.event({**CC_COMMON, "hook_event_name": "Stop"}) is None
     with pytest.raises(HookInputError, match="tool_use_id"):
@@ -86,7 +87,7 @@ def test_claude_code_maps_sessions_runs_and_tool_use_ids_as_the_importer():
 def test_codex_maps_turns_to_runs_and_bash_to_the_importers_shell():
     hooks = mapper("codex")
     assert hooks.event(cx_pre(1)) == {"type": "tool_call", "run_id": "cx-1#turn-a", "session_id": "cx-1",
-                                      "tool_call_id": "call_1", "agent_id": "codex", "tool_name": "shell",
+                                      "tool_call_id": "call_1", "runner": "codex", "agent_id": "codex", "tool_name": "shell",
                                       "args": {"command": "cargo test"}, "outcome_follows": True}
     assert hooks.event(cx_post(1))["result"] == {"content": [{"type": "text", "text": "test failed"}], "details": {}}
     patch = hooks.event({**cx_pre(2, "turn-b"), "tool_name": "apply_patch", "tool_input": {"command": "*** Begin"}})

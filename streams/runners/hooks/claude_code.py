@@ -117,7 +117,7 @@ class ClaudeCodeHooks:
             call_id = require_str(payload, "tool_use_id")
             run = default if sub_agent else self._main_run(payload, session,
                                                            self.runs.tool_event(session, default))
-            base = {"run_id": run, "session_id": session, "tool_call_id": call_id}
+            base = {"run_id": run, "session_id": session, "tool_call_id": call_id, "runner": RUNNER}
             if name == "PreToolUse":
                 event = {"type": "tool_call", **base, "agent_id": sub_agent or MAIN_AGENT,
                          "tool_name": require_str(payload, "tool_name")}
@@ -137,7 +137,7 @@ class ClaudeCodeHooks:
             if run is None:
                 return None
             return {"type": "compaction_retry", "run_id": run, "session_id": session,
-                    "agent_id": sub_agent or MAIN_AGENT}
+                    "agent_id": sub_agent or MAIN_AGENT, "runner": RUNNER}
         return None
 
     def run_of(self, payload: Mapping[str, Any]) -> str:

@@ -73,7 +73,8 @@ class CodexHooks:
         session = require_str(payload, "session_id")
         if name in ("PreToolUse", "PostToolUse"):
             call_id = require_str(payload, "tool_use_id")
-            base = {"run_id": self._run(payload, session), "session_id": session, "tool_call_id": call_id}
+            base = {"run_id": self._run(payload, session), "session_id": session, "tool_call_id": call_id,
+                    "runner": RUNNER}
             if name == "PostToolUse":
                 return {"type": "tool_result", **base, "result": tool_outcome(payload.get("tool_response")),
                         "error": None}
@@ -95,7 +96,8 @@ class CodexHooks:
             if current is None:
                 return None
             run = run_id(session, turn) if turn else current
-            return {"type": "compaction_retry", "run_id": run, "session_id": session, "agent_id": AGENT_ID}
+            return {"type": "compaction_retry", "run_id": run, "session_id": session, "agent_id": AGENT_ID,
+                    "runner": RUNNER}
         if optional_str(payload, "turn_id"):
             self._run(payload, session)
         return None
