@@ -215,10 +215,12 @@ def _strip_volatile(value: Any) -> Any:
             or isinstance(value.get("conversation"), dict)
         )
     )
+    # OpenClaw copies the kept keys by assignment, and assigning "__proto__" sets the copy's prototype
+    # instead of a key: that key never reaches the hash (docs/detection-rules.md §4.3 rule 7)
     return {
         key: _strip_volatile(item)
         for key, item in value.items()
-        if key not in _VOLATILE_SEND_KEYS and not (drop_id and key == "id")
+        if key not in _VOLATILE_SEND_KEYS and not (drop_id and key == "id") and key != "__proto__"
     }
 
 

@@ -74,3 +74,20 @@ def test_tool_names_lower_case_with_javascripts_unicode_tables(raw, name):
     # Python 3.11 left U+A7CB, U+1C89, U+10D50.. unchanged; Node 20 and 24 lower-case them (Unicode 16)
     assert normalize_tool_name(raw) == name
     assert normalize_tool_name(raw, True) == name
+
+
+# ---------------- docs/detection-rules.md §4.3 rule 7: a send's copy drops "__proto__" keys
+
+
+def test_send_outcome_drops_proto_keys_at_any_depth():
+    # OpenClaw builds the stripped copy by assignment; `copy["__proto__"] = v` sets a prototype, not a key.
+    # Before: loopwatch hashed the key. Both versions: the same hash as {"ok": true}.
+    send = outcome_profile("sessions_send", {}, frozenset())
+    top = {"details": {"__proto__": {"a": 1}, "ok": True}}
+    assert outcome_hash(send, top, None) == "4062edaf750fb8074e7e83e0c9028c94e32468a8b6f1614774328ef045150f93"
+    assert outcome_hash(send, top, None) == outcome_hash(send, {"details": {"ok": True}}, None)
+    nested = {"details": {"list": [{"__proto__": {"x": 1}, "messageId": "1"}], "ok": True}}
+    assert outcome_2026_9(outcome_profile("sessions_send", {}, frozenset(), True), nested, None).result_hash == (
+        "d93c701c119616504f457cd1ccc2dee46e836546b23409acb00f7b081bd8f779")
+    # a plain outcome hashes the parsed object itself, whose own "__proto__" key stays
+    assert outcome_hash(PROFILE_PLAIN, top, None) != outcome_hash(PROFILE_PLAIN, {"details": {"ok": True}}, None)
