@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 SHARED_PORT = 9092
@@ -125,10 +127,24 @@ class PrivateBroker:
         os.kill(self.pid(), signal.SIGSTOP)
 
     def thaw(self) -> None:
-        """SIGCONT the broker's JVM."""
-        os.kill(self.pid(), signal.SIGCONT)
+        """SIGCONT the broker's JVM (nothing if it is not running)."""
+        try:
+            os.kill(self.pid(), signal.SIGCONT)
+        except (OSError, ValueError):  # no pidfile, or no such process
+            pass
 
     def is_up(self) -> bool:
         with socket.socket() as sock:
             sock.settimeout(0.5)
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBroker]:
+    """A :class:`PrivateBroker` for the test module (import this fixture into it), stopped after its tests
+    (thawed first, should a test have left it frozen)."""
+    own = PrivateBroker(tmp_path_factory.mktemp("kafka"))
+    own.start()
+    yield own
+    own.thaw()
+    own.stop()

@@ -648,6 +648,8 @@ class Loopwatch(Checkpoints, Outages):
                 self._last_checkpoint_written = self._failed is None and not self._tainted and not fenced
                 if self._last_checkpoint_written and pending:
                     log.info("loopwatch: last checkpoint written")
+            if self.fleet is not None:
+                await self.fleet.flush()  # the fleet windows changed since the last flush (bounded)
             self._drop()
 
     def _bound_exit(self) -> None:

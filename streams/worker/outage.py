@@ -66,7 +66,8 @@ def is_broker_trouble(exc: BaseException) -> bool:
 class Outages:
     """The outage handling of the module docstring, mixed into the worker.
 
-    The worker provides ``app``, ``settings``, ``_reader``, ``_writers``,
+    The worker provides ``app``, ``settings``, ``_reader``, ``_writers``, ``_checkpoint`` (the
+    checkpoint in flight),
     ``_owned_generation`` (the generation whose writers it started), ``_drop()``
     and ``_replace_outputs()``; it calls :meth:`_enter_outage` where
     a send or a checkpoint fails for the broker's sake, refuses to handle
@@ -99,6 +100,11 @@ class Outages:
         log.warning("loopwatch: Kafka did not answer (%r): reading stops, the states go back to the last checkpoint; "
                     "the worker goes on from there once Kafka answers (it gives up after %g s)", exc, limit)
         self._reader.revoke()
+        checkpoint = self._checkpoint
+        if checkpoint is not None and checkpoint is not asyncio.current_task():
+            # its states are dropped, and it may wait for ever on sends of the producer replaced below;
+            # the transaction it left open is ended by the fresh writers (InitProducerId)
+            checkpoint.cancel()
         self._drop()
         self._writers.renew()
         self._owned_generation = None  # the assignment that ends the outage starts fresh writers

@@ -19,7 +19,7 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from tests.private_broker import PrivateBroker
+from tests.private_broker import broker  # noqa: F401  (the module's own broker, a fixture)
 from tests.worker.test_rebalance import assert_every_verdict_once_as_offline
 from tests.worker.test_worker import ENABLED, _fleet_stream, verdicts_by_source
 from tests.worker_harness import WorkerProcess, create_topics, encode, worker_settings
@@ -28,15 +28,6 @@ pytestmark = pytest.mark.kafka
 
 FROZEN_S = 50.0  # longer than aiokafka's request_timeout_ms (40 s), the old limit
 BEFORE, AFTER = 6000, 1500  # events sent just before the freeze (still being handled when it starts), and after
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    own = PrivateBroker(tmp_path_factory.mktemp("kafka"))
-    own.start()
-    yield own
-    own.thaw()
-    own.stop()
 
 
 async def _send(bootstrap: str, topic: str, events: list[dict]) -> list[tuple[str, int, int]]:

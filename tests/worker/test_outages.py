@@ -25,7 +25,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streams.wire.codecs import decode_event
-from tests.private_broker import PrivateBroker
+from tests.private_broker import broker  # noqa: F401  (the module's own broker, a fixture)
 from tests.worker_harness import WorkerProcess, encode, worker_settings
 
 pytestmark = pytest.mark.kafka
@@ -36,14 +36,6 @@ pytestmark = pytest.mark.kafka
 FIRST_VERDICT_S = 3.0
 SHUTDOWN_S = 10.0  # WorkerSettings.shutdown_timeout_s, the documented bound
 SLACK_S = 5.0  # a loaded 2-core machine: signal delivery, interpreter exit
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    own = PrivateBroker(tmp_path_factory.mktemp("kafka"))
-    own.start()
-    yield own
-    own.stop()
 
 
 def _event(number: int, run: str = "run-1") -> dict:
