@@ -226,7 +226,7 @@ def replay(config_path: str | None, config_validate: bool, profile: str | None, 
         for line in replayer.summary.lines():
             click.echo(line, err=True)
     if fmt != "events" and not read:  # as import: most likely the wrong --format
-        exit_without_events("replay", fmt, len(inputs), files)
+        exit_without_events("replay", fmt, sum(f.format is not None for f in inputs), files)
     if replayer.summary.bad:
         sys.exit(1)
 

@@ -115,7 +115,7 @@ def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport, progress
                 event = {**event, "source": {"path": "<stdin>" if path == "-" else path, "line": position}}
             out.append((path, position, event))
     if fmt != "events" and not out:  # most likely the wrong --format
-        exit_without_events("report", fmt, len(inputs), paths)
+        exit_without_events("report", fmt, sum(f.format is not None for f in inputs), paths)
     return out
 
 

@@ -120,3 +120,20 @@ def test_sub_agents_read_from_progress_records_are_named_ten_at_most(tmp_path):
     assert len(named) == 10 and named[0].endswith(f"records in {tmp_path / 'cc-s2-00.jsonl'}")
     assert res.stderr.splitlines()[-1] == ("loopwatch import: 2 more sub-agent(s) read from progress records "
                                            "not listed")
+
+
+def test_report_of_a_folder_of_unknown_files_counts_no_session_file(tmp_path):
+    (tmp_path / "a.txt").write_text("hello\n")
+    res = run("report", "--format", "auto", tmp_path)
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[-1] == ("loopwatch report: no session or event files of a known format found "
+                                           f"in {tmp_path}")
+
+
+def test_standard_input_is_sniffed_too():
+    capture = (FIX / "codex" / "th-1.codex_stdout.jsonl").read_bytes()
+    res = CliRunner().invoke(main, ["import", "-"], input=capture)
+    assert res.exit_code == 0, res.output
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert {e["runner"] for e in events} == {"codex"} and {e["session_id"] for e in events} == {"th-1"}
+    assert res.stderr.splitlines()[1].startswith("loopwatch import: codex: 1 file(s), ")
