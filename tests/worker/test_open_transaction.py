@@ -50,12 +50,25 @@ async def _rejoin(consumer) -> None:  # runs in Faust's consumer thread
     consumer._coordinator.request_rejoin()  # aiokafka internals: the group coordinator of the consumer
 
 
-async def _open_transaction(bootstrap: str, topic: str, partition: int, transactional_id: str) -> AIOKafkaProducer:
+async def _open_transaction(bootstrap: str, topic: str, partition: int, transactional_id: str
+                            ) -> tuple[AIOKafkaProducer, int]:
+    """A producer with a transaction left open on ``topic[partition]``, and the offset of its one record."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
     await producer.start()
     await producer.begin_transaction()
-    await (await producer.send(topic, b"not a state", key=b"intruder", partition=partition))
-    return producer
+    meta = await (await producer.send(topic, b"not a state", key=b"intruder", partition=partition))
+    return producer, meta.offset
+
+
+async def _persisted_past(worker, tp: TP, offset: int, timeout: float = 60.0) -> int:
+    """Wait until the worker's store holds changelog records past ``offset`` (its checkpoints committed them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        persisted = worker.table.data.persisted_offset(tp)
+        if persisted is not None and persisted > offset:
+            return persisted
+        assert time.monotonic() < deadline, f"no checkpoint past offset {offset} (persisted {persisted})"
+        await asyncio.sleep(0.1)
 
 
 @pytest.mark.timeout(180)
@@ -69,18 +82,21 @@ def test_a_rebalance_while_a_transaction_is_open_on_the_changelog_waits_for_it(k
     async def run() -> tuple[list, float, int]:
         async with running_worker(settings) as worker:
             changelog = worker.table.changelog_topic.get_topic_name()
+            tp = TP(changelog, 0)
+            written = -1
             for part in (first[:3], first[3:]):  # two checkpoints: the records before the transaction end past 0
                 await produce(kafka_bootstrap, topic, [(b"run-a", encode(e)) for e in part])
-                await checkpointed(worker)
+                written = await _persisted_past(worker, tp, written)
             await consume_all(kafka_bootstrap, settings.verdicts_topic, len(first))
-            intruder = await _open_transaction(kafka_bootstrap, changelog, 0, f"{settings.app_id}-intruder")
+            await checkpointed(worker)
+            intruder, opened_at = await _open_transaction(kafka_bootstrap, changelog, 0,
+                                                          f"{settings.app_id}-intruder")
             try:
                 # the worker's next checkpoints commit after the open transaction began
                 await produce(kafka_bootstrap, topic, [(b"run-a", encode(e)) for e in second])
                 await consume_all(kafka_bootstrap, settings.verdicts_topic, len(first) + len(second))
+                persisted = await _persisted_past(worker, tp, opened_at)
                 await checkpointed(worker)
-                persisted = worker.table.data.persisted_offset(TP(changelog, 0))
-                assert persisted is not None and persisted > 4  # past the open transaction's first record
 
                 thread = worker.app.consumer._thread
                 generation = worker.app.consumer_generation_id
@@ -135,7 +151,7 @@ def test_stable_ends_wait_for_a_transaction_open_at_the_call(kafka_bootstrap):
         try:
             async with writer.transaction():
                 await writer.send_and_wait(topic, b"v0", key=b"k", partition=0)  # offset 0, marker 1
-            intruder = await _open_transaction(kafka_bootstrap, topic, 0, f"{topic}-intruder")  # offset 2
+            intruder, _ = await _open_transaction(kafka_bootstrap, topic, 0, f"{topic}-intruder")  # offset 2
             async with writer.transaction():
                 await writer.send_and_wait(topic, b"v1", key=b"k", partition=0)  # offset 3, marker 4
             pinned = (await stable_ends(committed, uncommitted, [tp], timeout=1.0))[tp]
