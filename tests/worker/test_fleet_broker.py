@@ -35,6 +35,13 @@ def failing(run: int, ts: int, call: int = 0, url: str = "https://api.example.co
             "event_id": f"e{run}.{call}"}
 
 
+def _aligned_now_ms() -> int:
+    """Now, moved back to 10 s into the current minute (the 60 s window step): the scenario's events (up to
+    20 s later) then never straddle a window boundary, where a later, non-overlapping window could collect
+    the minimum runs too and publish a second fleet loop (about one run in 15 with the bare clock)."""
+    return int(time.time() // 60) * 60_000 + 10_000
+
+
 def scenario(t0: int) -> list[dict[str, Any]]:
     """Five runs (3 agents, 4 sessions) repeat the same failing call within a minute; one other call."""
     events = [failing(run, t0 + 1000 * run + 100 * call, call) for run in range(5) for call in range(2)]
@@ -81,7 +88,7 @@ async def fleet_topics(bootstrap: str, settings) -> None:
 def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is_blocked(kafka_bootstrap, tmp_path,
                                                                                           mode):
     settings = worker_settings(kafka_bootstrap, tmp_path)
-    t0 = int(time.time() * 1000)
+    t0 = _aligned_now_ms()
 
     async def main() -> tuple[list[dict], dict, list[dict]]:
         await fleet_topics(kafka_bootstrap, settings)
@@ -137,7 +144,7 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
 def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_same_fleet_loop(kafka_bootstrap,
                                                                                               tmp_path):
     settings = worker_settings(kafka_bootstrap, tmp_path)
-    t0 = int(time.time() * 1000)
+    t0 = _aligned_now_ms()
     events = scenario(t0)
     config = fleet_config("off")
 
