@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js ci run e2e e2e-install e2e-openclaw
+.PHONY: venv kafka-start kafka-stop test test-js run e2e e2e-install e2e-openclaw
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -20,14 +20,11 @@ kafka-start:
 kafka-stop:
 	deploy/kafka/kafka.sh stop
 
-# Starts the broker unless one is already up, runs pytest, stops the broker only if it started
-# it here (also on failure or Ctrl-C), and exits with pytest's status.
+# The test command (README; .ci/run runs exactly this): starts the broker unless one is already up,
+# runs pytest, then the install a new user makes (deploy/check-wheel.sh: wheel, fresh virtualenv,
+# demo and replay) against the same broker; stops the broker only if it started it here (also on
+# failure or Ctrl-C), and exits with the first failure's status.
 test: venv test-js
-	deploy/kafka/kafka.sh with $(PY) -m pytest -q
-
-# CI (.ci/run): the tests, then the install a new user makes (deploy/check-wheel.sh: wheel, fresh
-# virtualenv, demo and replay), against one broker started for both.
-ci: venv test-js
 	deploy/kafka/kafka.sh with sh -c '$(PY) -m pytest -q && deploy/check-wheel.sh "$$LOOPWATCH_KAFKA_BOOTSTRAP"'
 
 # The OpenClaw plugin's tests, with node's own test runner (the plugin has no npm dependencies).
