@@ -3,7 +3,7 @@
 setup.py's ``build_py`` copies them into ``streams/bundled/`` (the step a wheel
 build runs); :func:`streams.assets.asset` finds them there when no checkout is
 around. The whole install (wheel, fresh virtualenv, demo against a broker,
-replay of the example) is deploy/check-wheel.sh, run by CI after the tests (make ci).
+replay of the example) is deploy/check-wheel.sh, run by make test (and so CI) after the tests.
 """
 
 from __future__ import annotations
