@@ -50,6 +50,7 @@ def hook(runner: str, url: str, timeout: float, on_failure: str, print_config: b
     (LOOPWATCH_GATEWAY_TOKEN_FILE, else ~/.config/loopwatch/gateway-token).
     """
     if print_config:
+        _warn_options_left_out(click.get_current_context())
         click.echo(_snippet(runner, fmt, http_url), nl=False)
         return
     if fmt or http_url:
@@ -61,6 +62,21 @@ def hook(runner: str, url: str, timeout: float, on_failure: str, print_config: b
         sys.stderr.write(err)
     sys.stdout.flush()
     sys.exit(status)
+
+
+# option -> the environment variable the printed command reads it from instead
+_ENV_OF = {"url": URL_ENV, "timeout": "LOOPWATCH_HOOK_TIMEOUT", "on_failure": "LOOPWATCH_HOOK_ON_FAILURE"}
+
+
+def _warn_options_left_out(ctx: click.Context) -> None:
+    """Say on stderr which options given with --print-config the printed command leaves out, and the
+    variable to set instead: the command never carries options (a changed command loses Codex's trust)."""
+    for name, env in _ENV_OF.items():
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            option = "--" + name.replace("_", "-")
+            click.echo(f"loopwatch hook: {option} is not written into the printed command (the command never "
+                       f"changes, so the runner's trust in it holds); set {env}={ctx.params[name]} in the "
+                       "runner's environment instead", err=True)
 
 
 def _snippet(runner: str, fmt: str | None, http_url: str | None) -> str:

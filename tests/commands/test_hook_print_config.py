@@ -42,3 +42,14 @@ def test_options_that_do_not_fit_the_runner_are_usage_errors_that_do_not_block()
                  ("codex", "--format", "json")):
         done = _run(*args)
         assert done.returncode == 1 and done.stdout == "", args  # 1, not 2: a runner reads 2 as "block"
+
+
+def test_options_given_with_print_config_are_named_on_stderr_with_the_variable_to_set():
+    """The printed command carries no options, so a fail-closed choice made on the command line would be lost
+    without a word: the hook says which variable carries it instead."""
+    result = _run("claude-code", "--print-config", "--on-failure", "block", "--url", "http://127.0.0.1:8797")
+    assert result.returncode == 0
+    assert f"{LOOPWATCH.resolve()} hook claude-code" in result.stdout and "block" not in result.stdout
+    assert "set LOOPWATCH_HOOK_ON_FAILURE=block in the runner's environment" in result.stderr
+    assert "set LOOPWATCH_GATEWAY_URL=http://127.0.0.1:8797 in the runner's environment" in result.stderr
+    assert _run("codex", "--print-config").stderr == ""  # nothing given, nothing said
