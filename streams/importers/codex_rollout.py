@@ -31,6 +31,17 @@ session gives the live run ids, call ids and result hashes:
   (:func:`streams.importers.events.fold_results`), calls of one model response that all started
   before any outcome stay apart.
 * ``ts`` is the record's ``timestamp`` in epoch milliseconds.
+* Sub-agents (``spawn_agent`` of the ``multi_agent_v1`` tools): Codex 0.171 writes each spawned thread
+  to a rollout file of its own (``rollout-<time>-<thread id>.jsonl``, in the day folder of its start),
+  whose ``session_meta`` has ``id`` = the sub-agent's thread, ``session_id`` = the session it belongs
+  to (the root thread's id), ``parent_thread_id`` and ``source = {"subagent": {"thread_spawn":
+  {"parent_thread_id", "depth", "agent_nickname", ...}}}``. Its hooks get that ``session_id``, the
+  sub-agent's own ``turn_id`` and ``agent_id`` = its thread; so its events have ``session_id`` = the
+  root session, ``run_id`` = ``<root session>#<sub-agent turn>`` (a run of its own, in its parent's
+  session), ``agent_id`` = ``codex`` as the hook sends, ``source`` adds ``thread`` and
+  ``parent_thread``, and event ids are ``<session>/<thread>:<line>:<n>``. A rollout without
+  ``session_id`` (before 0.171) belongs to its parent thread's session. A namespaced function call
+  is named as hooks get it (:func:`hook_tool_name`: ``multi_agent_v1wait_agent``, but ``spawn_agent``).
 
 Errors: unparsable lines, records without ``type`` or ``payload``, calls without ``call_id`` are
 reported (path, line) and skipped.
@@ -40,13 +51,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from .events import (ErrorHandler, EventIds, SessionFormatError, fold_results, iso_to_ms, joined_text,
                      number_events, read_jsonl, report, text_result)
 
-__all__ = ["read", "looks_like", "SHELL_TOOLS", "BLOCKED_MARK", "shell_command"]
+__all__ = ["read", "looks_like", "SHELL_TOOLS", "BLOCKED_MARK", "shell_command", "sub_agent_parent", "hook_tool_name"]
 
 AGENT_ID = "codex"
 SHELL_TOOLS = frozenset({"exec_command", "shell_command", "shell", "local_shell"})
@@ -54,6 +66,7 @@ SHELL_TOOLS = frozenset({"exec_command", "shell_command", "shell", "local_shell"
 BLOCKED_MARK = "blocked by PreToolUse hook"
 ABORTED_MARK = "aborted by user"
 _RECORD_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+_PLAIN_HOOK_NAMES = frozenset({"spawn_agent"})  # namespaced tools hooks get without their namespace
 
 
 def looks_like(first: Any) -> bool:
@@ -101,8 +114,8 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             report(SessionFormatError(path, lineno, "record without a type or payload"), on_error)
             continue
         rows.append((lineno, rec["type"], rec["payload"], rec.get("timestamp")))
-    session_id = next((p.get("id") for _, t, p, _ in rows if t == "session_meta" and isinstance(p.get("id"), str)),
-                      None) or path.stem
+    thread = _thread(rows, path)
+    session_id = thread.session
     # the line of each call's outcome: its CommandExecution completion, else its output
     executed: dict[str, tuple[int, dict[str, Any]]] = {}
     outputs: dict[str, tuple[int, str]] = {}
@@ -123,7 +136,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     compacted_at = {ln for ln, kind, _, _ in rows if kind == "compacted"}
     for ln, kind, payload, stamp in rows:
         ptype = payload.get("type")
-        tail = {"event_id": None, "ts": iso_to_ms(stamp), "source": {"path": str(path), "line": ln}}
+        tail = {"event_id": None, "ts": iso_to_ms(stamp), "source": {"path": str(path), "line": ln, **thread.source}}
         if kind == "event_msg" and ptype == "task_started" and isinstance(payload.get("turn_id"), str):
             turn = payload["turn_id"]
         head = {"run_id": run_id(session_id, turn), "session_id": session_id, "agent_id": AGENT_ID}
@@ -140,7 +153,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             elif ptype == "custom_tool_call":
                 tool, args = name, {"command": payload.get("input")}
             else:
-                tool, args = name, _arguments(payload.get("arguments"))
+                tool, args = hook_tool_name(name, payload.get("namespace")), _arguments(payload.get("arguments"))
             outcome = _outcome(call_id, name, executed, outputs)
             call = {"type": "tool_call", **head, "tool_call_id": call_id, "tool_name": tool, "args": args,
                     "result": None, "error": None, **({"outcome_follows": True} if outcome else {}), **tail}
@@ -151,14 +164,62 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
                 pending.setdefault(outcome[0], []).append(
                     (call_id, {"type": "tool_result", **head, "tool_call_id": call_id, "tool_name": tool,
                                "args": args, "result": outcome[1], "error": None, **tail,
-                               "source": {"path": str(path), "line": outcome[0]}}))
+                               "source": {"path": str(path), "line": outcome[0], **thread.source}}))
         for call_id, result in pending.pop(ln, ()):
             if len(response_calls) > 1:
                 apart.update(response_calls)
             response_calls = []
             result["ts"] = tail["ts"]
             events.append(result)
-    return iter(number_events(fold_results(events, apart), EventIds(session_id)))
+    return iter(number_events(fold_results(events, apart), EventIds(thread.id_prefix)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Thread:
+    """Whose file this is: ``session`` the session id the hooks send, ``source`` what every event's ``source``
+    adds (``thread``, ``parent_thread`` for a sub-agent), ``id_prefix`` of its event ids."""
+
+    session: str
+    source: dict[str, str]
+    id_prefix: str
+
+
+def _thread(rows: list[tuple[int, str, dict[str, Any], Any]], path: Path) -> _Thread:
+    """The thread of a rollout from its ``session_meta`` (module docstring, "Sub-agents")."""
+    meta = next((p for _, t, p, _ in rows if t == "session_meta" and isinstance(p.get("id"), str)), None)
+    if meta is None:
+        return _Thread(path.stem, {}, path.stem)
+    thread = meta["id"]
+    parent = sub_agent_parent(meta)
+    session = meta.get("session_id")
+    if not isinstance(session, str) or not session:
+        session = parent or thread  # releases before 0.171 wrote no session_id
+    if parent is None and session == thread:
+        return _Thread(thread, {}, thread)
+    source = {"thread": thread, **({"parent_thread": parent} if parent else {})}
+    return _Thread(session, source, f"{session}/{thread}")
+
+
+def sub_agent_parent(meta: dict[str, Any]) -> str | None:
+    """The parent thread id of a sub-agent's ``session_meta`` payload (``parent_thread_id``, else
+    ``source.subagent.thread_spawn.parent_thread_id``), or None for a thread a user started."""
+    parent = meta.get("parent_thread_id")
+    if isinstance(parent, str) and parent:
+        return parent
+    source = meta.get("source")
+    spawn = source.get("subagent") if isinstance(source, dict) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return parent if isinstance(parent, str) and parent else None
+
+
+def hook_tool_name(name: str, namespace: Any) -> str:
+    """The ``tool_name`` Codex 0.171 hands hooks for a function call of ``namespace`` (``multi_agent_v1``'s
+    ``wait_agent`` -> ``multi_agent_v1wait_agent``: the two joined as they are), except ``spawn_agent``,
+    which hooks get by its own name (both measured with the real CLI)."""
+    if isinstance(namespace, str) and namespace and name not in _PLAIN_HOOK_NAMES:
+        return namespace + name
+    return name
 
 
 def _outcome(call_id: str, name: str, executed: dict, outputs: dict) -> tuple[int, dict[str, Any]] | None:

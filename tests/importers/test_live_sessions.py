@@ -105,3 +105,41 @@ def test_codex_sessions_import_from_a_tree_and_from_standard_input(monkeypatch, 
                          input=(FIXTURES / "codex-interrupted.jsonl").read_bytes(), capture_output=True, check=True)
     assert [json.loads(line)["tool_call_id"] for line in out.stdout.splitlines()] == \
         [e["tool_call_id"] for e in from_tree]
+
+
+SUBAGENT = FIXTURES / "codex-subagent"  # a parent thread that spawned a sub-agent; the sub-agent runs one command 7 times
+
+
+def test_codex_sub_agent_rollouts_import_in_their_parent_session_with_the_hooks_ids_and_verdicts():
+    """Codex CLI 0.171.0 wrote the parent's and the sub-agent's rollout files and made the hook calls in
+    ``codex-subagent.hooks.jsonl`` (a logging hook that allowed everything). The hook calls, mapped as the live
+    Codex hook maps them and replayed keyed by run as the worker keys them, give the verdicts the import of the
+    two rollout files gives, call by call: the sub-agent's calls are a run of their own in the parent's session."""
+    parent_file, child_file = sorted(SUBAGENT.glob("rollout-*.jsonl"))
+    parent, child = _lines(parent_file)[0]["payload"], _lines(child_file)[0]["payload"]
+    events = list(import_paths("auto", [SUBAGENT]))
+    assert {e["runner"] for e in events} == {"codex"}
+    from_child = [e for e in events if e["source"]["path"] == str(child_file)]
+    from_parent = [e for e in events if e["source"]["path"] == str(parent_file)]
+    child_turn = next(r["payload"]["turn_id"] for r in _lines(child_file) if r["payload"].get("type") == "task_started")
+    assert [e["tool_call_id"] for e in from_child] == [f"call_child_{n:02d}" for n in range(1, 8)]
+    assert {(e["session_id"], e["run_id"], e["agent_id"]) for e in from_child} == {
+        (parent["id"], f"{parent['id']}#{child_turn}", "codex")}
+    assert {(e["source"]["thread"], e["source"]["parent_thread"]) for e in from_child} == {(child["id"], parent["id"])}
+    assert all(e["event_id"].startswith(f"{parent['id']}/{child['id']}:") for e in from_child)
+    assert [e["tool_name"] for e in from_parent] == ["spawn_agent", "multi_agent_v1wait_agent",
+                                                     "multi_agent_v1close_agent", "shell", "shell"]
+    assert {e["session_id"] for e in from_parent} == {parent["id"]} and "thread" not in from_parent[0]["source"]
+
+    hooks = mapper("codex")
+    live = [event for payload in _lines(FIXTURES / "codex-subagent.hooks.jsonl")
+            if (event := hooks.event(payload)) is not None]
+    assert len(live) == 24
+    replay_live = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
+    replay_import = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
+    from_hooks = calls_of(replay_live.apply(e, n) for n, e in enumerate(live))
+    from_files = calls_of(replay_import.apply(e, e["event_id"]) for e in events)
+    assert from_files == from_hooks
+    # the escalation policy ends the sub-agent's run at its second block; the parent's run goes on
+    assert [from_files[f"call_child_{n:02d}"]["verdict"] for n in range(1, 8)] == ["allow"] * 5 + ["block", "abort"]
+    assert [from_files[f"call_parent_{n:02d}"]["verdict"] for n in (1, 2)] == ["allow", "allow"]
