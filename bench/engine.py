@@ -36,7 +36,7 @@ from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, SessionState  # noqa: E402
 from streams.detection.canonical import ACCELERATED  # noqa: E402
 from streams.detection.profiles import OPENCLAW_2026_7, OPENCLAW_2026_9_6, PROFILES  # noqa: E402
-from streams.worker.keys import partition_key  # noqa: E402
+from streams.wire.keys import partition_key  # noqa: E402
 
 
 def main() -> None:

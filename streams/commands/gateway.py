@@ -9,7 +9,7 @@ import sys
 import click
 
 from streams.wire.brokers import bootstrap_option
-from streams.worker.keys import KEY_BY
+from streams.wire.keys import KEY_BY
 
 __all__ = ["gateway"]
 

@@ -2,7 +2,7 @@
 
 :func:`publish_events` is the reusable part (``loopwatch demo`` and the
 benchmarks call it): events in, one Kafka record each, keyed by
-:func:`streams.worker.keys.record_key`, optionally paced to a rate.
+:func:`streams.wire.keys.record_key`, optionally paced to a rate.
 
 An event Kafka will not take because of its size (over the producer's
 ``max_request_size``, or refused by the broker: over the topic's
@@ -24,7 +24,7 @@ import click
 
 from streams.wire.brokers import bootstrap_option, bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
-from streams.worker.keys import KEY_BY, record_key
+from streams.wire.keys import KEY_BY, record_key
 from streams.runners.completion import EventCompleter
 from .bad_input import SkipReport
 from .replay import event_records
@@ -123,7 +123,7 @@ async def publish_events(
             :func:`streams.wire.brokers.bootstrap_servers`.
         topic: the input topic.
         events: decoded events; the record key is ``record_key(event, key_by)``
-            (:mod:`streams.worker.keys`), no key when that is empty.
+            (:mod:`streams.wire.keys`), no key when that is empty.
         codec: ``msgpack`` or ``json`` record values.
         rate: events per second to pace the sends to (None: as fast as possible).
         stamp: set each event's ``ts`` to the send time (epoch ms) before encoding

@@ -15,7 +15,7 @@ from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..detection.profiles import DEFAULT_PROFILE, PROFILES
 from ..importers import AUTO, FORMATS, SessionFile, SessionFormatError, read_files
 from ..importers import session_files as _session_files
-from streams.worker.keys import KEY_BY
+from streams.wire.keys import KEY_BY
 from streams.offline.replay import Replayer
 from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config

@@ -14,7 +14,7 @@ from ..detection import Engine, EventError, OpenClawConfig
 from ..detection.fleet import fleet_settings
 from ..detection.profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6, PROFILES
 from ..importers import AUTO, FORMATS
-from streams.worker.keys import KEY_BY
+from streams.wire.keys import KEY_BY
 from streams.offline.replay import Replayer
 from ..report import build_report, compare, render_comparison_text, render_html, render_text
 from ..report.text import TOP

@@ -1,8 +1,8 @@
 """Offline replay: events through the engine with no broker.
 
 :class:`Replayer` feeds events to the engine with the same keying as the
-worker (``run`` or ``session``, see :mod:`streams.worker.keys`) and turns each
-verdict into the record the worker would publish; :class:`ReplaySummary`
+worker (``run`` or ``session``, see :mod:`streams.wire.keys`) and turns each
+verdict into the record the worker would publish (:func:`streams.wire.verdicts.verdict_record`); :class:`ReplaySummary`
 counts what happened for the human summary.
 
 Fleet loops (``options.fleet`` of the config, :mod:`streams.detection.fleet`)
@@ -23,32 +23,10 @@ from streams.detection import Engine, SessionState, SessionStore
 from streams.detection.decision import findings
 from streams.detection.fleet import FleetCorrelator, observation
 from streams.detection.fleet_breaker import FleetBreaker, decide
-from streams.worker.keys import partition_key
+from streams.wire.keys import partition_key
+from streams.wire.verdicts import verdict_record
 
-__all__ = ["Replayer", "ReplaySummary", "verdict_record", "fleet_lines"]
-
-
-def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """The published verdict: identifiers of the event first, then the engine's verdict."""
-    record: dict[str, Any] = {
-        "event_id": event.get("event_id"),
-        "key": key,
-        "run_id": event.get("run_id"),
-        "session_id": event.get("session_id"),
-        "tool_call_id": event.get("tool_call_id"),
-    }
-    if "ts" in event:
-        record["event_ts"] = event["ts"]
-    if "deadline" in event:
-        record["deadline"] = event["deadline"]  # the runner's: when it stopped waiting (fail-open)
-    if "source" in event:
-        record["source"] = event["source"]  # where a recorded session had the call (importers)
-    if event.get("agent_id") is not None:
-        record["agent_id"] = event["agent_id"]  # whose call: what reports group by
-    if "runner" in event:
-        record["runner"] = event["runner"]  # which runner's recording (importers), what reports group by
-    record.update(verdict)
-    return record
+__all__ = ["Replayer", "ReplaySummary", "fleet_lines"]
 
 
 @dataclass
@@ -149,7 +127,7 @@ class Replayer:
             :class:`~streams.detection.SessionStore`, found as OpenClaw finds
             them (docs/detection-rules.md §7, §8.1), so OpenClaw's exact verdicts; ``run``: one
             state per run key, guards inside it, as the worker keeps them
-            (:mod:`streams.worker.keys` says when the two agree).
+            (:mod:`streams.wire.keys` says when the two agree).
     """
 
     def __init__(self, engine: Engine, key_by: str = "session") -> None:

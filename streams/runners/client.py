@@ -26,7 +26,7 @@ adding partitions to it needs a client restart (as it needs a worker restart).
 Record keys
 -----------
 Each event is published with the record key ``record_key(event, key_by)``
-(:mod:`streams.worker.keys`; ``loopwatch produce`` keys it the same): with
+(:mod:`streams.wire.keys`; ``loopwatch produce`` keys it the same): with
 ``key_by="run"`` (the default) its run id, else its session key, else its
 session id; with ``key_by="session"`` its session key, else its session id. The worker uses the record key **as it is** as the
 key of the detection state (its own ``--key-by`` only derives a key for
@@ -153,10 +153,10 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
 from streams.detection.engine import EventError, validate_event
-from streams.worker.keys import KEY_BY, record_key
+from streams.wire.keys import KEY_BY, record_key, verdict_partition
 from .completion import EventCompleter
 from .outbox import DEFAULT_OUTBOX_BYTES, DEFAULT_OUTBOX_EVENTS, Outbox, OutboxFullError
-from .verdict import TIMEOUT_VERDICTS, Verdict, verdict_partition
+from .verdict import TIMEOUT_VERDICTS, Verdict
 from .connection import Connection, TopicNotFoundError
 from streams.wire.logs import limit_kafka_client_logs
 
@@ -167,7 +167,6 @@ __all__ = [
     "OutboxFullError",
     "TopicNotFoundError",
     "DEFAULT_TIMEOUT_S",
-    "verdict_partition",
 ]
 
 log = logging.getLogger(__name__)

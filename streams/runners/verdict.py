@@ -1,8 +1,8 @@
-"""What a runner gets back for one event: :class:`Verdict`, and where the worker publishes it.
+"""What a runner gets back for one event: :class:`Verdict`.
 
 The worker's verdict record, or the stand-in the client makes when none came in time (the
-``on_timeout`` choice, :data:`TIMEOUT_VERDICTS`); :func:`verdict_partition` is the verdicts-topic
-partition of a record key, which is how a runner reads only its own verdicts.
+``on_timeout`` choice, :data:`TIMEOUT_VERDICTS`). Where the worker publishes it is
+:func:`streams.wire.keys.verdict_partition`.
 """
 
 from __future__ import annotations
@@ -10,32 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from aiokafka.partitioner import DefaultPartitioner
-
 from streams.detection.decision import decided_by as _decided_by
 
-__all__ = ["Verdict", "verdict_partition", "TIMEOUT_VERDICTS"]
+__all__ = ["Verdict", "TIMEOUT_VERDICTS"]
 
 # What a runner is told when no verdict comes, per on_timeout choice and event type.
 TIMEOUT_VERDICTS = {
     "allow": {"tool_call": "allow", "tool_result": "allow", "compaction_retry": "allow"},
     "block": {"tool_call": "block", "tool_result": "abort", "compaction_retry": "abort"},
 }
-
-
-def verdict_partition(key: bytes, partitions: int) -> int:
-    """The partition of ``key`` among ``partitions`` by Kafka's default partitioner.
-
-    Same as the Java client's and aiokafka's ``DefaultPartitioner``: murmur2 of
-    the key bytes, masked to 31 bits, modulo the partition count.
-
-    Arguments:
-        key: the record key (the run id, UTF-8).
-        partitions: partition count of the topic, >= 1.
-    Returns:
-        A partition number in ``range(partitions)``.
-    """
-    return DefaultPartitioner()(key, list(range(partitions)), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ Topics and keys
   a busy session's load over partitions (differs from OpenClaw only where runs
   of a session share the history cap or dedupe map).
 * A record without a key gets the key derived from its event (``--key-by``,
-  :func:`streams.worker.keys.partition_key`) and is forwarded, with its origin
+  :func:`streams.wire.keys.partition_key`) and is forwarded, with its origin
   (topic, partition, offset), to the internal topic ``<app_id>-rekey`` keyed
   by that key, so that its state lives on the partition that owns the key.
   The runner's order is kept only if its keyless records share one input

@@ -10,7 +10,7 @@ which returns one future per builder, resolved when the broker acknowledged
 it (``acks`` of the producer).
 
 Partitions are chosen as Kafka's default partitioner would
-(:func:`streams.runners.client.verdict_partition`: murmur2 of the key), so a verdict
+(:func:`streams.wire.keys.verdict_partition`: murmur2 of the key), so a verdict
 lands on the partition a runner's client reads, and a rekeyed event on the
 partition of the table that owns its key. A record without a key (a dead
 letter of a keyless record) goes to the partition of its source record,
@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from streams.wire.codecs import fits
 
 __all__ = ["Outputs"]

@@ -4,7 +4,7 @@
 
 * :meth:`Processor.decode` -- record value -> event, or a dead letter;
 * :meth:`Processor.state_key` -- the record key, else the key derived from the
-  event (:func:`streams.worker.keys.record_key`);
+  event (:func:`streams.wire.keys.record_key`);
 * :meth:`Processor.apply` -- one event against the :class:`SessionState` of
   its key: the engine's verdict as a verdict record and its loop events, the
   state updated in place; or nothing for an event the state already contains.
@@ -59,14 +59,14 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import msgpack
 
-from . import keys
+from streams.wire import keys
 
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
 from streams.detection.decision import findings
 from streams.detection.fleet_breaker import FleetBreaker, decide
-from streams.offline.replay import verdict_record
+from streams.wire.verdicts import verdict_record
 
 __all__ = [
     "Source",
@@ -263,7 +263,7 @@ class Processor:
     Arguments:
         engine: the detection engine (with the loop-detection config).
         key_by: how to derive the state key of a record without a Kafka key
-            (``run`` or ``session``, see :mod:`streams.worker.keys`).
+            (``run`` or ``session``, see :mod:`streams.wire.keys`).
         codec: ``msgpack`` or ``json``, the encoding of verdicts and loop events.
         fleet: the fleet breaker (:mod:`streams.detection.fleet_breaker`), or None (off: every
             verdict is the engine's). With it, a verdict also depends on the fleet loops active when
@@ -308,7 +308,7 @@ class Processor:
         return Outcome(DEAD_LETTER, key, dead_letter=encode_dead_letter(raw, key, source, reason_class, reason))
 
     def state_key(self, record_key: bytes | None, event: Mapping[str, Any]) -> bytes:
-        """The record key when there is one, else the key derived from the event (:func:`streams.worker.keys.record_key`)."""
+        """The record key when there is one, else the key derived from the event (:func:`streams.wire.keys.record_key`)."""
         return record_key or keys.record_key(event, self.key_by) or b""
 
     # ---------------------------------------------------------------- applying

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from streams.cli import main
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from tests.worker_harness import consume_all, create_topics
 
 pytestmark = [pytest.mark.kafka]

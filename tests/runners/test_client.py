@@ -14,7 +14,8 @@ from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.partitioner import murmur2
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from streams.runners.client import ClientClosedError, LoopwatchClient, Verdict, verdict_partition
+from streams.runners.client import ClientClosedError, LoopwatchClient, Verdict
+from streams.wire.keys import verdict_partition
 from streams.wire.codecs import decode_event, encode_msgpack
 from streams.detection import Engine, EventError, SessionState
 from streams.detection.engine import validate_event

@@ -14,7 +14,8 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from streams.runners.client import LoopwatchClient, TopicNotFoundError, verdict_partition
+from streams.runners.client import LoopwatchClient, TopicNotFoundError
+from streams.wire.keys import verdict_partition
 from streams.wire.codecs import decode_event
 from streams.detection import Engine, OpenClawConfig
 from tests.worker_harness import consume_all, create_topics, running_worker, worker_settings

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer
 from streams.detection import Engine, OpenClawConfig, SessionStore
 from streams.offline.conformance import spec_view
 from streams.runners.completion import EventCompleter
-from streams.worker.keys import record_key
+from streams.wire.keys import record_key
 from tests.detection._support import READ_ARGS, compaction, text_result, tool_call, tool_result
 from tests.worker_harness import consume_all, encode, running_worker, worker_settings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from streams.worker.outputs import Outputs
 from tests.worker.test_table_writes import _Producer
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from streams.worker.outputs import Outputs
 from tests.worker_harness import consume_all, create_topics, topic_tag
 

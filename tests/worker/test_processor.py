@@ -9,7 +9,7 @@ from streams.worker import metrics
 from streams.wire.codecs import BROKER_MESSAGE_MAX_BYTES, decode_event, fits, record_size
 from streams.offline.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
-from streams.worker.keys import partition_key
+from streams.wire.keys import partition_key
 from streams.worker.processor import (
     APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, loop_events, shortened,
 )

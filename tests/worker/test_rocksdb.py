@@ -26,7 +26,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import PolicyViolationError
 from faust.types import TP
 
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from streams.worker.processor import decode_state
 from tests.worker.test_worker import ENABLED, _calls, _offline, _same, stopped_mid_stream_loses_nothing
 from tests.worker_harness import (

@@ -27,9 +27,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from streams.worker import metrics
 from streams.offline.conformance import load_scenarios, scenario_config, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
-from streams.runners.client import verdict_partition
+from streams.wire.keys import verdict_partition
 from streams.wire.codecs import MAX_REQUEST_SIZE, decode_event, record_size
-from streams.worker.keys import partition_key, record_key
+from streams.wire.keys import partition_key, record_key
 from streams.worker.processor import decode_state
 from streams.worker.settings import WorkerSettings
 from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path, skip_without

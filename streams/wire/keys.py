@@ -1,4 +1,10 @@
-"""Partition keys: which state an event belongs to, and when that gives exactly the offline verdicts.
+"""Record keys and partitions: which state an event belongs to, and which partition a key lands on.
+
+:func:`partition_key` / :func:`record_key` give an event's Kafka record key (the client, ``loopwatch
+produce``, the worker's re-keying and offline replay all key events with them);
+:func:`verdict_partition` is the partition of a record key by Kafka's default partitioner, which is
+where the worker publishes a verdict and where a runner reads only its own verdicts. The rest of this
+docstring says when the keying gives exactly the offline verdicts.
 
 The worker keeps one :class:`~streams.detection.SessionState` per record key,
 with the post-compaction guards of the events under that key inside it. The
@@ -52,9 +58,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from aiokafka.partitioner import DefaultPartitioner
+
 from streams.detection.fingerprint import js_trim
 
-__all__ = ["KEY_BY", "NO_IDS_KEY", "partition_key", "record_key"]
+__all__ = ["KEY_BY", "NO_IDS_KEY", "partition_key", "record_key", "verdict_partition"]
 
 KEY_BY = ("run", "session")
 NO_IDS_KEY = "unknown"  # a result with no run id, session id or key (docs/detection-rules.md §8.1: OpenClaw's key for neither)
@@ -93,3 +101,18 @@ def record_key(event: Mapping[str, Any], key_by: str = "run") -> bytes | None:
     # surrogatepass: a lone surrogate in an id (JSON can carry one) keys the record instead of raising,
     # and the client and `loopwatch produce` put the same event on the same partition.
     return partition_key(event, key_by).encode("utf-8", "surrogatepass") or None
+
+
+def verdict_partition(key: bytes, partitions: int) -> int:
+    """The partition of ``key`` among ``partitions`` by Kafka's default partitioner.
+
+    Same as the Java client's and aiokafka's ``DefaultPartitioner``: murmur2 of
+    the key bytes, masked to 31 bits, modulo the partition count.
+
+    Arguments:
+        key: the record key (:func:`record_key`).
+        partitions: partition count of the topic, >= 1.
+    Returns:
+        A partition number in ``range(partitions)``.
+    """
+    return DefaultPartitioner()(key, list(range(partitions)), None)

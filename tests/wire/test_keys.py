@@ -1,9 +1,9 @@
-"""Partition keys (streams.worker.keys): a blank run id falls back to the session, as its guard does (Spec §7)."""
+"""Partition keys (streams.wire.keys): a blank run id falls back to the session, as its guard does (Spec §7)."""
 
 import pytest
 
 from streams.detection.engine import guard_key
-from streams.worker.keys import partition_key, record_key
+from streams.wire.keys import partition_key, record_key
 
 
 @pytest.mark.parametrize("event, run_key, session_key", [

@@ -1,0 +1,36 @@
+"""The verdict record: what the worker publishes on the verdicts topic for one event, and what offline
+replay writes for it (so a replayed file and a topic's records read the same).
+
+The event's identifiers come first (``event_id``, ``key``, ``run_id``, ``session_id``,
+``tool_call_id``; then ``event_ts``, ``deadline``, ``source``, ``agent_id``, ``runner`` when the
+event has them), then every field of the engine's verdict (docs/events-and-verdicts.md lists them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["verdict_record"]
+
+
+def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The published verdict: identifiers of the event first, then the engine's verdict."""
+    record: dict[str, Any] = {
+        "event_id": event.get("event_id"),
+        "key": key,
+        "run_id": event.get("run_id"),
+        "session_id": event.get("session_id"),
+        "tool_call_id": event.get("tool_call_id"),
+    }
+    if "ts" in event:
+        record["event_ts"] = event["ts"]
+    if "deadline" in event:
+        record["deadline"] = event["deadline"]  # the runner's: when it stopped waiting (fail-open)
+    if "source" in event:
+        record["source"] = event["source"]  # where a recorded session had the call (importers)
+    if event.get("agent_id") is not None:
+        record["agent_id"] = event["agent_id"]  # whose call: what reports group by
+    if "runner" in event:
+        record["runner"] = event["runner"]  # which runner's recording (importers), what reports group by
+    record.update(verdict)
+    return record
