@@ -58,6 +58,10 @@ def finding_text(finding: Mapping[str, Any]) -> str:
     kind, action = finding.get("kind") or "detection", str(finding.get("action"))  # no kind: an older worker's
     if kind == "run_end":
         return f"run ended ({finding.get('detector')})"
+    if kind == "correction":  # a late result's: the block or abort of its call did not stop it
+        corrects = finding.get("corrects") or {}
+        return f"{corrects.get('verdict')} of call {corrects.get('tool_call_id')} did not happen" + (
+            f" ({finding['detector']})" if finding.get("detector") else "")
     text = f"{finding.get('detector')}" + (f" {finding['level']}" if finding.get("level") else "")
     if finding.get("count") is not None:
         text += f" x{finding['count']}"
@@ -77,7 +81,11 @@ def finding_text(finding: Mapping[str, Any]) -> str:
 
 def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
     """One line for a verdict record: time (``ts``, epoch ms), run, event type/tool, VERDICT, then what decided
-    (its ``decided_by``, :func:`finding_text`) and any shadow finding beside it."""
+    (its ``decided_by``, :func:`finding_text`) and any shadow finding beside it.
+
+    A call's ``block`` or ``abort`` produced after its runner's ``deadline`` shows as ``LATE`` (the
+    fail-open runner ran the call), and a result the runner sent ``ran_without_verdict`` says so, and
+    that its call's refusal did not stop it when the record ``corrects`` one."""
     kind = record.get("type")
     what = record.get("tool_name") if kind in ("tool_call", "tool_result") else kind
     if kind == "tool_result":
@@ -96,6 +104,9 @@ def format_verdict(record: Mapping[str, Any], ts: float | None = None) -> str:
     elif record.get("verdict") == "ignore":
         detail = _short(record.get("ignored"), 60)
     late = _late(record, _time_of(record, ts))
+    if late and kind == "tool_call" and record.get("verdict") in ("block", "abort"):
+        # the runner ran the call before this refusal came: the line does not say it was refused
+        verdict, late = "LATE", f"{record['verdict']} {late[len('LATE: '):]}, the runner ran the call"
     if late:
         detail = f"{detail}  {late}" if detail else late
     return (f"{_clock(_time_of(record, ts))}  {_short(record.get('run_id') or record.get('key'), 18):<18} "
@@ -106,6 +117,9 @@ def _late(record: Mapping[str, Any], ts: Any) -> str | None:
     """``LATE ...`` for a verdict no runner waited for: the call ran without it (``late``), or the verdict of a
     call was produced after the deadline its runner sent (``deadline`` against the record's time ``ts``)."""
     if record.get("late"):
+        corrects = record.get("corrects")
+        if isinstance(corrects, Mapping):  # its call's verdict had refused it: that did not happen
+            return f"LATE: ran without a verdict (its {corrects.get('verdict')} did not stop it)"
         return "LATE: ran without a verdict"
     deadline = record.get("deadline")
     if record.get("type") == "tool_call" and isinstance(deadline, (int, float)) and isinstance(ts, (int, float)) \

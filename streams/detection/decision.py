@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["KINDS", "ACTIONS", "decided_by", "findings", "set_decided_by", "policy_kind"]
+__all__ = ["KINDS", "ACTIONS", "decided_by", "findings", "set_decided_by", "policy_kind", "correction"]
 
 KINDS = ("detection", "guard", "policy", "escalation", "budget", "fleet", "run_end")
 """Every ``kind`` of a finding, in the order the docs list them."""
@@ -191,3 +191,22 @@ def findings(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(others, list):
         return [first]
     return [first, *({**_BLANK, **other} for other in others if isinstance(other, Mapping))]
+
+
+def correction(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The correction a late result publishes beside its findings, or None.
+
+    A ``tool_result`` with ``ran_without_verdict`` whose call loopwatch had refused carries
+    ``corrects: {event_id, tool_call_id, verdict, by}`` (:class:`~streams.detection.engine.Engine`):
+    the runner ran the call without waiting for that ``block``/``abort``. Returned in a finding's
+    shape (kind ``correction``, action ``ran``, ``detector``: what had refused it, ``corrects``,
+    ``message``) so loop-event consumers read it as they read findings; it is no finding of
+    ``decided_by``: nothing was decided, an earlier verdict did not take effect.
+    """
+    corrects = record.get("corrects")
+    if not isinstance(corrects, Mapping):
+        return None
+    by = corrects.get("by")
+    message = (f"the runner ran call {corrects.get('tool_call_id')} without waiting for its verdict: "
+               f"its {corrects.get('verdict')}{f' ({by})' if by else ''} did not stop it")
+    return {**_finding("correction", "ran", by, None, None, message), "corrects": dict(corrects)}

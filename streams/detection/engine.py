@@ -60,7 +60,11 @@ What the runner really did (loopwatch's fields, docs/events-and-verdicts.md):
 * ``tool_result.ran_without_verdict: true``: the runner ran the call without
   its verdict (it gave up waiting and failed open). The call is applied as
   executed: a call the rules had blocked is recorded with its outcome and
-  fed to the guard instead of being ignored; the verdict gets ``late: true``;
+  fed to the guard instead of being ignored; the verdict gets ``late: true``, and when loopwatch
+  had refused the call (its verdict ``block`` or ``abort``), ``corrects``: ``{event_id,
+  tool_call_id, verdict, by}`` of that call's verdict, which the runner did not wait for. What
+  the call was told is kept with its pending or blocked entry (:class:`PendingCall` ``refused``),
+  so replay and the worker agree;
 * ``tool_result.judged: false`` (optional ``blocked_by``): loopwatch never
   judged the call (another plugin or the runner's own detector refused it
   first): not applied, as OpenClaw treats a result of a call it blocked
@@ -302,12 +306,18 @@ class Engine:
             policies.decide(verdict, state.policy_runs if state is not None else {}, event.get("run_id"))
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
             verdict["late"] = True
+            if applied and answered[1].refused:  # the call's block or abort did not stop it: say so
+                verdict["corrects"] = _correction(answered[1].refused, event.get("tool_call_id"))
         if ended is not None:
-            return set_decided_by(refuse(verdict, ended))
-        end = ending(verdict)
-        if end is not None and run_key is not None:  # every path above created the run's state
-            (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
-        return set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
+            verdict = refuse(verdict, ended)
+        else:
+            end = ending(verdict)
+            if end is not None and run_key is not None:  # every path above created the run's state
+                (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
+        set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
+        if kind == "tool_call" and verdict["verdict"] in _REFUSALS and event.get("outcome_follows") is True:
+            _note_refusal(event, state, blocked, verdict)
+        return verdict
 
     @staticmethod
     def run_end(event: Mapping[str, Any], state: SessionState | None,
@@ -684,6 +694,36 @@ def _answered_call(event: Mapping[str, Any], state: SessionState | None,
     key = blocked_key(event.get("run_id"), call_id)
     hit = blocked.get(key)
     return (key, hit) if hit is not None else (None, None)
+
+
+_REFUSALS = ("block", "abort")
+
+
+def _note_refusal(event: Mapping[str, Any], state: SessionState | None, blocked: Mapping[str, PendingCall],
+                  verdict: Mapping[str, Any]) -> None:
+    """Remember on a deferred call's entry that loopwatch refused it (``verdict`` ``block`` or ``abort``).
+
+    The entry is the one this call just made: the blocked call's (by :func:`blocked_key`) when the
+    engine blocked it, else the pending call's (by call id) when a loopwatch rule or the run's end
+    refused a call OpenClaw allows. A call without an id has neither, and nothing is remembered.
+    """
+    call_id = event.get("tool_call_id")
+    if not call_id:
+        return
+    if verdict.get("blocked") is True:
+        entry = blocked.get(blocked_key(event.get("run_id"), call_id))
+    else:
+        entry = state.calls.get(call_id) if state is not None else None
+    if entry is not None:
+        by = verdict.get("decided_by") or {}
+        entry.refused = [verdict["verdict"], event.get("event_id"), by.get("detector")]
+
+
+def _correction(refused: list, call_id: Any) -> dict[str, Any]:
+    """The ``corrects`` field of a late result whose call loopwatch had refused: which verdict, of which
+    call event, did not happen (the runner ran the call). ``refused`` as :class:`PendingCall` keeps it."""
+    verdict, event_id, by = refused
+    return {"event_id": event_id, "tool_call_id": call_id, "verdict": verdict, "by": by}
 
 
 def _evidence(records: list[CallRecord]) -> list[Any]:

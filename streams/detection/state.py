@@ -232,12 +232,16 @@ class PendingCall:
     identity of the call's guard (:func:`~streams.detection.engine.guard_key`)
     and ``agent`` and ``behaviour`` the call's ``agent_id`` and behaviour
     ``profile`` field (they pick the settings the outcome is recorded with).
+    ``refused`` is ``[verdict, event id, by]`` when loopwatch's verdict of the call was
+    ``block`` or ``abort`` (``by``: the detector or rule of its ``decided_by``), else None: a
+    result the runner sends with ``ran_without_verdict`` then corrects that verdict
+    (docs/events-and-verdicts.md, Late calls).
     """
 
-    __slots__ = ("tool", "args_hash", "run_id", "profile", "guard", "agent", "behaviour")
+    __slots__ = ("tool", "args_hash", "run_id", "profile", "guard", "agent", "behaviour", "refused")
 
     def __init__(self, tool: str, args_hash: str, run_id: str | None, profile: int, guard: str | None,
-                 agent: str | None = None, behaviour: str | None = None) -> None:
+                 agent: str | None = None, behaviour: str | None = None, refused: list | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash
         self.run_id = run_id
@@ -245,21 +249,26 @@ class PendingCall:
         self.guard = guard
         self.agent = agent
         self.behaviour = behaviour
+        self.refused = refused
 
     def packed(self) -> list:
         """``[tool, args, run id, profile, 0]``, plus ``[guard, agent, behaviour]`` unless they are
-        ``[run id, None, None]`` (see :meth:`SessionState.to_bytes`)."""
+        ``[run id, None, None]`` and no ``refused`` follows, plus ``refused`` when set (see
+        :meth:`SessionState.to_bytes`)."""
         entry = [self.tool, _pack_hash(self.args_hash[len(self.tool) + 1:]), self.run_id, self.profile, 0]
-        if self.guard != self.run_id or self.agent is not None or self.behaviour is not None:
+        if self.guard != self.run_id or self.agent is not None or self.behaviour is not None or self.refused:
             entry += (self.guard, self.agent, self.behaviour)
+        if self.refused:
+            entry.append(list(self.refused))
         return entry
 
     @classmethod
     def unpacked(cls, entry: list) -> "PendingCall":
         """Inverse of :meth:`packed` (also reads the entries of states written before the guard was kept)."""
         tool, args_bin, run_id, profile, _blocked, *more = entry
-        guard, agent, behaviour = (*more, None)[:3] if more else (run_id, None, None)
-        return cls(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, guard, agent, behaviour)
+        guard, agent, behaviour, refused = (*more, None)[:4] if more else (run_id, None, None, None)
+        return cls(tool, tool + ":" + _unpack_hash(args_bin), run_id, profile, guard, agent, behaviour,
+                   list(refused) if refused else None)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PendingCall) and all(
@@ -397,7 +406,8 @@ class SessionState:
         12th follows, and the ``blocked`` keys as a 12th when there are any (a
         run as :func:`_pack_run` packs it; ``calls`` entries are ``[tool, args,
         run id, profile, 0]``, plus the guard identity, agent id and behaviour
-        profile unless they are the run id, None and None; ``blocked`` maps a
+        profile unless they are the run id, None and None, plus the refused verdict of the call
+        when it had one (:class:`PendingCall`); ``blocked`` maps a
         key to such an entry), where
         ``rows[i]`` is ``[tool, args key, call id, result key, unknown tool,
         ref]`` (:meth:`CallRecord.packed`, encoded once per record: a state is

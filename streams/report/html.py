@@ -320,14 +320,19 @@ def _summary(report: Report, top: int | None = None) -> str:
     out = [f'<section class="cards">{cards}</section>', _fleet_loops(report, top), "<h2>Detections by detector</h2>"]
     if t.detections:
         rows = []
+        # the "ran late" column only when a refusal came after its runner had run the call
+        late = ("late",) if any(action == "late" for _, _, action in t.detections) else ()
         for detector, level, actions in t.by_detector():
             rows.append(f'<tr data-detector="{_e(detector)}" data-level="{_e(level)}"><td>{_e(detector)}</td>'
                         f'<td class="l">{_e(level)}</td>' + "".join(_num(actions[a]) for a in
-                                                                   ("warn", "suppressed", "block", "abort"))
+                                                                   ("warn", "suppressed", "block", "abort", *late))
                         + _num(sum(n for a, n in actions.items() if a.startswith("would_")))  # shadow findings
                         + f"<td><b>{sum(actions.values())}</b></td></tr>")
         out.append('<table id="by-detector"><tr><th>detector</th><th class="l">level</th><th>warned</th>'
-                   '<th>suppressed</th><th>blocked</th><th>aborted</th><th title="what shadow mode would have done">'
+                   '<th>suppressed</th><th>blocked</th><th>aborted</th>'
+                   + ('<th title="blocks and aborts the runner did not wait for: the call ran">ran late</th>'
+                      if late else "") +
+                   '<th title="what shadow mode would have done">'
                    'shadow</th><th>total</th></tr>' + "".join(rows) + "</table>")
     else:
         out.append('<p class="empty">No detections.</p>')

@@ -14,7 +14,11 @@
   :class:`~streams.offline.replay.ReplaySummary` counts them;
 * :class:`Totals` for the fleet and for each session.
 
-``tool_result`` records add nothing but an abort (attached to the call they answer);
+``tool_result`` records add nothing but an abort (attached to the call they answer), and a late
+one (``late: true``: the runner ran the call without its verdict) turns the call it answers, when
+that call's verdict had refused it, into a call that ran: status ``allow``, not counted as a block,
+abort or refusal, its refusing findings counted under action ``late`` (the call is the one the
+result's ``corrects`` names, else the run's call of the same tool call id);
 ``ignore`` verdicts are skipped.
 
 Where a call was recorded (``file:line``) is the record's ``source`` when it has a ``path``
@@ -172,7 +176,8 @@ class DetectionRow:
     tool: str
     detector: str
     level: str
-    action: str  # warn, suppressed, block, abort; would_* for a shadow finding
+    action: str  # warn, suppressed, block, abort; would_* for a shadow finding; late: a block or abort the runner
+    # did not wait for (the call ran: its result came back ran_without_verdict)
     count: int | None
     message: str
     source: dict[str, Any] | None
@@ -294,6 +299,33 @@ class Totals:
         for row in rows:
             self.detections[(row.detector, row.level, row.action)] += 1
             self.decisions[(row.kind, row.rule or "", row.action, row.enforced)] += 1
+
+    def ran_late(self, call: "Call", result: Mapping[str, Any], rows: list[DetectionRow]) -> None:
+        """Count ``call`` (refused by its verdict, status ``block`` or ``abort``) as run: its ``result`` came
+        back ``late`` (docs/events-and-verdicts.md, Late calls). Its findings that refused it (in
+        ``rows``, the run's) count under action ``late`` instead; agent and runner are the result's."""
+        refused = bool(call.abort) and call.abort.get("kind") == "run_end"
+        if refused:
+            self.refused -= 1
+        elif call.status == "abort":
+            self.aborts -= 1
+        else:
+            self.blocks -= 1
+        shown = "refused" if refused else call.status
+        for dimension, value in (("tool", call.tool), ("agent", result.get("agent_id")),
+                                 ("runner", result.get("runner"))):
+            if value is not None and self.by[(dimension, str(value), shown)] > 0:
+                self.by[(dimension, str(value), shown)] -= 1
+                self.by[(dimension, str(value), "allow")] += 1
+        for row in rows:
+            if row.event_id == call.event_id and row.enforced and row.action in ("block", "abort"):
+                self.detections[(row.detector, row.level, row.action)] -= 1
+                self.detections[(row.detector, row.level, "late")] += 1
+                self.decisions[(row.kind, row.rule or "", row.action, True)] -= 1
+                self.decisions[(row.kind, row.rule or "", "late", True)] += 1
+        for counter in (self.by, self.detections, self.decisions):
+            for key in [key for key, n in counter.items() if n <= 0]:
+                del counter[key]  # a table shows no action nothing took
 
     def breakdown(self, dimension: str = "tool") -> list[tuple[str, Counter]]:
         """``(tool, agent or runner, Counter(status -> calls))``, the most calls in loops first (then by calls);
@@ -467,9 +499,14 @@ class Report:
         elif kind == "compaction_retry":
             run.items.append(Compaction(record.get("event_id"), source))
         elif kind == "tool_result":
-            if record.get("late") and _ran_after_all(run, record):
-                session.totals.blocks -= 1  # the call ran: not a block, whatever its verdict said
-                self.totals.blocks -= 1
+            ran = _ran_after_all(run, record) if record.get("late") else None
+            if ran is not None:  # the call ran: not a block, whatever its verdict said
+                for totals in (session.totals, self.totals):
+                    totals.ran_late(ran, record, run.detections)
+                for row in run.detections:
+                    if row.event_id == ran.event_id and row.enforced and row.action in ("block", "abort"):
+                        row.action = "late"
+                ran.status = "allow"
             if record.get("verdict") == "abort" and "run_ended" not in record:
                 _attach_abort(run, record, source)
         run.detections.extend(rows)
@@ -485,17 +522,19 @@ def _abort_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _ran_after_all(run: RunReport, record: Mapping[str, Any]) -> bool:
-    """A late result (``late: true``): its call ran without its verdict. True when that call's verdict was a
-    block, now shown as ``allow`` (it ran)."""
+def _ran_after_all(run: RunReport, record: Mapping[str, Any]) -> Call | None:
+    """A late result (``late: true``): its call ran without its verdict. The call, when its verdict had
+    refused it (``block``, ``abort``), else None: the call the result ``corrects`` (by the call's
+    event id), or for records of workers before ``corrects`` the run's call of the same tool call id."""
+    corrects = record.get("corrects")
     call_id = record.get("tool_call_id")
     for item in reversed(run.items):
-        if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
-            if item.status == "block":
-                item.status = "allow"
-                return True
-            return False
-    return False
+        if not isinstance(item, Call):
+            continue
+        if item.event_id == corrects.get("event_id") if isinstance(corrects, Mapping) else \
+                call_id and item.tool_call_id == call_id:
+            return item if item.status in ("block", "abort") else None
+    return None
 
 
 def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None) -> None:

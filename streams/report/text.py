@@ -24,7 +24,8 @@ from .shown import MESSAGE_LIMIT, shown as visible
 
 __all__ = ["render_text", "render_comparison_text", "table"]
 
-_ACTIONS = ("warn", "suppressed", "block", "abort", "shadow")  # shadow: every would_* action (not enforced)
+# shadow: every would_* action (not enforced); late: a block or abort the runner did not wait for (the call ran)
+_ACTIONS = ("warn", "suppressed", "block", "abort", "late", "shadow")
 
 
 def _count(actions: Counter, action: str) -> int:
@@ -106,11 +107,14 @@ def _totals_lines(totals: Totals) -> list[str]:
 def _detector_lines(totals: Totals) -> list[str]:
     if not totals.detections:
         return ["  detections: none"]
-    rows = [[detector, level] + [_count(actions, a) for a in _ACTIONS] + [sum(actions.values())]
+    # the "ran late" column only when a refusal came after its runner had run the call
+    shown = [(a, h) for a, h in zip(_ACTIONS, ("warned", "suppressed", "blocked", "aborted", "ran late", "shadow"))
+             if a != "late" or any(action == "late" for _, _, action in totals.detections)]
+    rows = [[detector, level] + [_count(actions, a) for a, _ in shown] + [sum(actions.values())]
             for detector, level, actions in totals.by_detector()]
-    rows.append(["total", ""] + [sum(r[2 + i] for r in rows) for i in range(len(_ACTIONS))]
+    rows.append(["total", ""] + [sum(r[2 + i] for r in rows) for i in range(len(shown))]
                 + [totals.detection_count])
-    return table(["detector", "level", "warned", "suppressed", "blocked", "aborted", "shadow", "total"], rows)
+    return table(["detector", "level", *(h for _, h in shown), "total"], rows)
 
 
 def _decision_lines(totals: Totals) -> list[str]:

@@ -32,6 +32,11 @@ dead letters always msgpack because they carry raw bytes):
      message, rule, enforced, warning_key, tool_name, run_id, session_id, key,
      event_id, evidence, source: {topic, partition, offset}, event_ts}
 
+  plus, for a late result (``ran_without_verdict``) whose call loopwatch had
+  refused, a correction: kind ``correction``, action ``ran``, ``corrects:
+  {event_id, tool_call_id, verdict, by}`` (that call's block or abort did not
+  stop it; docs/events-and-verdicts.md, Late calls).
+
 * dead letter (``loopwatch.dead-letters``)::
 
     {reason_class (decode|schema|error|size|state), reason, source: {topic, partition, offset},
@@ -64,7 +69,7 @@ from streams.wire import keys
 from . import metrics
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
-from streams.detection.decision import findings
+from streams.detection.decision import correction, findings
 from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.wire.verdicts import verdict_record
 
@@ -240,8 +245,12 @@ def _pack_letter(record: dict[str, Any]) -> bytes:
 
 def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The loop events of a verdict record: one per finding of its ``decided_by``
-    (:func:`streams.detection.decision.findings`), enforced or shadow."""
+    (:func:`streams.detection.decision.findings`), enforced or shadow, and the correction of a late
+    result whose call loopwatch had refused (:func:`streams.detection.decision.correction`)."""
     found = findings(record)
+    fix = correction(record)  # a late result: the block or abort of its call did not happen
+    if fix is not None:
+        found = [*found, fix]
     if not found:
         return []  # the usual case: nothing to report
     base = {
@@ -429,4 +438,5 @@ class Processor:
     @staticmethod
     def _count_detections(events: list[dict[str, Any]]) -> None:
         for loop_event in events:
-            metrics.count_finding(loop_event)
+            if loop_event["kind"] != "correction":  # counted as a late verdict already
+                metrics.count_finding(loop_event)

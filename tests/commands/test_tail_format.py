@@ -39,6 +39,23 @@ def test_tail_shows_ended_runs_and_late_verdicts():
     call = {"type": "tool_call", "run_id": "r", "tool_name": "read", "verdict": "block", "blocked": True,
             "deadline": 1_000_000, "detection": {"stuck": True, "detector": "generic_repeat", "level": "critical",
                                                  "count": 20}}
-    assert format_verdict(call, ts=1_013_800).endswith(
-        "generic_repeat critical x20  LATE: 13.8 s after the runner's deadline")
+    line = format_verdict(call, ts=1_013_800)
+    assert " LATE " in line and " BLOCK " not in line, line  # the runner ran it: the line does not say blocked
+    assert line.endswith("generic_repeat critical x20  block 13.8 s after the runner's deadline, "
+                         "the runner ran the call")
+    assert " BLOCK " in format_verdict(call, ts=999_000)  # in time: blocked
     assert format_verdict(call, ts=999_000).endswith("generic_repeat critical x20")
+    allowed = {**call, "verdict": "allow", "blocked": False, "detection": {"stuck": False}}
+    assert format_verdict(allowed, ts=1_013_800).endswith("ALLOW  LATE: 13.8 s after the runner's deadline")
+
+
+def test_tail_shows_a_late_results_correction():
+    from streams.commands.tail import format_loop_event, format_verdict
+    from streams.detection.decision import correction
+
+    result = {"type": "tool_result", "run_id": "r", "tool_name": "read", "tool_call_id": "c3", "verdict": "allow",
+              "late": True, "guard": {"abort": False},
+              "corrects": {"event_id": "e3", "tool_call_id": "c3", "verdict": "block", "by": "generic_repeat"}}
+    assert format_verdict(result, ts=0).endswith("ALLOW  LATE: ran without a verdict (its block did not stop it)")
+    line = format_loop_event({**correction(result), "run_id": "r", "tool_name": "read"}, ts=0)
+    assert " RAN " in line and "block of call c3 did not happen (generic_repeat): the runner ran call c3" in line

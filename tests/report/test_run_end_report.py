@@ -28,7 +28,29 @@ def test_a_blocked_call_that_ran_late_counts_as_run_not_as_a_block():
     assert (report.totals.blocks, report.totals.late) == (0, 1)
     [run] = report.sessions["s1"].runs.values()
     assert run.calls[-1].status == "allow"
+    assert records[21]["corrects"]["event_id"] == "e20"
     assert "1 call the runner ran without a verdict (late)" in render_text(report)
+    # the detections say the block came late, the calls-per-tool table that the call ran
+    detector = records[20]["decided_by"]["detector"]
+    assert report.totals.detections[(detector, "critical", "late")] == 1
+    assert report.totals.detections[(detector, "critical", "block")] == 0
+    assert report.totals.decisions[("detection", "", "late", True)] == 1
+    assert report.totals.by[("tool", "read", "block")] == 0 and report.totals.by[("tool", "read", "allow")] == 11
+    text = render_text(report)
+    assert "ran late" in text and f"{detector:<26} critical  " in text and "1 late" in text
+
+
+def test_a_refused_call_of_an_ended_run_that_ran_late_is_not_a_refusal():
+    events = [{"type": "compaction_retry", "run_id": "r1", "session_id": "s1", "event_id": "k"}]
+    events += [_call(i, result="same", error=None) for i in range(3)]
+    events += [_call(3, outcome_follows=True),
+               {"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": "c3", "result": "x",
+                "error": None, "ran_without_verdict": True, "event_id": "x3"}]
+    records = _records(events)
+    assert records[4]["run_ended"] and records[5]["corrects"]["verdict"] == "abort"
+    totals = build_report(records).totals
+    # the late result itself is an event of the ended run (refused); the call it answers ran
+    assert (totals.aborts, totals.refused, totals.late) == (1, 1, 1)
 
 
 def test_events_of_an_ended_run_are_refusals_not_more_aborts():

@@ -15,6 +15,7 @@ from streams.detection import Engine, OpenClawConfig
 from streams.offline.replay import Replayer
 from streams.runners.client import LoopwatchClient
 from streams.worker import metrics
+from streams.worker.processor import loop_events
 from tests.worker_harness import (
     WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
 )
@@ -96,9 +97,11 @@ def test_calls_run_while_the_worker_was_down_are_recorded_as_executed_when_it_is
                 await client.report_result(_result(4), timeout=30)
             records = await consume_all(kafka_bootstrap, settings.verdicts_topic, 10, timeout=30)
             events = await consume_all(kafka_bootstrap, topic, 10, timeout=30)
-        return down, records, (live, events)
+            expected = sum(len(loop_events(msgpack.unpackb(r.value))) for r in records)
+            published = await consume_all(kafka_bootstrap, settings.loop_events_topic, expected + 1, timeout=5)
+        return down, records, (live, events, published)
 
-    down, records, (live, events) = asyncio.run(run())
+    down, records, (live, events, published) = asyncio.run(run())
     assert [(c.timed_out, c.verdict, r.waited, r.verdict) for c, r in down] == [(True, "allow", False, "allow")] * 4
     verdicts = sorted((msgpack.unpackb(r.value) for r in records), key=lambda v: (v["source"]["offset"]))
     by_id = {(v["type"], v["tool_call_id"]): v for v in verdicts}
@@ -110,14 +113,24 @@ def test_calls_run_while_the_worker_was_down_are_recorded_as_executed_when_it_is
     ran = by_id[("tool_result", "l-3")]
     assert ran["late"] is True and ran["verdict"] == "allow" and "ignored" not in ran
     assert ran["outcome"]["recorded"] is True
+    # its result corrects the block: the runner ran the call; the loop events say so too
+    assert ran["corrects"] == {"event_id": blocked["event_id"], "tool_call_id": "l-3", "verdict": "block",
+                               "by": blocked["decided_by"]["detector"]}
+    assert [v["tool_call_id"] for v in verdicts if "corrects" in v] == ["l-3"]
+    loop = [msgpack.unpackb(r.value) for r in published]
+    assert len(loop) == sum(len(loop_events(v)) for v in verdicts)  # nothing more
+    assert [(e["action"], e["corrects"]["event_id"]) for e in loop if e["kind"] == "correction"] == \
+        [("ran", blocked["event_id"])]
     assert all(by_id[("tool_result", f"l-{i}")]["late"] is True for i in range(4))
     # no block after the fact in the state: the 5th call counts the 4th as run (count 4, not 3)
     assert live.record["detection"]["count"] == 4 and live.verdict == "block"
-    # the worker gave what the offline replay gives on the same events
-    replayer = Replayer(Engine(OpenClawConfig(LOOPY)), key_by="run")
+    # the worker gave what the offline replay gives on the same events (keyed by run as the worker, or by
+    # session, replay's default)
     decoded = [msgpack.unpackb(e.value) for e in sorted(events, key=lambda e: e.offset)]
-    offline = [replayer.apply(e, [e["event_id"], 0, 0]) for e in decoded]
     strip = ("source", "evidence", "key")
-    assert [{k: v for k, v in o.items() if k not in strip} for o in offline] == \
-        [{k: v for k, v in w.items() if k not in strip} for w in verdicts]
+    for key_by in ("run", "session"):
+        replayer = Replayer(Engine(OpenClawConfig(LOOPY)), key_by=key_by)
+        offline = [replayer.apply(e, [e["event_id"], 0, 0]) for e in decoded]
+        assert [{k: v for k, v in o.items() if k not in strip} for o in offline] == \
+            [{k: v for k, v in w.items() if k not in strip} for w in verdicts]
     assert metrics.LATE_VERDICTS.labels("ran_without_verdict")._value.get() - late_before == 4
