@@ -49,6 +49,7 @@ import asyncio
 import datetime
 import os
 import re
+import shutil
 import signal
 import statistics
 import sys
@@ -98,6 +99,9 @@ class GroupWorker(Worker):
 
     def start(self) -> None:
         self.started_at = time.time()
+        if self.log.exists():  # each start writes a fresh log: keep the earlier ones, in order
+            with open(self.workdir / f"{self.name}.earlier.log", "ab") as earlier:
+                earlier.write(self.log.read_bytes())
         try:
             super().start()
         except RuntimeError as exc:  # the log goes with the temporary folder: keep what says why
@@ -393,6 +397,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=90.0, help="longest wait for a failover, s")
     parser.add_argument("--preload", type=int, default=0,
                         help="events sent (as fast as the workers take them) before the kills (default 0)")
+    parser.add_argument("--logs", type=Path, help="copy the workers' logs (every start's) into this folder at the end")
     for name in ("session-timeout-s", "heartbeat-interval-s", "rebalance-timeout-s", "standby-replicas", "store"):
         parser.add_argument(f"--{name}", help="worker setting (default: the worker's own)")
     args = parser.parse_args()
@@ -438,6 +443,10 @@ def main() -> None:
             for worker in workers:
                 worker.stop()
             asyncio.run(_cleanup(args.bootstrap, tag))
+            if args.logs:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in workdir.glob("*.log"):
+                    shutil.copy(log, args.logs / log.name)
     stall, pause = _median([r["stall"] for r in results]), _median([r["pause"] for r in results])
     print(f"\nfailover over {len(results)} kills (median; {args.partitions} partitions, {args.rate:.0f} events/s, "
           f"settings: {overrides or 'the worker defaults'})")

@@ -12,6 +12,11 @@ Works with both of the worker's stores (``--store``):
   directory, each holding the offset of the last changelog record written to
   it; at start only the changelog records after that offset are read.
 
+With ``memory://``, each rebalance first reads the assigned changelog
+partitions past what the store holds in bulk (:mod:`streams.worker.restore`,
+actives first, then standbys), so that Faust's recovery, a record at a time,
+finds little or nothing left to read.
+
 Faust writes a table key from a stream only (``table[key] = value`` takes the
 partition of the current event; the RocksDB store asserts one). This worker
 writes whole checkpoints outside any stream, so for RocksDB the writes,
@@ -23,15 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Awaitable, Callable, Iterable, Set
 
 import faust
+from aiokafka import TopicPartition
 from faust.stores import memory as memory_store
 from faust.stores import rocksdb as rocksdb_store  # imports without the bindings too
 from faust.types import TP
 from yarl import URL
 
+from streams.wire.brokers import bootstrap_servers
+
 from .outputs import Outputs
+from .restore import Restorer
 
 __all__ = ["CHANGELOG_TOPIC_CONFIG", "MemoryStore", "MemoryStoreTable", "StateTable"]
 
@@ -76,6 +86,19 @@ class MemoryStore(memory_store.Store):
             tp = message.tp
             if message.offset > offsets.get(tp, -1):
                 offsets[tp] = message.offset
+
+    def apply_records(self, tp: TP, records: list[Any]) -> None:
+        """Apply changelog ``records`` of ``tp`` (aiokafka ``ConsumerRecord``s, raw bytes, in offset order, all
+        after :meth:`persisted_offset`) as Faust's recovery would, and keep the last one's offset."""
+        data, partitions, partition = self.data, self._key_partition, tp.partition
+        for record in records:
+            if record.value is None:
+                data.pop(record.key, None)
+                partitions.pop(record.key, None)
+            else:
+                data[record.key] = record.value
+                partitions[record.key] = partition
+        self._offsets[tp] = max(records[-1].offset, self._offsets.get(tp, -1))
 
     async def on_recovery_completed(self, active_tps: Set[TP], standby_tps: Set[TP]) -> None:
         kept = {tp.partition for tp in (*active_tps, *standby_tps)}
@@ -126,6 +149,7 @@ class StateTable(MemoryStoreTable):
         # awaited at each assignment before the recovery of its partitions starts (the worker fences
         # the partitions' former owners there, streams.worker.fencing)
         self.before_recovery: Callable[[int], Awaitable[None]] | None = None
+        self._restorer: Restorer | None = None  # the memory store's bulk reads, made at the first rebalance
 
     async def write(self, out: Outputs, partition: int,
                     records: list[tuple[bytes, bytes | None]]) -> list[tuple[list[tuple[bytes, bytes | None]], Any]]:
@@ -231,7 +255,41 @@ class StateTable(MemoryStoreTable):
         """Faust's table rebalance (before the recovery of the assigned partitions), after :attr:`before_recovery`."""
         if self.before_recovery is not None:
             await self.before_recovery(generation_id)
+        await self._read_ahead()
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+
+    async def _read_ahead(self) -> None:
+        """``memory://`` only: bring the store's assigned changelog partitions (actives, then standbys) up to
+        their ends in bulk (:class:`streams.worker.restore.Restorer`), before Faust's recovery takes their
+        persisted offsets as its starting points."""
+        store = self.data
+        if not isinstance(store, MemoryStore):
+            return  # RocksDB keeps its partitions on disk: a start reads only what was written since
+        if self._restorer is None:
+            broker = ",".join(str(url) for url in self.app.conf.broker)
+            self._restorer = Restorer(bootstrap_servers(broker), f"{self.app.conf.id}-{self.name}-restore",
+                                      getattr(self.app.transport, "backoff", None))
+        topic = self.changelog_topic.get_topic_name()
+        assignor = self.app.assignor
+        deadline = time.monotonic() + self._restorer.budget_s  # both reads: within the rebalance timeout
+        for tps in (assignor.assigned_actives(), assignor.assigned_standbys()):
+            starts = {TopicPartition(tp.topic, tp.partition): _after(store.persisted_offset(tp))
+                      for tp in tps if tp.topic == topic}
+            await self._restorer.read(starts, self._apply_records, deadline - time.monotonic())
+
+    def _apply_records(self, tp: TopicPartition, records: list[Any]) -> None:
+        self.data.apply_records(TP(tp.topic, tp.partition), records)
+        partitions = self.key_partitions
+        for record in records:
+            if record.value is None:
+                partitions.pop(record.key, None)
+            else:
+                partitions[record.key] = tp.partition
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        if self._restorer is not None:
+            await self._restorer.close()
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         batch = list(batch)
@@ -260,3 +318,8 @@ class StateTable(MemoryStoreTable):
                 for partition, db in list(store._dbs.items()) if partition in assigned
                 for key in store._visible_keys(db)
             }
+
+
+def _after(offset: int | None) -> int:
+    """The first changelog offset a store that holds the records up to ``offset`` (None: nothing) lacks."""
+    return 0 if offset is None else offset + 1

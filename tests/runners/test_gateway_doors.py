@@ -205,7 +205,7 @@ def test_slow_clients_are_closed_headers_trickled_body_never_sent_or_nothing_sen
         return header_data, header_closed, body_data, body_closed, idle_data, idle_closed, source.published
 
     header_data, header_closed, body_data, body_closed, idle_data, idle_closed, published = _run(main())
-    assert header_data == b"" and header_closed < 5  # the trickle would have taken 32 s
+    assert header_data == b"" and header_closed < 16  # closed early: the trickle would have taken 32 s
     head, _, answer = body_data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408 ") and json.loads(answer) == {"error": "body not received within 1 s"}
     assert body_closed < 5

@@ -134,6 +134,9 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
     assert applied_b >= applied_b_shared + _AFTER_STOP - 1
     assert worker_b.proc.returncode == 0, worker_b.log_text()[-3000:]
     assert "We experienced a crash" not in worker_b.log_text(), worker_b.log_text()[-3000:]
+    # B read the changelog of the partitions it took over in bulk (streams.worker.restore), not a record at a time
+    bulk = [int(n) for n in re.findall(r"loopwatch: read (\d+) changelog records", worker_b.log_text())]
+    assert bulk and max(bulk) > 0, worker_b.log_text()[-3000:]
 
     got = assert_every_verdict_once_as_offline(events, sources, by_source)
     # OpenClaw blocks (the loopwatch verdict of a blocked call in a run the guard ended is "abort") and warnings
