@@ -62,13 +62,17 @@ class _aborted:
         await self.producer.abort_transaction()
 
 
-def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset(kafka_bootstrap, caplog):
+async def _changelog(bootstrap: str) -> TopicPartition:
+    """A fresh one-partition topic holding :func:`_write_changelog`'s records."""
     topic = f"test.lw.restore.{uuid.uuid4().hex[:6]}"
-    tp = TopicPartition(topic, 0)
+    await create_topics(bootstrap, [topic], 1)
+    await _write_changelog(bootstrap, topic)
+    return TopicPartition(topic, 0)
 
+
+def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset(kafka_bootstrap):
     async def run() -> tuple:
-        await create_topics(kafka_bootstrap, [topic], 1)
-        await _write_changelog(kafka_bootstrap, topic)
+        tp = await _changelog(kafka_bootstrap)
         store, seen = _store(), []
         restorer = Restorer(kafka_bootstrap, "lw-test-restore")
 
@@ -78,13 +82,13 @@ def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset
 
         try:
             first = await restorer.read({tp: 0}, apply)
-            held, offset = dict(store.data), store.persisted_offset(TP(topic, 0))
+            held, offset = dict(store.data), store.persisted_offset(TP(tp.topic, 0))
             again = await restorer.read({tp: offset + 1}, apply)  # what a rebalance that kept it reads
         finally:
             await restorer.close()
-        return first, held, offset, again, seen, dict(store._key_partition)
+        return tp, first, held, offset, again, seen, dict(store._key_partition)
 
-    first, held, offset, again, seen, partitions = asyncio.run(run())
+    tp, first, held, offset, again, seen, partitions = asyncio.run(run())
     assert [(key, value) for _, key, value in seen] == [
         (b"k1", b"A"), (b"k2", b"B"), (b"k2", None), (b"k3", b"C"), (b"k5", b"E"), (b"k1", b"A2")]
     assert held == {b"k1": b"A2", b"k3": b"C", b"k5": b"E"} and partitions == {b"k1": 0, b"k3": 0, b"k5": 0}
@@ -93,12 +97,8 @@ def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset
 
 
 def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafka_bootstrap, caplog):
-    topic = f"test.lw.restore.{uuid.uuid4().hex[:6]}"
-    tp = TopicPartition(topic, 0)
-
     async def run() -> tuple:
-        await create_topics(kafka_bootstrap, [topic], 1)
-        await _write_changelog(kafka_bootstrap, topic)
+        tp = await _changelog(kafka_bootstrap)
         store = _store()
         apply = lambda at, records: store.apply_records(TP(at.topic, at.partition), records)  # noqa: E731
         nobody = Restorer("127.0.0.1:1", "lw-test-restore", budget_s=3.0)  # no broker answers there
@@ -109,10 +109,10 @@ def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafk
         finally:
             await nobody.close()
             await nothing.close()
-        return unreachable, no_time, dict(store.data), store.persisted_offset(TP(topic, 0))
+        return tp, unreachable, no_time, dict(store.data), store.persisted_offset(TP(tp.topic, 0))
 
     with caplog.at_level(logging.WARNING, logger="streams.worker.restore"):
-        unreachable, no_time, held, offset = asyncio.run(run())
+        tp, unreachable, no_time, held, offset = asyncio.run(run())
     assert unreachable == no_time == {tp: 0} and held == {} and offset is None
     messages = [record.getMessage() for record in caplog.records]
     assert any("bulk changelog read failed after 0 records" in m for m in messages), messages
