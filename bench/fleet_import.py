@@ -14,7 +14,7 @@ forking process's peak), with files/s per second of wall time and per second of 
 on a shared machine the wall time counts other processes' turns too):
 
 1. **floor**: walk the folder and read every file's bytes (what any import must at least do);
-2. **start-up**: ``import streams.cli`` alone (the interpreter and libraries every command loads);
+2. **start-up**: ``import streams.commands`` alone (the interpreter and libraries every command loads);
 3. **import**: ``loopwatch import -o /dev/null FOLDER`` (each file's format sniffed);
 4. **replay**: ``loopwatch replay --format auto -q -o /dev/null FOLDER`` (import plus the detection engine),
    unless ``--no-replay``.
@@ -127,7 +127,7 @@ for folder, dirs, names in os.walk(sys.argv[1]):
         with open(os.path.join(folder, name), "rb") as fh:
             total += len(fh.read())
 """
-_LOOPWATCH = _PEAK + "from streams.entry import main\nsys.argv[0] = 'loopwatch'\nmain()\n"
+_LOOPWATCH = _PEAK + "from streams.cli import main\nsys.argv[0] = 'loopwatch'\nmain()\n"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=positive(int), default=10_000, help="files to write (default 10,000)")
@@ -150,7 +150,7 @@ def main() -> None:
         progress = ["--progress"] if args.progress else ["--no-progress"]
         runs = [
             ("floor", [py, "-c", _READ_ALL, str(folder)]),
-            ("start-up", [py, "-c", _PEAK + "import streams.cli"]),
+            ("start-up", [py, "-c", _PEAK + "import streams.commands"]),
             ("import", [py, "-c", _LOOPWATCH, "import", *progress, "-o", os.devnull, str(folder)]),
         ]
         if not args.no_replay:

@@ -1,7 +1,8 @@
-"""The Faust entry point: ``faust -A streams.app worker -l info``.
+"""Faust's entry point (``faust -A streams.app worker -l info``); ``loopwatch`` is :mod:`streams.cli`.
 
-Faust looks up ``app`` here; the app itself is :mod:`streams.worker.app` (settings from the
-``LOOPWATCH_*`` environment, :mod:`streams.worker.settings`).
+Faust's ``-A`` names a module holding ``app``: Faust looks it up here, which imports Faust only then;
+the app itself is :mod:`streams.worker.app` (settings from the ``LOOPWATCH_*`` environment,
+:mod:`streams.worker.settings`).
 """
 
 from __future__ import annotations

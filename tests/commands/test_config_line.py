@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.commands.config_line import unread_warning
 from streams.detection import Engine
 from streams.detection.config import OpenClawConfig
@@ -21,7 +21,7 @@ DEFAULTS_LINE = ("no --config: loopDetection enabled=unset (rolling detectors of
 
 @pytest.mark.parametrize("command", [["replay"], ["report", "--format", "events"]])
 def test_without_config_the_defaults_are_said_on_stderr(command):
-    result = CliRunner().invoke(main, [*command, EVENTS])
+    result = CliRunner().invoke(loopwatch, [*command, EVENTS])
     assert result.exit_code == 0, result.output
     assert f"loopwatch {command[0]}: {DEFAULTS_LINE}" in result.stderr.splitlines()
 
@@ -30,7 +30,7 @@ def test_without_config_the_defaults_are_said_on_stderr(command):
 def test_a_top_level_typo_is_a_warning_naming_the_key(command, tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text("{tool: {loopDetection: {enabled: true}}, models: {}}", encoding="utf-8")
-    result = CliRunner().invoke(main, [*command, "--config", str(config), EVENTS])
+    result = CliRunner().invoke(loopwatch, [*command, "--config", str(config), EVENTS])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     assert f"loopwatch {command[0]}: config {config}: loopDetection enabled=unset" in "\n".join(lines)
@@ -44,7 +44,7 @@ def test_report_with_compare_says_both_settings(tmp_path):
     a.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 3}}}", encoding="utf-8")
     b.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 5, criticalThreshold: 8}}}",
                  encoding="utf-8")
-    result = CliRunner().invoke(main, ["report", "--format", "events", "--config", str(a), "--compare", str(b),
+    result = CliRunner().invoke(loopwatch, ["report", "--format", "events", "--config", str(a), "--compare", str(b),
                                        EVENTS])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if "loopDetection" in line]
@@ -60,7 +60,7 @@ def test_report_with_compare_says_both_settings(tmp_path):
 def test_replay_quiet_keeps_the_warning_only(tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text("{}", encoding="utf-8")
-    result = CliRunner().invoke(main, ["replay", "-q", "--config", str(config), EVENTS])
+    result = CliRunner().invoke(loopwatch, ["replay", "-q", "--config", str(config), EVENTS])
     assert result.stderr.splitlines() == [
         f"loopwatch replay: warning: {config} holds nothing loop detection reads (no tools.loopDetection block, "
         "no agent with its own; it is empty): OpenClaw's defaults apply, rolling detectors off"]

@@ -19,7 +19,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.commands import demo as demo_module
 
 EVENTS = [  # one with event_id and an old ts, one with neither, one more without event_id
@@ -126,7 +126,7 @@ def test_demo_stamps_events_exactly_as_produce_does(broker, events_file):
     assert _demo_session(events_file) == 0
     demo_sent = list(broker.sent)
     broker.sent.clear()
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t.events",
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t.events",
                                        "-q", str(events_file)])
     assert result.exit_code == 0, result.output
     assert len(broker.sent) == len(demo_sent) == 3
@@ -154,7 +154,7 @@ def _closed_port() -> int:
 
 def test_no_broker_hint_starts_kafka_sh_on_the_requested_port(tmp_path):
     port = _closed_port()
-    result = CliRunner().invoke(main, ["demo", "--bootstrap", f"127.0.0.1:{port}", "--metrics-port", "0",
+    result = CliRunner().invoke(loopwatch, ["demo", "--bootstrap", f"127.0.0.1:{port}", "--metrics-port", "0",
                                        "--app-id", f"test-no-broker-{port}"])
     assert result.exit_code == 1
     assert (f"Error: no Kafka broker at 127.0.0.1:{port}; start one (KAFKA_PORT={port} "

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 
 TESTS = Path(__file__).parent.parent
 FIX = TESTS / "importers" / "fixtures"
@@ -23,7 +23,7 @@ def fleet(tmp_path):
 
 
 def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+    return CliRunner().invoke(loopwatch, [str(a) for a in args])
 
 
 def test_import_of_a_fleet_gives_a_line_per_format(fleet):
@@ -132,7 +132,7 @@ def test_report_of_a_folder_of_unknown_files_counts_no_session_file(tmp_path):
 
 def test_standard_input_is_sniffed_too():
     capture = (FIX / "codex" / "th-1.codex_stdout.jsonl").read_bytes()
-    res = CliRunner().invoke(main, ["import", "-"], input=capture)
+    res = CliRunner().invoke(loopwatch, ["import", "-"], input=capture)
     assert res.exit_code == 0, res.output
     events = [json.loads(line) for line in res.stdout.splitlines()]
     assert {e["runner"] for e in events} == {"codex"} and {e["session_id"] for e in events} == {"th-1"}

@@ -14,7 +14,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from tests.wire.record_fuzz import poison_records
 from tests.worker_harness import consume_all, create_topics
 
@@ -32,7 +32,7 @@ def _msgpack_file(tmp_path):
 
 def test_replay_skips_each_poison_record_and_writes_the_other_verdicts(tmp_path):
     path, expected = _msgpack_file(tmp_path)
-    result = CliRunner().invoke(main, ["replay", str(path)])
+    result = CliRunner().invoke(loopwatch, ["replay", str(path)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     skipped = [line for line in result.stderr.splitlines() if ": skipped: " in line]
@@ -50,7 +50,7 @@ def test_replay_skips_an_event_it_cannot_key(tmp_path):
     path = tmp_path / "events.jsonl"
     json_records = [value for _, value in poison_records() if value[0] < 0x80]
     path.write_bytes(b"\n".join(json_records) + b"\n" + json.dumps(GOOD).encode() + b"\n")
-    result = CliRunner().invoke(main, ["replay", str(path)])
+    result = CliRunner().invoke(loopwatch, ["replay", str(path)])
     assert result.exit_code == 1, result.output
     assert f"{path}:1: skipped: invalid event: session_id must be a string or null, got list" in result.stderr
     assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["good"]
@@ -61,7 +61,7 @@ def test_replay_skips_an_event_it_cannot_key(tmp_path):
 def test_produce_counts_and_skips_the_undecodable_ones_and_exits_1(kafka_bootstrap, unique_topic, tmp_path):
     asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
     path, expected = _msgpack_file(tmp_path)
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic, str(path)])
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic, str(path)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     bad = expected.count("decode")  # produce does not validate events: schema errors are the worker's to find
@@ -89,7 +89,7 @@ def test_report_skips_verdict_records_it_cannot_read_and_reports_the_rest(tmp_pa
     surrogate = tmp_path / "verdicts.jsonl"
     surrogate.write_text(json.dumps({**good, "event_id": "e7", "tool_name": "\ud83d",
                                      "source": {"topic": "t", "partition": 0, "offset": 2}}) + "\n")
-    result = CliRunner().invoke(main, ["report", str(path), str(surrogate)])
+    result = CliRunner().invoke(loopwatch, ["report", str(path), str(surrogate)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     skipped = [line.split(": skipped: ", 1)[1] for line in result.stderr.splitlines() if ": skipped: " in line]

@@ -7,7 +7,7 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.commands import produce as produce_module
 from streams.commands.produce import FileEvents, ProduceSummary, file_events, publish_events
 
@@ -52,7 +52,7 @@ def test_produce_lists_the_first_ten_skipped_records_then_counts_the_rest(tmp_pa
     events = tmp_path / "mixed.jsonl"
     events.write_text("".join(["not json\n"] * 9 + ['{"type": "tool_call"}\n'] + ["[1]\n"] * 2990
                               + ['{"type": "tool_call"}\n']), encoding="utf-8")
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", "127.0.0.1:1", str(events)])
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", "127.0.0.1:1", str(events)])
     assert result.exit_code == 1, result.output  # records were skipped
     lines = result.stderr.splitlines()
     assert lines[:10] == [
@@ -74,7 +74,7 @@ def test_produce_of_a_binary_file_stays_short_and_exits_1(tmp_path, monkeypatch)
     monkeypatch.setattr(produce_module, "publish_events", _publish_without_kafka)
     binary = tmp_path / "blob.bin"
     binary.write_bytes(b"\xff" * 5000)  # msgpack: 5,000 integers -1, none an event
-    result = CliRunner().invoke(main, ["produce", "-q", "--bootstrap", "127.0.0.1:1", str(binary)])
+    result = CliRunner().invoke(loopwatch, ["produce", "-q", "--bootstrap", "127.0.0.1:1", str(binary)])
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == [
         *(f"loopwatch produce: {binary}:{n}: skipped: an event must be a map, got int" for n in range(1, 11)),

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.wire.keys import verdict_partition
 from tests.worker_harness import consume_all, create_topics
 
@@ -31,7 +31,7 @@ def test_produce_keys_by_run_skips_bad_lines_and_tail_reads_back(kafka_bootstrap
     lines.insert(6, "[1, 2]")
     source.write_text("\n".join(lines) + "\n")
     runner = CliRunner()
-    result = runner.invoke(main, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
+    result = runner.invoke(loopwatch, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
                                   "--rate", "200", str(source)])
     assert result.exit_code == 1, result.output  # two lines skipped: the topic lacks part of the file
     assert f"{source}:4: skipped: invalid JSON" in result.output
@@ -52,19 +52,19 @@ def test_produce_keys_by_run_skips_bad_lines_and_tail_reads_back(kafka_bootstrap
         assert abs(published.pop("ts") - time.time() * 1000) < 120_000
         assert published == {k: v for k, v in event.items() if k != "ts"}
 
-    tailed = runner.invoke(main, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+    tailed = runner.invoke(loopwatch, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                   "--from-beginning", "--json", "--max", "10"])
     assert tailed.exit_code == 0, tailed.output
     rows = [json.loads(line) for line in tailed.output.splitlines()]
     assert {r["event_id"] for r in rows} == set(by_id) and all("partition" in r and "offset" in r for r in rows)
 
-    idle = runner.invoke(main, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+    idle = runner.invoke(loopwatch, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                 "--idle-timeout", "1.5"])
     assert idle.exit_code == 0 and idle.output == ""  # only new records, and none came
 
 
 def test_tail_of_a_missing_topic_says_so_and_does_not_create_it(kafka_bootstrap, unique_topic):
-    result = CliRunner().invoke(main, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+    result = CliRunner().invoke(loopwatch, ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                        "--idle-timeout", "1"])
     assert result.exit_code == 1
     assert f"topic {unique_topic!r} does not exist" in result.output
@@ -106,7 +106,7 @@ def test_produce_skips_events_too_large_for_the_producer_or_the_broker_and_sends
     # line 1: over the producer's 1 MiB max_request_size; line 3: under it, over the topic's max.message.bytes
     source.write_text("\n".join([_event("c1", 1_500_000), _event("c2", 10), _event("c3", 400_000),
                                  _event("c4", 10)]) + "\n")
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
                                        str(source)])
     assert result.exit_code == 1, result.output  # two events skipped
     assert "Traceback" not in result.output
@@ -136,7 +136,7 @@ def test_produce_sends_an_event_over_1_mib_when_both_limits_allow_it(kafka_boots
     asyncio.run(_create_topic(kafka_bootstrap, unique_topic, 2_000_000))
     source = tmp_path / "huge.jsonl"
     source.write_text(_event("c1", 1_500_000) + "\n")
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", kafka_bootstrap, "--topic", unique_topic,
                                        "--max-request-size", "2000000", str(source)])
     assert result.exit_code == 0, result.output
     assert f"produced 1 event(s) to {unique_topic}" in result.output and "skipped" not in result.output
@@ -152,7 +152,7 @@ def test_tail_on_a_terminal_says_what_it_follows_and_that_it_is_still_waiting(ka
     asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
     monkeypatch.setattr(tail_module, "_interactive", lambda: True)
     monkeypatch.setattr(tail_module, "IDLE_NOTICE_S", 1.0)
-    result = CliRunner().invoke(main, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
+    result = CliRunner().invoke(loopwatch, ["tail", "--topic", unique_topic, "--bootstrap", kafka_bootstrap,
                                        "--idle-timeout", "2.6"])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()

@@ -7,7 +7,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 
 VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
 RESULT = {"content": [{"type": "text", "text": "same file contents"}], "details": {"ok": True}}
@@ -45,7 +45,7 @@ def write_jsonl(path: Path, lines: list) -> Path:
 
 
 def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return CliRunner().invoke(loopwatch, list(args), catch_exceptions=False)
 
 
 def test_replay_jsonl_verdicts_and_summary(tmp_path):
@@ -236,7 +236,7 @@ def test_replay_of_event_files_without_events_still_exits_0(tmp_path):
 
 @pytest.mark.parametrize("command", ["replay", "report"])
 def test_standard_input_with_a_session_format_is_a_usage_error(command):
-    result = CliRunner().invoke(main, [command, "--format", "codex", "-"], input="{}\n")
+    result = CliRunner().invoke(loopwatch, [command, "--format", "codex", "-"], input="{}\n")
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.splitlines()[-1] == (
@@ -296,7 +296,7 @@ def test_replay_config_validate_false_loads_a_config_strict_validation_refuses(t
     clamped.write_text(LENIENT_ONLY.replace("criticalThreshold: 2", "criticalThreshold: 3"), encoding="utf-8")
     assert lenient.stdout == run("replay", "--config", str(clamped), str(events)).stdout
 
-    from_env = CliRunner().invoke(main, ["replay", "--config", str(config), str(events)],
+    from_env = CliRunner().invoke(loopwatch, ["replay", "--config", str(config), str(events)],
                                   env={"LOOPWATCH_CONFIG_VALIDATE": "false"})
     assert from_env.exit_code == 0 and from_env.stdout == lenient.stdout
 
@@ -374,15 +374,15 @@ def test_conformance_on_a_file_without_scenarios_fails(tmp_path):
 def test_a_folder_as_a_file_says_to_use_a_session_format(tmp_path, args, kind):
     from click.testing import CliRunner
 
-    from streams.cli import main
-    result = CliRunner().invoke(main, [*args, str(tmp_path)])
+    from streams.commands import loopwatch
+    result = CliRunner().invoke(loopwatch, [*args, str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert f"is a folder: {kind} files are read one by one" in result.output
     assert "--format auto, or openclaw" in result.output
 
 
 def test_produce_refuses_a_folder_before_connecting(tmp_path):
-    result = CliRunner().invoke(main, ["produce", "--bootstrap", "127.0.0.1:1", str(tmp_path)])
+    result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", "127.0.0.1:1", str(tmp_path)])
     assert result.exit_code == 2
     assert "is a directory" in result.output
 
@@ -390,10 +390,10 @@ def test_produce_refuses_a_folder_before_connecting(tmp_path):
 def test_report_on_event_files_without_format_says_which_format(tmp_path):
     from click.testing import CliRunner
 
-    from streams.cli import main
+    from streams.commands import loopwatch
     events = tmp_path / "events.jsonl"
     events.write_text('{"type": "tool_call", "run_id": "r", "session_id": "s", "tool_name": "read"}\n')
-    result = CliRunner().invoke(main, ["report", str(events)])
+    result = CliRunner().invoke(loopwatch, ["report", str(events)])
     assert result.exit_code == 2
     assert "give --format events" in result.output
 
@@ -404,8 +404,8 @@ def test_replay_profile_option_and_conformance_files_of_both_profiles(tmp_path):
     config = tmp_path / "on.json"
     config.write_text('{"tools": {"loopDetection": {"enabled": true}}}')
     runner = CliRunner()
-    old = runner.invoke(main, ["replay", "-q", "--config", str(config), str(events)])
-    new = runner.invoke(main, ["replay", "--config", str(config), "--profile", "openclaw-2026.9.6", str(events)])
+    old = runner.invoke(loopwatch, ["replay", "-q", "--config", str(config), str(events)])
+    new = runner.invoke(loopwatch, ["replay", "--config", str(config), "--profile", "openclaw-2026.9.6", str(events)])
     assert old.exit_code == new.exit_code == 0, old.output + new.output
     old_v = [json.loads(line) for line in old.stdout.splitlines()]
     new_v = [json.loads(line) for line in new.stdout.splitlines()]
@@ -414,5 +414,5 @@ def test_replay_profile_option_and_conformance_files_of_both_profiles(tmp_path):
     assert [v.get("tool_loop_recovery") for v in new_v[20:]] == ["recovery", "terminal"]
     assert "profile openclaw-2026.9.6 (thresholds fixed by that release; only enabled is read)" in new.stderr
     own = Path(__file__).resolve().parents[1] / "fixtures" / "vectors-2026.9-own.jsonl"
-    both = runner.invoke(main, ["conformance", str(VECTORS), str(own)])
+    both = runner.invoke(loopwatch, ["conformance", str(VECTORS), str(own)])
     assert both.exit_code == 0 and both.stdout.splitlines()[-1] == "100 passed, 0 failed"

@@ -10,7 +10,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.offline.conformance import spec_view
 from streams.detection import Engine, load_config
 from streams.importers import import_paths
@@ -49,7 +49,7 @@ def test_imported_sessions_through_produce_and_worker_equal_offline_replay(kafka
     async def through_kafka() -> list:
         async with running_worker(settings):
             result = await asyncio.to_thread(
-                CliRunner().invoke, main,
+                CliRunner().invoke, loopwatch,
                 ["produce", "--bootstrap", kafka_bootstrap, "--topic", settings.input_topics[0], "-q",
                  str(events_file)],
             )

@@ -5,7 +5,7 @@ import json
 
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 
 RESULT = {"content": [{"type": "text", "text": "same file contents"}], "details": {"ok": True}}
 
@@ -24,7 +24,7 @@ def test_a_keyless_compaction_retry_arms_the_guard_of_its_run_under_both_keyings
     path = tmp_path / "events.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in EVENTS), encoding="utf-8")
     for key_by in ("session", "run"):
-        result = CliRunner().invoke(main, ["replay", "--key-by", key_by, str(path)], catch_exceptions=False)
+        result = CliRunner().invoke(loopwatch, ["replay", "--key-by", key_by, str(path)], catch_exceptions=False)
         assert result.exit_code == 0, result.stderr
         verdicts = [json.loads(line) for line in result.stdout.splitlines()]
         assert [v["verdict"] for v in verdicts] == ["allow"] * 5 + ["abort"], key_by

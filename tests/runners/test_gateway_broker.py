@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.kafka]
 
 async def _hook_command(url: str, runner: str, payload: dict, *extra: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from streams.entry import main; main()", "hook", runner, "--url", url, *extra,
+        sys.executable, "-c", "from streams.cli import main; main()", "hook", runner, "--url", url, *extra,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate(json.dumps(payload).encode())
     return process.returncode, out.decode(), err.decode()

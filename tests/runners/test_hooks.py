@@ -206,7 +206,7 @@ def test_a_mistyped_hook_command_does_not_block_the_runner():
     import sys
 
     def run(*args: str) -> int:
-        return subprocess.run([sys.executable, "-c", "from streams.entry import main; main()", *args],
+        return subprocess.run([sys.executable, "-c", "from streams.cli import main; main()", *args],
                               input=b"{}", capture_output=True).returncode
 
     assert run("hook", "codex", "--bogus") == 1  # 2 would block every tool call
@@ -259,7 +259,7 @@ def test_ctrl_c_while_the_gateway_is_slow_ends_the_hook_with_a_line_not_a_traceb
         server.listen(1)
         port = server.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from streams.entry import main; main()", "hook", "codex",
+            [sys.executable, "-c", "from streams.cli import main; main()", "hook", "codex",
              "--url", f"http://127.0.0.1:{port}", "--timeout", "30"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         proc.stdin.write(b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", '

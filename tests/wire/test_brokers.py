@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from streams.wire.brokers import bootstrap_servers
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.runners.client import LoopwatchClient
 
 
@@ -38,7 +38,7 @@ def test_bad_addresses_are_named(given, says):
 
 @pytest.mark.parametrize("command", [["produce", "examples/events.jsonl"], ["tail"], ["demo", "--once"]])
 def test_commands_refuse_a_bootstrap_without_port_before_connecting(command):
-    result = CliRunner().invoke(main, [*command, "--bootstrap", "127.0.0.1"])
+    result = CliRunner().invoke(loopwatch, [*command, "--bootstrap", "127.0.0.1"])
     assert result.exit_code == 2
     assert "Invalid value for '--bootstrap'" in result.output and "'127.0.0.1' has no port" in result.output
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.wire.codecs import json_loads
 
 
@@ -31,7 +31,7 @@ def test_json_too_deep_for_python_is_a_json_error():
 def test_offline_commands_skip_a_line_too_deep_and_go_on(tmp_path: Path, command):
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join([_call(0), _call(1, _nested(3_000)), _call(2)]) + "\n", encoding="ascii")
-    result = CliRunner().invoke(main, [*command, str(events)])
+    result = CliRunner().invoke(loopwatch, [*command, str(events)])
     assert result.exit_code == 1, result.output
     assert f"{events}:2: skipped: invalid JSON: nested too deeply to decode" in result.stderr
     if command == ["replay"]:
@@ -41,7 +41,7 @@ def test_offline_commands_skip_a_line_too_deep_and_go_on(tmp_path: Path, command
 def test_conformance_reports_a_line_that_is_not_utf8(tmp_path: Path):
     scenarios = tmp_path / "scenarios.jsonl"
     scenarios.write_bytes(b'x\xff\n')
-    result = CliRunner().invoke(main, ["conformance", str(scenarios)])
+    result = CliRunner().invoke(loopwatch, ["conformance", str(scenarios)])
     assert result.exit_code == 1
     assert result.output.splitlines()[0] == (f"FAIL {scenarios}:1: not JSON: 'utf-8' codec can't decode byte 0xff "
                                              "in position 1: invalid start byte")
@@ -50,6 +50,6 @@ def test_conformance_reports_a_line_that_is_not_utf8(tmp_path: Path):
 def test_a_config_file_that_is_not_utf8_exits_2_with_the_reason(tmp_path: Path):
     config = tmp_path / "openclaw.json"
     config.write_bytes(b"\xff\xfe{}")
-    result = CliRunner().invoke(main, ["replay", "--config", str(config), "examples/events.jsonl"])
+    result = CliRunner().invoke(loopwatch, ["replay", "--config", str(config), "examples/events.jsonl"])
     assert result.exit_code == 2
     assert f"{config}: (file): not UTF-8 text: invalid start byte at byte 0" in result.stderr

@@ -16,7 +16,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.wire.codecs import decode_event, encode_json, record_encoder
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.canonical import digest
@@ -74,12 +74,12 @@ def test_replay_and_report_take_them(tmp_path: Path):
     events = tmp_path / "events.jsonl"
     events.write_text(json.dumps(CALL) + "\n", encoding="ascii")
     runner = CliRunner()
-    replayed = runner.invoke(main, ["replay", str(events)])
+    replayed = runner.invoke(loopwatch, ["replay", str(events)])
     assert replayed.exit_code == 0, replayed.output
     [line] = replayed.stdout_bytes.splitlines()
     assert json.loads(line)["run_id"] == f"run{HALF}" and json.loads(line)["verdict"] == "allow"
     html = tmp_path / "report.html"
-    reported = runner.invoke(main, ["report", "--format", "events", "--html", str(html), str(events)])
+    reported = runner.invoke(loopwatch, ["report", "--format", "events", "--html", str(html), str(events)])
     assert reported.exit_code == 0, reported.output
     assert f"read\\ud83d" in html.read_text(encoding="utf-8")
 
@@ -96,10 +96,10 @@ def test_import_writes_them_and_replay_reads_them_back(tmp_path: Path):
     runner = CliRunner()
 
     jsonl = tmp_path / "events.jsonl"
-    imported = runner.invoke(main, ["import", "--format", "codex", "-o", str(jsonl), str(capture)])
+    imported = runner.invoke(loopwatch, ["import", "--format", "codex", "-o", str(jsonl), str(capture)])
     assert imported.exit_code == 0, imported.output
     assert "2 event(s)" in imported.stderr and "0 error(s)" in imported.stderr
-    replayed = runner.invoke(main, ["replay", str(jsonl)])
+    replayed = runner.invoke(loopwatch, ["replay", str(jsonl)])
     assert replayed.exit_code == 0, replayed.output
     assert [json.loads(line)["verdict"] for line in replayed.stdout_bytes.splitlines()] == ["allow", "allow"]
     assert json.loads(jsonl.read_bytes().splitlines()[1])["args"]["command"] == f"echo {HALF}"
@@ -107,12 +107,12 @@ def test_import_writes_them_and_replay_reads_them_back(tmp_path: Path):
     # msgpack cannot carry a lone surrogate (and a JSON record in a msgpack stream would not read back):
     # that event is reported and skipped, the others written
     packed = tmp_path / "events.msgpack"
-    imported = runner.invoke(main, ["import", "--format", "codex", "--msgpack", "-o", str(packed), str(capture)])
+    imported = runner.invoke(loopwatch, ["import", "--format", "codex", "--msgpack", "-o", str(packed), str(capture)])
     assert imported.exit_code == 1, imported.output
     assert imported.stderr.splitlines() == [
         f"loopwatch import: {capture}:3: cannot be written as msgpack: a string holds a lone surrogate "
         "(JSON Lines output keeps it)",
         "loopwatch import: 1 file(s), 1 event(s) (1 tool_call), 1 run(s), 1 error(s)"]
-    replayed = runner.invoke(main, ["replay", str(packed)])
+    replayed = runner.invoke(loopwatch, ["replay", str(packed)])
     assert replayed.exit_code == 0, replayed.output
     assert [json.loads(line)["verdict"] for line in replayed.stdout_bytes.splitlines()] == ["allow"]

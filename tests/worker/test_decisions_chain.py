@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import generate_latest
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.commands.tail import finding_text
 from streams.detection import Engine, OpenClawConfig
 from streams.detection.decision import findings
@@ -64,7 +64,7 @@ async def fleet_topics(bootstrap: str, settings) -> None:
 
 
 def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return CliRunner().invoke(loopwatch, list(args), catch_exceptions=False)
 
 
 @pytest.mark.timeout(240)

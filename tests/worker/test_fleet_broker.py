@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from click.testing import CliRunner
 
-from streams.cli import main as cli
+from streams.commands import loopwatch as cli
 from streams.detection import Engine, OpenClawConfig
 from streams.detection.fleet import window_ranges
 from streams.offline.replay import Replayer

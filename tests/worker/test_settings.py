@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from streams.cli import main
+from streams.commands import loopwatch
 from streams.worker.settings import WorkerSettings
 
 # The CLI checks that the metrics port is free before it connects: these tests bind none, so that a
@@ -44,7 +44,7 @@ def test_invalid_values(field, value):
 
 
 def test_every_setting_is_a_flag_naming_its_env_var_and_default():
-    result = CliRunner().invoke(main, ["worker", "--help"], terminal_width=200)
+    result = CliRunner().invoke(loopwatch, ["worker", "--help"], terminal_width=200)
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     for name, field in WorkerSettings.model_fields.items():
@@ -55,7 +55,7 @@ def test_every_setting_is_a_flag_naming_its_env_var_and_default():
 
 
 def test_bad_flag_value_names_flag_and_env_var(tmp_path):
-    result = CliRunner().invoke(main, ["worker", "--input-topics", " , "])
+    result = CliRunner().invoke(loopwatch, ["worker", "--input-topics", " , "])
     assert result.exit_code == 2 and "LOOPWATCH_INPUT_TOPICS" in result.output
 
 
@@ -89,11 +89,11 @@ def test_a_broker_without_a_valid_port_is_refused(given, says):
 def test_the_worker_takes_loopwatch_bootstrap_when_its_own_variable_is_not_set(monkeypatch):
     monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
     port = _closed_port()
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}"})
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}"})
     assert result.output.splitlines()[0].startswith(f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch")
     assert f"Error: cannot reach Kafka at 127.0.0.1:{port}: " in result.output
     other = _closed_port()
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}",
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS], env={"LOOPWATCH_BOOTSTRAP": f"127.0.0.1:{port}",
                                                        "LOOPWATCH_BROKER": f"127.0.0.1:{other}"})
     assert f"Error: cannot reach Kafka at 127.0.0.1:{other}: " in result.output  # its own variable first
 
@@ -104,12 +104,12 @@ def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting
     config = tmp_path / "openclaw.json"
     config.write_text('{tools: {loopDetection: {enabled: "yes"}}}', encoding="utf-8")
     runner = CliRunner()
-    result = runner.invoke(main, ["worker", *_NO_METRICS, "--config", str(config), "--broker", "127.0.0.1:1"])
+    result = runner.invoke(loopwatch, ["worker", *_NO_METRICS, "--config", str(config), "--broker", "127.0.0.1:1"])
     assert result.exit_code == 2
     assert result.output == ("loopwatch: invalid configuration:\n"
                              f"{config}: tools.loopDetection.enabled: Expected boolean, received string\n")
     missing = tmp_path / "missing.json"
-    result = runner.invoke(main, ["worker", *_NO_METRICS, "--config", str(missing), "--broker", "127.0.0.1:1"])
+    result = runner.invoke(loopwatch, ["worker", *_NO_METRICS, "--config", str(missing), "--broker", "127.0.0.1:1"])
     assert result.exit_code == 2
     assert result.output.startswith("loopwatch: cannot read the configuration: [Errno 2]")
 
@@ -120,7 +120,7 @@ def test_worker_with_an_invalid_or_missing_config_file_exits_2_before_connecting
     ("--log-level", "loud", "'loud' is not one of 'debug', 'info', 'warning', 'error'"),
 ])
 def test_worker_rejects_unknown_store_broker_scheme_and_log_level(flag, value, says):
-    result = CliRunner().invoke(main, ["worker", flag, value])
+    result = CliRunner().invoke(loopwatch, ["worker", flag, value])
     assert result.exit_code == 2
     assert says in result.output
     assert "Traceback" not in result.output
@@ -133,7 +133,7 @@ def test_log_level_is_case_insensitive():
 def test_worker_says_in_one_line_when_no_broker_answers(monkeypatch):
     monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
     port = _closed_port()
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS, "--broker", f"127.0.0.1:{port}"])
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS, "--broker", f"127.0.0.1:{port}"])
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == (f"loopwatch worker: broker 127.0.0.1:{port}, app id loopwatch, input loopwatch.events "
@@ -154,7 +154,7 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     config = tmp_path / "openclaw.json"
     config.write_text("{tolls: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")  # typo
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS, "--config", str(config),
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS, "--config", str(config),
                                        "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.output.splitlines()[1] == (
         f"loopwatch worker: config {config}: loopDetection enabled=unset (rolling detectors off, guard on), "
@@ -165,7 +165,7 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
         f"loopwatch worker: warning: {config} holds nothing loop detection reads (no tools.loopDetection block, "
         "no agent with its own; its top-level keys not read: tolls): OpenClaw's defaults apply, rolling detectors off")
     config.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 4}}}", encoding="utf-8")
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS, "--config", str(config),
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS, "--config", str(config),
                                        "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.output.splitlines()[1] == (
         f"loopwatch worker: config {config}: loopDetection enabled=true, historySize=30, warningThreshold=4, "
@@ -174,7 +174,7 @@ def test_worker_says_which_config_is_in_effect_and_flags_a_file_without_loop_det
     config.write_text("{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'ops', tools: {loopDetection: "
                       "{warningThreshold: 5}}}, {id: 'plain'}, {id: 'review', tools: {loopDetection: {}}}]}}",
                       encoding="utf-8")
-    result = CliRunner().invoke(main, ["worker", *_NO_METRICS, "--config", str(config),
+    result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS, "--config", str(config),
                                        "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.output.splitlines()[1].endswith(
         "postCompactionGuard.windowSize=3; agents with their own block, overlaid on it: ops, review")
@@ -188,7 +188,7 @@ def test_worker_refuses_a_metrics_port_in_use(monkeypatch):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = CliRunner().invoke(main, ["worker", "--metrics-addr", "127.0.0.1", "--metrics-port", str(port),
+        result = CliRunner().invoke(loopwatch, ["worker", "--metrics-addr", "127.0.0.1", "--metrics-port", str(port),
                                            "--broker", f"127.0.0.1:{_closed_port()}"])
     assert result.exit_code == 1
     assert f"Error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in result.output

@@ -1,7 +1,7 @@
 """The command hook itself, on the standard library only: hook JSON in, the gateway asked, the runner's answer out.
 
 ``loopwatch hook claude-code|codex`` runs before (and after) every tool call, so it must start fast:
-the ``loopwatch`` executable (:mod:`streams.entry`) hands ``loopwatch hook RUNNER [options]`` to
+the ``loopwatch`` executable (:mod:`streams.cli`) hands ``loopwatch hook RUNNER [options]`` to
 :func:`fast_main` without importing click, Faust, aiokafka or aiohttp (the mapping from hook JSON to
 events runs in the gateway, ``POST /v1/hooks/<runner>``); :mod:`streams.commands.hook` is the same
 command under click, for ``--help`` and anything :func:`fast_main` does not take. bench/gateway.py
