@@ -1,12 +1,26 @@
-"""Two workers ride out a broker that hangs (SIGSTOP of its JVM) for longer than a request times out.
+"""The combined fault: the broker hangs (SIGSTOP of its JVM) longer than the old limit, under two workers and a
+gateway taking calls.
 
 A hung broker answers nothing: after aiokafka's request timeout (40 s) the
-workers' last verdict batches expire unsent and their checkpoints' transactions
-time out. They used to exit (status 1, both at once). Now each goes back to its
-last checkpoint, probes the broker, and once it answers (SIGCONT) goes on from
-the committed offsets (streams/worker/outage.py): every event gets a verdict, a
-verdict published again is byte-identical, all equal the offline engine's, and
-no worker exits. The broker is the module's own (tests/private_broker.py).
+workers' last verdict batches expired unsent and their checkpoints'
+transactions timed out; both workers exited (status 1, together), and the
+gateway dropped the events it could not send. Now each worker goes back to
+its last checkpoint, probes the broker, and once it answers (SIGCONT) goes on
+from the committed offsets (streams/worker/outage.py); the gateway keeps the
+events it took in its outbox and publishes them once the broker is back.
+
+Load: a burst of events straight to the input topic just before the hang
+(the workers are mid-way through them when it starts) and senders posting
+tool calls through the gateway before, during and after it. Checked, on the
+module's own broker (tests/private_broker.py):
+
+* no worker exits, neither logs a crash, and each "Kafka did not answer" has its "Kafka answers again";
+* 0 lost: every call the gateway answered 200 is in the input topic exactly once, and every event of the
+  input topic has a verdict (a verdict published again is byte for byte the same);
+* 0 mismatches: every verdict equals the offline engine's on the input topic's events, in their order.
+
+About two and a half minutes on the 2-core development machine (the 50 s hang, a broker start, two worker
+starts, the catch-up); part of ``make test``.
 """
 
 from __future__ import annotations
@@ -15,11 +29,16 @@ import asyncio
 import itertools
 import json
 import time
+from collections import Counter
 
+import aiohttp
+import msgpack
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from tests.private_broker import broker  # noqa: F401  (the module's own broker, a fixture)
+from streams.runners.gateway import GatewayConfig, serve
+from tests.private_broker import broker, free_port  # noqa: F401  (the module's own broker, a fixture)
+from tests.runners.gateway_support import call
 from tests.worker.test_rebalance import assert_every_verdict_once_as_offline
 from tests.worker.test_worker import ENABLED, _fleet_stream, verdicts_by_source
 from tests.worker_harness import WorkerProcess, create_topics, encode, worker_settings
@@ -27,58 +46,115 @@ from tests.worker_harness import WorkerProcess, create_topics, encode, worker_se
 pytestmark = pytest.mark.kafka
 
 FROZEN_S = 50.0  # longer than aiokafka's request_timeout_ms (40 s), the old limit
-BEFORE, AFTER = 6000, 1500  # events sent just before the freeze (still being handled when it starts), and after
+BURST = 6000  # events sent straight to the input topic just before the hang (still being handled when it starts)
+SENDERS = 8  # gateway clients, each a run of its own, one call at a time
+GATEWAY_TIMEOUT_S = 1.0  # the gateway's verdict wait (a call answered after it: timed_out, the event kept)
+OUTBOX = 20_000  # events the gateway keeps for Kafka: more than the hang's calls, so none is refused
 
 
-async def _send(bootstrap: str, topic: str, events: list[dict]) -> list[tuple[str, int, int]]:
+async def _send(bootstrap: str, topic: str, events: list[dict]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
-        futures = [await producer.send(topic, encode(e), key=e["run_id"].encode()) for e in events]
-        return [(m.topic, m.partition, m.offset) for m in await asyncio.gather(*futures)]
+        await asyncio.gather(*[await producer.send(topic, encode(e), key=e["run_id"].encode()) for e in events])
     finally:
         await producer.stop()
 
 
+async def _input_records(bootstrap: str, topic: str, partitions: int) -> list[tuple[tuple[str, int, int], dict]]:
+    """Every record of ``topic`` as ``((topic, partition, offset), event)``, by partition and offset."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        found = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                found += [((topic, r.partition, r.offset), msgpack.unpackb(r.value, raw=False)) for r in records]
+        return sorted(found, key=lambda item: item[0])
+    finally:
+        await consumer.stop()
+
+
 @pytest.mark.timeout(480)
-def test_two_workers_ride_out_a_hung_broker_and_lose_nothing(broker, tmp_path):
+def test_two_workers_and_a_gateway_under_load_ride_out_a_hung_broker_and_lose_nothing(broker, tmp_path):
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
     shared = worker_settings(broker.bootstrap, tmp_path, partitions=4, config=config)
     topic = shared.input_topics[0]
-    asyncio.run(create_topics(broker.bootstrap, [topic], 4))
+    asyncio.run(create_topics(broker.bootstrap, [topic, shared.verdicts_topic], 4))
     workers = [WorkerProcess(shared.model_copy(update={"data_dir": str(tmp_path / f"faust-{name}-{{app_id}}")}),
                              tmp_path / f"worker-{name}.log") for name in ("a", "b")]
-    stream = _fleet_stream(runs=60)
-    before = list(itertools.islice(stream, BEFORE))
-    after = list(itertools.islice(stream, AFTER))
+    burst = list(itertools.islice(_fleet_stream(runs=60), BURST))
+    port = free_port()
+    answers: list[tuple[str, int, dict]] = []  # (tool_call_id, HTTP status, body)
+    alive_during: list[bool] = []
+
+    async def sender(http: aiohttp.ClientSession, n: int, stop: asyncio.Event) -> None:
+        for i in itertools.count():
+            if stop.is_set():
+                return
+            event = call(f"gw{n}", i, path=f"/f{i % 3}")
+            async with http.post(f"http://127.0.0.1:{port}/v1/events", json=event) as response:
+                answers.append((event["tool_call_id"], response.status, await response.json()))
+            await asyncio.sleep(0.05)
+
+    async def load_and_hang() -> None:
+        stop_gateway, listening, stop_senders = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        gateway = asyncio.ensure_future(serve(
+            broker.bootstrap, GatewayConfig(timeout=GATEWAY_TIMEOUT_S), port=port, ready=lambda url: listening.set(),
+            stop=stop_gateway, client_options={"events_topic": topic, "verdicts_topic": shared.verdicts_topic,
+                                               "outbox_events": OUTBOX, "stop_timeout": 60.0}))
+        await asyncio.wait_for(listening.wait(), 60)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            senders = [asyncio.ensure_future(sender(http, n, stop_senders)) for n in range(SENDERS)]
+            await asyncio.sleep(2)
+            await _send(broker.bootstrap, topic, burst)
+            broker.freeze()  # mid-stream: the workers are still handling the burst
+            try:
+                frozen_at = time.monotonic()
+                while time.monotonic() - frozen_at < FROZEN_S:
+                    alive_during.append(all(worker.proc.poll() is None for worker in workers))
+                    await asyncio.sleep(1)
+            finally:
+                broker.thaw()
+            await asyncio.sleep(5)
+            stop_senders.set()
+            await asyncio.gather(*senders)
+        stop_gateway.set()
+        await asyncio.wait_for(gateway, 120)  # the drain waits until Kafka has taken the outbox's events
+
     try:
         for worker in workers:
             worker.start()
         for worker in workers:
             worker.wait_ready()
-        sources = asyncio.run(_send(broker.bootstrap, topic, before))
-        broker.freeze()  # mid-stream: the workers are still handling the events just sent
-        frozen_at = time.monotonic()
-        try:
-            while time.monotonic() - frozen_at < FROZEN_S:
-                for worker in workers:
-                    assert worker.proc.poll() is None, f"exited during the hang:\n{worker.log_text()[-3000:]}"
-                time.sleep(1)
-        finally:
-            broker.thaw()
-        sources += asyncio.run(_send(broker.bootstrap, topic, after))
+        asyncio.run(load_and_hang())
+        records = asyncio.run(_input_records(broker.bootstrap, topic, shared.partitions))
+        sources, events = [source for source, _ in records], [event for _, event in records]
         by_source = verdicts_by_source(broker.bootstrap, shared.verdicts_topic, sources, timeout=180, partial=True)
         running = [worker.proc.poll() is None for worker in workers]
         logs = [worker.log_text() for worker in workers]
     finally:
+        broker.thaw()
         for worker in workers:
             worker.stop()
-    assert running == [True, True], [log[-3000:] for log in logs]
+
+    assert running == [True, True] and all(alive_during), [log[-3000:] for log in logs]
     for log in logs:
         assert "We experienced a crash" not in log and "Traceback" not in log, log[-3000:]
     # the hang was felt: at least one worker went back to its checkpoint and came back
     assert any("loopwatch: Kafka did not answer" in log for log in logs), [log[-2000:] for log in logs]
     assert all(log.count("loopwatch: Kafka did not answer") == log.count("loopwatch: Kafka answers again")
                for log in logs), [log[-2000:] for log in logs]
-    assert_every_verdict_once_as_offline(before + after, sources, by_source)
+    # the gateway: every call taken, and each exactly once in the input topic (some answered timed_out)
+    in_kafka = Counter(event["tool_call_id"] for event in events if event["run_id"].startswith("gw"))
+    assert {status for _, status, _ in answers} == {200} and len(answers) > 100
+    assert any(body["timed_out"] for _, _, body in answers)  # calls made during the hang
+    assert [cid for cid, _, _ in answers if in_kafka[cid] != 1] == [] and sum(in_kafka.values()) == len(answers)
+    assert sum(not event["run_id"].startswith("gw") for event in events) == BURST
+    # every event has a verdict, each equal to the offline engine's
+    assert_every_verdict_once_as_offline(events, sources, by_source)
