@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js run e2e e2e-install e2e-openclaw
+.PHONY: venv kafka-start kafka-stop test test-js test-browser docs-screenshots run e2e e2e-install e2e-openclaw
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -30,6 +30,15 @@ test: venv test-js
 # The OpenClaw plugin's tests, with node's own test runner (the plugin has no npm dependencies).
 test-js:
 	cd openclaw-plugin && node --test test/*.test.js
+
+# The HTML report in headless Chromium (marker browser; Debian's chromium package, or LOOPWATCH_CHROMIUM):
+# the pages at 100 and ~100,000 events load, draw every section and raise no script error. Not in make test.
+test-browser: venv
+	$(PY) -m pytest -q -m browser tests/report/test_html_browser.py $(ARGS)
+
+# The screenshots of the HTML report in docs/img/ (bench/report_pages.py; needs Chromium as test-browser).
+docs-screenshots: venv
+	$(PY) bench/report_pages.py --out docs/img
 
 # The demo: broker (started here only if none answers; stopped again on exit), a worker on fresh
 # topics, the example fleet, live verdicts; Ctrl-C stops. Options: make run ARGS='--once --rate 5'.

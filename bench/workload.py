@@ -38,11 +38,20 @@ def _text(rng: random.Random, size: int) -> str:
     return " ".join(words)[:size]
 
 
+_LIGHT = " ".join(_WORDS * 4)
+
+
+def _light_text(rng: random.Random, size: int) -> str:
+    """A cheap stand-in for :func:`_text` (one draw): short, for tests that look at verdicts, not payloads."""
+    start = rng.randrange(len(_LIGHT) - 60)
+    return _LIGHT[start:start + min(size, 60)]
+
+
 def _ident(rng: random.Random, n: int = 8) -> str:
     return "".join(rng.choices(string.ascii_lowercase + string.digits, k=n))
 
 
-def _call(rng: random.Random) -> tuple[str, dict[str, Any]]:
+def _call(rng: random.Random, _text=_text) -> tuple[str, dict[str, Any]]:
     kind = rng.randrange(6)
     if kind == 0:
         return "read", {"path": f"/workspace/{_ident(rng)}/{_ident(rng)}.py", "offset": rng.randrange(500), "limit": 200}
@@ -59,7 +68,7 @@ def _call(rng: random.Random) -> tuple[str, dict[str, Any]]:
     return "browser", {"action": "snapshot", "targetId": _ident(rng, 16), "refs": "aria", "maxChars": 8000}
 
 
-def _result(rng: random.Random, tool: str) -> dict[str, Any]:
+def _result(rng: random.Random, tool: str, _text=_text) -> dict[str, Any]:
     size = rng.randrange(200, 4000)
     if tool == "exec":
         return {"content": [{"type": "text", "text": _text(rng, size)}],
@@ -70,13 +79,16 @@ def _result(rng: random.Random, tool: str) -> dict[str, Any]:
 
 
 def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_share: float = 0.03,
-             seed: int = 7, fleet_share: float = 0.0, agents: int = 1) -> list[dict[str, Any]]:
+             seed: int = 7, fleet_share: float = 0.0, agents: int = 1, light: bool = False) -> list[dict[str, Any]]:
     """Events of ``runs`` interleaved runs, in arrival order, ``ts`` 1 ms apart.
 
     ``loop_share`` of the runs loop in each of :data:`LOOP_KINDS`' ways;
     ``fleet_share`` of them hit one of :data:`FLEET_FAILURES` 1-3 times;
-    runs belong to ``agents`` agents (``main``, ``agent-1``, ...) in turn.
+    runs belong to ``agents`` agents (``main``, ``agent-1``, ...) in turn. ``light``: texts of at most
+    60 characters drawn at once (a fleet of the same shape, several times faster to make and replay,
+    for tests that look at verdicts and reports; not the same events as without it).
     """
+    text = _light_text if light else _text
     rng = random.Random(seed)
     scripts: list[Iterator[dict[str, Any]]] = []
     for index in range(runs):
@@ -89,7 +101,7 @@ def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_sh
         fleet = rng.randrange(len(FLEET_FAILURES)) if fleet_share and rng.random() < fleet_share else None
         agent = "main" if index % agents == 0 else f"agent-{index % agents}"
         scripts.append(_run_events(rng, f"run-{index:06d}", f"agent:{agent}:s{index % 500:04d}", kind,
-                                   rng.randrange(*calls_per_run), fleet, agent))
+                                   rng.randrange(*calls_per_run), fleet, agent, text))
     events: list[dict[str, Any]] = []
     live = list(range(len(scripts)))
     window = 200  # runs in flight at once
@@ -109,7 +121,7 @@ def generate(runs: int = 2000, calls_per_run: tuple[int, int] = (8, 40), loop_sh
 
 
 def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None, length: int,
-                fleet: int | None = None, agent: str = "main") -> Iterator[dict[str, Any]]:
+                fleet: int | None = None, agent: str = "main", text=_text) -> Iterator[dict[str, Any]]:
     base = {"run_id": run_id, "session_id": session, "agent_id": agent}
     call_no = 0
 
@@ -123,20 +135,20 @@ def _run_events(rng: random.Random, run_id: str, session: str, kind: str | None,
     fleet_at = rng.randrange(length) if fleet is not None else -1
     for step in range(length):
         if kind is not None and step == loop_at:
-            yield from _loop(rng, kind, call, base)
+            yield from _loop(rng, kind, call, base, text)
             kind = None
         if step == fleet_at:
             tool, args, error = FLEET_FAILURES[fleet]  # type: ignore[index]
             for _ in range(rng.randrange(1, 4)):
                 yield call(tool, dict(args), None, error)
-        tool, args = _call(rng)
-        yield call(tool, args, _result(rng, tool))
+        tool, args = _call(rng, text)
+        yield call(tool, args, _result(rng, tool, text))
 
 
-def _loop(rng: random.Random, kind: str, call, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _loop(rng: random.Random, kind: str, call, base: dict[str, Any], _text=_text) -> Iterator[dict[str, Any]]:
     if kind == "generic":
-        tool, args = _call(rng)
-        result = _result(rng, tool)
+        tool, args = _call(rng, _text)
+        result = _result(rng, tool, _text)
         for _ in range(rng.randrange(12, 25)):
             yield call(tool, args, result)
     elif kind == "poll":
@@ -146,8 +158,8 @@ def _loop(rng: random.Random, kind: str, call, base: dict[str, Any]) -> Iterator
         for _ in range(rng.randrange(12, 25)):
             yield call("process", args, result)
     elif kind == "pingpong":
-        (tool_a, args_a), (tool_b, args_b) = _call(rng), _call(rng)
-        result_a, result_b = _result(rng, tool_a), _result(rng, tool_b)
+        (tool_a, args_a), (tool_b, args_b) = _call(rng, _text), _call(rng, _text)
+        result_a, result_b = _result(rng, tool_a, _text), _result(rng, tool_b, _text)
         for _ in range(rng.randrange(6, 12)):
             yield call(tool_a, args_a, result_a)
             yield call(tool_b, args_b, result_b)
@@ -155,8 +167,8 @@ def _loop(rng: random.Random, kind: str, call, base: dict[str, Any]) -> Iterator
         for _ in range(rng.randrange(8, 14)):
             yield call("tavily-search", {"query": _text(rng, 40)}, None, "Tool tavily-search not found")
     elif kind == "compaction":
-        tool, args = _call(rng)
-        result = _result(rng, tool)
+        tool, args = _call(rng, _text)
+        result = _result(rng, tool, _text)
         yield call(tool, args, result)
         yield {"type": "compaction_retry", **base}
         for _ in range(3):

@@ -64,7 +64,7 @@ h1 { font-size: 22px; margin: 0 0 2px; }
 h2 { font-size: 17px; margin: 28px 0 10px; }
 h3 { font-size: 15px; margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
 .sub { color: var(--muted); margin: 0 0 18px; }
-.cards { display: grid; grid-template-columns: repeat(7, 1fr); gap: 10px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(135px, 1fr)); gap: 10px; }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
 .card .v { font-size: 22px; font-weight: 650; }
 .card .k { color: var(--muted); font-size: 12px; }
@@ -109,6 +109,16 @@ body.only-flagged .run[data-flagged="0"], body.only-flagged details.fold { displ
 #tip { position: fixed; z-index: 10; pointer-events: none; max-width: 460px; background: #0f172a; color: #f8fafc;
        padding: 8px 10px; border-radius: 6px; font-size: 12px; line-height: 1.4; display: none; white-space: pre-wrap;
        box-shadow: 0 4px 14px rgba(0,0,0,.25); }
+"""
+
+# First in the page: a script error anywhere later is counted on the root element (data-script-errors,
+# the first message in data-script-error), for readers and tests of the rendered page.
+_ERRORS_JS = """
+window.addEventListener('error', function (e) {
+  var root = document.documentElement;
+  root.setAttribute('data-script-errors', String(Number(root.getAttribute('data-script-errors') || 0) + 1));
+  if (!root.hasAttribute('data-script-error')) root.setAttribute('data-script-error', String(e.message));
+});
 """
 
 _JS = """
@@ -317,7 +327,7 @@ def _summary(report: Report, top: int | None = None) -> str:
             *((("refused", "abort", t.refused, "refused after the run ended"),) if t.refused else ()),
             *((("late", "", t.late, "ran without a verdict (late)"),) if t.late else ()),
         ))
-    out = [f'<section class="cards">{cards}</section>', _fleet_loops(report, top), "<h2>Detections by detector</h2>"]
+    out = [f'<section class="cards" id="summary">{cards}</section>', _fleet_loops(report, top), "<h2>Detections by detector</h2>"]
     if t.detections:
         rows = []
         # the "ran late" column only when a refusal came after its runner had run the call
@@ -413,16 +423,16 @@ def render_html(report: Report, comparison: Comparison | None = None, relative_t
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_ERRORS_JS}</script></head><body><main>",
         f"<h1>{_e(title)}</h1><p class=\"sub\">{sub}</p>",
         _summary(report, top),
         _comparison(comparison, relative_to) if comparison is not None else "",
-        "<h2>Timelines</h2>",
+        '<section id="timeline-section"><h2>Timelines</h2>',
         _legend(),
         '<div class="controls"><label><input type="checkbox" id="only-flagged"> only runs with detections</label></div>',
         f'<p class="sub">Timelines of the {len(drawn)} worst sessions of {len(worst)} (report --top N; 0 = all).</p>'
         if undrawn else "",
-        '<div id="timelines">', *sessions, "</div>",
+        '<div id="timelines">', *sessions, "</div></section>",
         '</main><div id="tip"></div>',
         f"<script>{_JS}</script></body></html>\n",
     ])

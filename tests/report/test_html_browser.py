@@ -1,24 +1,24 @@
-"""The HTML report in a real headless Chromium: the page loads, its script runs, and the DOM
-holds the summary and one timeline element per call with the right statuses.
+"""The HTML report in a real headless Chromium (``make test-browser``; marker ``browser``, not in ``make test``).
 
-Needs a Chromium binary (Debian package ``chromium``); skipped with the reason when there is none.
+The pages of bench/report_pages.py (examples/events.jsonl, 104 events; the synthetic fleet,
+about 100,000 events) load, their scripts run without an error, and the rendered DOM holds
+every section; a small fleet's timeline holds one element per call with the right statuses.
+
+Needs a Chromium binary (Debian package ``chromium``, or ``LOOPWATCH_CHROMIUM``); skipped with the
+reason when there is none. tests/report/test_page_size.py checks the fleet page's size without a browser.
 """
 
-import os
-import shutil
-import subprocess
-import tempfile
 from html.parser import HTMLParser
 
 import pytest
 
+from bench.report_pages import HTML_BYTES, find_browser, load, pages
 from streams.report import build_report, render_html
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-BROWSER = os.environ.get("LOOPWATCH_CHROMIUM") or next((b for b in map(shutil.which, BROWSERS) if b), None)
+BROWSER = find_browser()
 
-pytestmark = pytest.mark.skipif(
-    BROWSER is None, reason="no Chromium binary (install Debian's 'chromium' package, or set LOOPWATCH_CHROMIUM)")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    BROWSER is None, reason="no Chromium binary (install Debian's 'chromium' package, or set LOOPWATCH_CHROMIUM)")]
 
 
 class _Dom(HTMLParser):
@@ -33,24 +33,23 @@ class _Dom(HTMLParser):
 
 
 def _dump_dom(path) -> str:
-    with tempfile.TemporaryDirectory() as profile:
-        res = subprocess.run(
-            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--dump-dom", f"file://{path}"],
-            capture_output=True, text=True, timeout=90,
-        )
+    res = load(BROWSER, path, "--dump-dom", timeout=240)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert "Uncaught" not in res.stderr, res.stderr[-2000:]  # the page's console (--enable-logging)
     return res.stdout
+
+
+def _elements(dom: str) -> list[tuple[str, dict]]:
+    parser = _Dom()
+    parser.feed(dom)
+    return parser.elements
 
 
 def test_timeline_in_headless_chromium(sensitive_records, tmp_path):
     page = tmp_path / "report.html"
     page.write_text(render_html(build_report(sensitive_records, "sensitive.json")), encoding="utf-8")
     dom = _dump_dom(page)
-    parser = _Dom()
-    parser.feed(dom)
-    elements = parser.elements
+    elements = _elements(dom)
 
     html_attrs = next(a for t, a in elements if t == "html")
     # set by the page's own script: it ran in the browser and counted the timeline squares
@@ -78,3 +77,35 @@ def test_timeline_in_headless_chromium(sensitive_records, tmp_path):
     assert '<div class="v">10</div><div class="k">warnings suppressed</div>' in dom
     sessions = [(a["data-session"], a["data-detections"]) for t, a in elements if t == "section" and a.get("data-session")]
     assert sessions == [("s3", "1"), ("s1", "3"), ("s4", "8"), ("s2", "1")]
+
+
+# Every section of a page, by element id, in page order (the fleet-loops table only when there are fleet loops).
+SECTIONS = ["summary", "by-detector", "sessions", "timelines"]
+
+
+@pytest.fixture(scope="module")
+def built():
+    return pages()
+
+
+@pytest.mark.parametrize("name", ["small", "fleet"])
+def test_page_renders_every_section_without_script_errors(built, name, tmp_path):
+    html = built[name]
+    page = tmp_path / f"report-{name}.html"
+    page.write_text(html, encoding="utf-8")
+    elements = _elements(_dump_dom(page))
+    root = next(a for t, a in elements if t == "html")
+    assert root.get("data-ready") == "1"  # the page's script ran to its end
+    assert "data-script-errors" not in root, root.get("data-script-error")
+    ids = [a["id"] for t, a in elements if a.get("id") in SECTIONS + ["fleet-loops"]]
+    expected = SECTIONS[:1] + (["fleet-loops"] if name == "fleet" else []) + SECTIONS[1:]
+    assert ids == expected
+    sessions = [a for t, a in elements if t == "section" and a.get("data-session")]
+    assert len(sessions) == (7 if name == "small" else 10)  # --top 10: the fleet's ten worst sessions
+    drawn = int(root["data-timeline-calls"])
+    assert drawn == sum(int(root[f"data-timeline-{s}"]) for s in ("allow", "suppressed", "warn", "block", "abort"))
+    if name == "small":
+        assert drawn == 97  # every call of examples/events.jsonl (compactions aside)
+        assert (root["data-timeline-block"], root["data-timeline-abort"]) == ("6", "1")
+    else:
+        assert 0 < drawn < 10_000 and len(html.encode()) < HTML_BYTES
