@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 
@@ -61,10 +60,13 @@ Examples:
 @click.option("--key-by", type=click.Choice(KEY_BY), default="run", show_default=True,
               help="Record key of each event: 'run' (per-run detection state) or 'session' (OpenClaw's "
                    "session-level state). Use the one your other producers use.")
+@click.option("--loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
+              envvar="LOOPWATCH_GATEWAY_LOOP", show_envvar=True,
+              help="Event loop: uvloop (less CPU per request), asyncio's own, or auto (uvloop when installed).")
 def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: str, max_body_bytes: int,
             no_token: bool, print_token: bool, allow_origins: tuple[str, ...], header_timeout: float,
             body_timeout: float, outbox_events: int, outbox_mb: float, drain_timeout: float,
-            events_topic: str, verdicts_topic: str, key_by: str) -> None:
+            events_topic: str, verdicts_topic: str, key_by: str, loop: str) -> None:
     """Serve verdicts over HTTP for runners that cannot hold a Kafka client.
 
     POST /v1/events takes one event (the shape of a line of an event file)
@@ -86,7 +88,7 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
     from aiokafka.errors import KafkaConnectionError
 
     from streams.runners.client import TopicNotFoundError
-    from streams.runners.gateway import GatewayConfig, serve
+    from streams.runners.gateway import GatewayConfig, run, serve
 
     from streams.runners.token import TokenFileError, gateway_token
 
@@ -122,7 +124,7 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
                    f"{', token required' if token else ', NO token'})", err=True)
 
     try:
-        asyncio.run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready))
+        run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready), loop)
     except KeyboardInterrupt:
         pass
     except (KafkaConnectionError, TopicNotFoundError, OSError) as exc:

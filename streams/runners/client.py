@@ -293,7 +293,8 @@ class LoopwatchClient:
         self._connection = Connection(self.bootstrap, verdicts_topic, start_timeout, self._producer_options,
                                       self._consumer_options, self._opened, _FETCH_WAIT_MS)
         self._outbox = Outbox(events_topic, outbox_events, outbox_bytes, lambda: self._producer,
-                              lambda key: self._ensure_partition(key))
+                              lambda key: None if self._partition_of.get(key) in self._assigned
+                              else self._ensure_partition(key))
         self._pump: asyncio.Task | None = None
         limit_kafka_client_logs()  # an outage repeats aiokafka's errors many times a second, in the runner's log
 
@@ -542,19 +543,10 @@ class LoopwatchClient:
                 f"not connected to Kafka at {self.bootstrap} ({self._connection.unreachable}); reconnecting; "
                 f"the event is kept and sent once connected ({len(self._outbox):,} waiting)")))
 
-        async def verdict() -> Verdict:
-            try:
-                remaining = wait - (time.monotonic() - started)
-                record = await asyncio.wait_for(asyncio.shield(arrived), max(0.0, remaining))
-            except asyncio.TimeoutError:
-                return fallback(timed_out=True)
-            finally:
-                self._pending.pop(event_id, None)
-            return Verdict(event_id, str(record.get("verdict")), record, False, time.monotonic() - started)
-
         try:
-            await asyncio.wait_for(asyncio.shield(taken.acked), wait)
-        except asyncio.TimeoutError:  # still in the outbox: Kafka gets it when it answers again
+            async with asyncio.timeout(wait):
+                await asyncio.shield(taken.acked)
+        except TimeoutError:  # still in the outbox: Kafka gets it when it answers again
             self._pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=True))
         except KafkaError as exc:
@@ -570,7 +562,28 @@ class LoopwatchClient:
         if not self._started:
             self._pending.pop(event_id, None)
             raise ClientClosedError("loopwatch client stopped while the event was sent")
-        return asyncio.ensure_future(verdict())
+
+        # The verdict's future: resolved by the record's arrival or by one timer; no task per event.
+        answer: asyncio.Future = loop.create_future()
+
+        def settle(done: asyncio.Future) -> None:  # the record came, the client stopped, or the caller gave up
+            timer.cancel()
+            self._pending.pop(event_id, None)
+            if done is answer or answer.done():
+                return
+            if done.cancelled():
+                answer.set_result(fallback(timed_out=True))
+            elif done.exception() is not None:  # ClientClosedError
+                answer.set_exception(done.exception())
+            else:
+                record = done.result()
+                answer.set_result(Verdict(event_id, str(record.get("verdict")), record, False,
+                                          time.monotonic() - started))
+
+        timer = loop.call_at(loop.time() + max(0.0, wait - (time.monotonic() - started)), arrived.cancel)
+        arrived.add_done_callback(settle)
+        answer.add_done_callback(settle)
+        return answer
 
     # -------------------------------------------------------------- internals
 

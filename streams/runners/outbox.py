@@ -74,14 +74,15 @@ class Outbox:
         topic: the topic the events go to.
         max_events, max_bytes: the bounds (events; bytes of key + value); both > 0.
         producer: ``producer()`` -> the connected :class:`aiokafka.AIOKafkaProducer`, or None while not connected.
-        prepare: ``async prepare(key)``, awaited before an event is first handed to the producer (the
-            client reads the verdict partition of the key from its end there).
+        prepare: ``prepare(key)`` -> an awaitable, awaited before an event is handed to the producer (the
+            client reads the verdict partition of the key from its end there), or None when there is
+            nothing to wait for (the partition is read already: no task per event).
     Raises:
         ValueError: a bound that is not positive.
     """
 
     def __init__(self, topic: str, max_events: int, max_bytes: int, producer: Callable[[], Any],
-                 prepare: Callable[[bytes], Awaitable[None]]) -> None:
+                 prepare: Callable[[bytes], Awaitable[None] | None]) -> None:
         if max_events < 1 or max_bytes < 1:
             raise ValueError(f"outbox bounds must be positive, got {max_events} events, {max_bytes} bytes")
         self.topic = topic
@@ -165,7 +166,9 @@ class Outbox:
             if entry.seq not in self._held:
                 continue
             try:
-                await asyncio.wait_for(self._prepare(entry.key), PREPARE_TIMEOUT_S)
+                preparing = self._prepare(entry.key)
+                if preparing is not None:
+                    await asyncio.wait_for(preparing, PREPARE_TIMEOUT_S)
                 delivery = await producer.send(self.topic, value=entry.value, key=entry.key)
             except asyncio.CancelledError:
                 heapq.heappush(self._queue, entry)

@@ -296,3 +296,19 @@ def test_an_openclaw_2026_9_6_runner_beside_a_2026_7_config_gets_that_releases_a
         assert terminal["message"].endswith("This run is stopping now.")
         assert terminal["verdict"]["run_terminated"] is True
     _run(main())
+
+
+def test_the_gateway_runs_on_the_event_loop_asked_for():
+    import pytest
+    import uvloop
+
+    from streams.runners.gateway import run
+
+    async def loop_type():
+        return type(asyncio.get_running_loop())
+
+    assert run(loop_type(), "uvloop") is uvloop.Loop
+    assert run(loop_type(), "auto") is uvloop.Loop  # installed with loopwatch on CPython
+    assert not issubclass(run(loop_type(), "asyncio"), uvloop.Loop)
+    with pytest.raises(ValueError, match="loop must be one of"):
+        run(loop_type(), "trio")

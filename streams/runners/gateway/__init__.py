@@ -6,6 +6,6 @@ in :mod:`.app` and docs/runners/gateway.md.
 """
 
 from .app import DEFAULT_MAX_BODY_BYTES, GatewayConfig, create_app
-from .serve import serve
+from .serve import LOOPS, run, serve
 
-__all__ = ["GatewayConfig", "create_app", "serve", "DEFAULT_MAX_BODY_BYTES"]
+__all__ = ["GatewayConfig", "create_app", "serve", "run", "LOOPS", "DEFAULT_MAX_BODY_BYTES"]

@@ -201,10 +201,11 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             raise BadRequest(413, f"body of {length:,} bytes is over the gateway's limit of "
                                   f"{config.max_body_bytes:,} bytes")
         try:
-            raw = await asyncio.wait_for(request.read(), config.body_timeout)
+            async with asyncio.timeout(config.body_timeout):  # no task of its own, as wait_for would make
+                raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(413, f"body is over the gateway's limit of {config.max_body_bytes:,} bytes") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BadRequest(408, f"body not received within {config.body_timeout:g} s", close=True) from None
         return parse_object(raw)
 
