@@ -326,6 +326,22 @@ def _preload(bootstrap: str, topic: str, count: int, workers: list["GroupWorker"
     return time.monotonic() - started
 
 
+_MORE_LIKE_IT = re.compile(r"\(and (\d+) more like it in the last")
+
+
+def _buffer_full(workdir: Path) -> tuple[int, int]:
+    """Faust's "producer buffer full" warnings in every log of the workers (each start's): (warnings, lines
+    logged); the log filter (streams.wire.logs) lets one line through per 10 s and counts the rest in it."""
+    warnings = lines = 0
+    for log in workdir.glob("*.log"):
+        for line in log.read_text("utf-8", "replace").splitlines():
+            if "producer buffer full" in line:
+                more = _MORE_LIKE_IT.search(line)
+                lines += 1
+                warnings += 1 + (int(more.group(1)) if more else 0)
+    return warnings, lines
+
+
 def _first_after(lines: list[tuple[float, str]], needle: str, after: float) -> float | None:
     return next((stamp for stamp, line in lines if stamp >= after and needle in line), None)
 
@@ -438,6 +454,9 @@ def main() -> None:
                 time.sleep(_SETTLE_S)
             sizes = asyncio.run(_changelog_records(args.bootstrap, workers[0].app_id))
             print(f"changelog records at the end: {sizes}", flush=True)
+            warnings, lines = _buffer_full(workdir)
+            print(f"Faust's \"producer buffer full\" warnings in the workers' logs: {warnings} ({lines} lines "
+                  f"logged)", flush=True)
         finally:
             traffic.stop()
             for worker in workers:

@@ -175,3 +175,20 @@ def test_the_memory_store_knows_its_offsets_and_keeps_standby_partitions(tmp_pat
     asyncio.run(store.on_recovery_completed({zero}, set()))  # partition 1 no longer here at all
     assert dict(store.data) == {b"a": b"A2"} and store.persisted_offset(one) is None
     assert store.persisted_offset(zero) == 7
+
+
+def test_records_faust_queued_before_a_bulk_read_went_further_are_skipped(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, "memory://")
+    table, changelog = worker.table, worker.table.changelog_topic.get_topic_name()
+    zero = TP(changelog, 0)
+    # the bulk read (streams.worker.restore) brought partition 0 up to offset 9: a=A3, b=B1
+    table._apply_records(zero, [SimpleNamespace(offset=8, key=b"a", value=b"A3"),
+                                SimpleNamespace(offset=9, key=b"b", value=b"B1")])
+    assert dict(table.data.data) == {b"a": b"A3", b"b": b"B1"} and table.data.persisted_offset(zero) == 9
+    # then Faust's recovery applies what it had queued (older) and a record written since (newer)
+    table.apply_changelog_batch([_changelog_event(changelog, 0, 6, b"a", b"A1"),
+                                 _changelog_event(changelog, 0, 7, b"b", None),
+                                 _changelog_event(changelog, 0, 10, b"c", b"C1"),
+                                 _changelog_event(changelog, 0, 11, b"a", None)])
+    assert dict(table.data.data) == {b"b": b"B1", b"c": b"C1"} and table.data.persisted_offset(zero) == 11
+    assert table.key_partitions == {b"b": 0, b"c": 0}
