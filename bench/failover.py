@@ -23,9 +23,12 @@ Per kill, from the verdicts' arrival times:
   -> its table recovery completed, -> the first verdict.
 
 Also the restarted worker's start-up: process start -> its first log line
-(Python imports) -> ready; per kill, the changelog records the survivor's
-recovery read (from its log: each active changelog partition's highwater less
-the offset it started reading at).
+(Python imports) -> ready, and the longest pause of any partition while it
+rejoins (the rebalance, and the recovery of the partitions it takes back); per
+kill, the changelog records the survivor's recovery read, from its log: those
+of its bulk read (streams/worker/restore.py, "read N changelog records") and
+those Faust's recovery read after it (each active changelog partition's
+highwater less the offset it started reading at).
 
 ``--preload N`` first sends N events as fast as the workers take them (the
 synthetic fleet of bench/workload.py, whose fleet-wide failures feed the fleet
@@ -326,6 +329,7 @@ def _preload(bootstrap: str, topic: str, count: int, workers: list["GroupWorker"
     return time.monotonic() - started
 
 
+_BULK_READ = re.compile(r"loopwatch: read (\d+) changelog records of \d+ partition\(s\) in ([\d.]+) s")
 _MORE_LIKE_IT = re.compile(r"\(and (\d+) more like it in the last")
 
 
@@ -340,6 +344,15 @@ def _buffer_full(workdir: Path) -> tuple[int, int]:
                 lines += 1
                 warnings += 1 + (int(more.group(1)) if more else 0)
     return warnings, lines
+
+
+def _longest_gap(traffic: Traffic, start: float, end: float) -> float:
+    """The longest time any partition went without a verdict between ``start`` and ``end`` (epoch s)."""
+    longest = 0.0
+    for times in traffic.arrivals().values():
+        points = [start, *sorted(t for t in times if start <= t <= end), end]
+        longest = max(longest, max(b - a for a, b in zip(points, points[1:])))
+    return longest
 
 
 def _first_after(lines: list[tuple[float, str]], needle: str, after: float) -> float | None:
@@ -374,7 +387,12 @@ def measure(traffic: Traffic, killed_at: float, survivor: GroupWorker, partition
     joined = _first_after(lines, "Joined group", rebalance or killed_at)
     recovered = _first_after(lines, "Recovery complete", joined or killed_at)
     phases = {"rebalance starts": rebalance, "joined": joined, "recovered": recovered}
-    return {"stall": stall, "owned": owned, "pause": pause, "restored": _restored(survivor, killed_at),
+    bulk = [(int(m.group(1)), float(m.group(2))) for stamp, line in lines
+            if stamp <= (recovered or float("inf")) and (m := _BULK_READ.search(line))]
+    faust = _restored(survivor, killed_at)
+    restored = None if faust is None and not bulk else (faust or 0) + sum(n for n, _ in bulk)
+    return {"stall": stall, "owned": owned, "pause": pause, "restored": restored,
+            "bulk": sum(n for n, _ in bulk), "bulk_s": sum(t for _, t in bulk),
             **{name: (at - killed_at if at is not None else None) for name, at in phases.items()}}
 
 
@@ -421,7 +439,7 @@ def main() -> None:
                  if name in {"session_timeout_s", "heartbeat_interval_s", "rebalance_timeout_s", "standby_replicas",
                              "store"} and value is not None}
     tag = uuid.uuid4().hex[:8]
-    results, startups = [], []
+    results, startups, rejoins = [], [], []
     with tempfile.TemporaryDirectory(prefix="lw-failover-") as tmp:
         workdir = Path(tmp)
         workers = [GroupWorker(args.bootstrap, tag, args.partitions, workdir, name, overrides) for name in "ab"]
@@ -445,13 +463,15 @@ def main() -> None:
                 results.append(result)
                 victim.start()
                 startups.append(_startup(victim))
+                time.sleep(_SETTLE_S)
+                rejoins.append(_longest_gap(traffic, victim.started_at, time.time()))
                 print(f"kill {number + 1}: stall {result['stall']:.2f} s (partitions {result['owned']}), "
-                      f"unaffected pause {result['pause']:.2f} s; {result['restored']} changelog records restored; "
+                      f"unaffected pause {result['pause']:.2f} s; {result['restored']} changelog records restored "
+                      f"({result['bulk']} of them in bulk, {result['bulk_s']:.2f} s); "
                       f"rebalance at {_fmt(result['rebalance starts'])}, "
                       f"joined {_fmt(result['joined'])}, recovered {_fmt(result['recovered'])} s; "
-                      f"restart: first log line {_fmt(startups[-1][0])}, ready {_fmt(startups[-1][1])} s",
-                      flush=True)
-                time.sleep(_SETTLE_S)
+                      f"restart: first log line {_fmt(startups[-1][0])}, ready {_fmt(startups[-1][1])} s, "
+                      f"longest pause of a partition while it rejoined {rejoins[-1]:.2f} s", flush=True)
             sizes = asyncio.run(_changelog_records(args.bootstrap, workers[0].app_id))
             print(f"changelog records at the end: {sizes}", flush=True)
             warnings, lines = _buffer_full(workdir)
@@ -483,6 +503,8 @@ def main() -> None:
         print(f"  {'kill -> ' + phase:<44} {_fmt(_median([r[phase] for r in results])):>9}")
     print(f"  {'restart: process start -> first log line':<44} {_fmt(_median([s[0] for s in startups])):>9}")
     print(f"  {'restart: process start -> ready':<44} {_fmt(_median([s[1] for s in startups])):>9}")
+    if rejoins:
+        print(f"  {'rejoin: longest pause of a partition':<44} {_fmt(_median(rejoins)):>9}   largest {max(rejoins):.2f}")
 
 
 if __name__ == "__main__":
