@@ -273,11 +273,12 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
                     _say_ignored_keys(config_path, config_b)
                 records_b = _replay(events, compare_path or config_path, config_b, key_by)
                 comparison = compare(records, records_b, label_a,
-                                     _label(compare_path or config_path, config_b, bool(compare_profile)))
+                                     _label(compare_path or config_path, config_b, bool(compare_profile)),
+                                     fleet=config_a.fleet)
                 result = comparison.a
                 result.fleet_loops = fleet_loops
             else:
-                result = build_report(records, label_a, fleet_loops=fleet_loops)
+                result = build_report(records, label_a, fleet_loops=fleet_loops, fleet=config_a.fleet)
         result.bad_records = skipped.count
         if not quiet:
             out = render_text(result, top=top or None)

@@ -19,7 +19,9 @@ Shape (``None`` when nothing fired: a plain ``allow``, ``ignore``, or a compacti
   ``escalation`` and ``budget`` (loopwatch's run rules),
   ``fleet`` (the fleet breaker) and ``run_end`` (the run had already ended);
 * ``action``: what it led to: ``warn`` (warning emitted), ``suppressed`` (a
-  deduplicated warning: the verdict stays ``allow``), ``block``, ``abort``, or in
+  deduplicated warning: the verdict stays ``allow``), ``block``, ``abort``, ``allow``
+  (a ``perTool`` exemption: the rule let through a call OpenClaw's own thresholds
+  flag; detector, level and count are OpenClaw's, ``rule`` the rule), or in
   shadow mode ``would_warn``, ``would_block``, ``would_abort``, ``would_allow``;
 * ``detector``, ``level`` (``warning`` or ``critical``), ``count``, ``message``;
 * ``rule``: the loopwatch rule's name (``escalation``, ``runBudget``,
@@ -52,7 +54,7 @@ __all__ = ["KINDS", "ACTIONS", "decided_by", "findings", "set_decided_by", "poli
 KINDS = ("detection", "guard", "policy", "escalation", "budget", "fleet", "run_end")
 """Every ``kind`` of a finding, in the order the docs list them."""
 
-ACTIONS = ("warn", "suppressed", "block", "abort", "would_warn", "would_block", "would_abort", "would_allow")
+ACTIONS = ("warn", "suppressed", "block", "abort", "allow", "would_warn", "would_block", "would_abort", "would_allow")
 """Every ``action`` of a finding."""
 
 _GUARD_DETECTOR = "compaction_loop_persisted"
@@ -98,6 +100,16 @@ def _detection_finding(verdict: Mapping[str, Any], detection: Mapping[str, Any])
     return found
 
 
+def _exemption_finding(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``perTool`` exemption: OpenClaw's thresholds flag the call, the rule's let it through (action allow)."""
+    exempted = policy["exempted"]
+    would = "blocked" if exempted.get("level") == "critical" else "warned"
+    return _finding("policy", "allow", exempted.get("detector"), exempted.get("level"), exempted.get("count"),
+                    f"{policy.get('name')}: allowed a call OpenClaw's own thresholds would have {would} "
+                    f"({exempted.get('detector')} {exempted.get('level')}, count {exempted.get('count')})",
+                    policy.get("name"))
+
+
 def _all_findings(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every finding of ``verdict``, in precedence order (enforced and shadow mixed)."""
     out: list[dict[str, Any]] = []
@@ -122,6 +134,8 @@ def _all_findings(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
                             guard.get("count"), guard.get("message")))
     if detection.get("stuck") and not fleet_blocked:
         out.append(_detection_finding(verdict, detection))
+    elif policy and isinstance(policy.get("exempted"), Mapping):  # a perTool rule let the call through
+        out.append(_exemption_finding(policy))
     for entry in verdict.get("shadow") or ():
         out.append(_finding(policy_kind(str(entry.get("name"))), "would_" + str(entry.get("verdict")),
                             entry.get("detector"), entry.get("level"), entry.get("count"), entry.get("message"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from streams.detection.decision import findings
+from streams.detection.fleet import FleetSettings
 
 from .model import Report, build_report, call_status, file_position, where
 
@@ -97,11 +98,13 @@ class Comparison:
 
 
 def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]],
-            label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Compare two replays of the same events (record *i* of each answers event *i*)."""
+            label_a: str = "A", label_b: str = "B", fleet: FleetSettings | None = None) -> Comparison:
+    """Compare two replays of the same events (record *i* of each answers event *i*); ``fleet``: A's fleet
+    view settings (:func:`~streams.report.model.build_report`)."""
     if len(records_a) != len(records_b):
         raise ValueError(f"not the same events: {len(records_a)} records under A, {len(records_b)} under B")
-    comparison = Comparison(build_report(records_a, label_a), build_report(records_b, label_b), label_a, label_b)
+    comparison = Comparison(build_report(records_a, label_a, fleet=fleet), build_report(records_b, label_b),
+                            label_a, label_b)
     for ra, rb in zip(records_a, records_b):
         if ra.get("event_id") != rb.get("event_id"):
             raise ValueError(f"not the same events: {ra.get('event_id')!r} vs {rb.get('event_id')!r}")

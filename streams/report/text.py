@@ -21,17 +21,22 @@ from typing import Iterable
 from .compare import Comparison, Difference
 from .model import Report, SessionReport, Totals, plural
 from .shown import MESSAGE_LIMIT, shown as visible
+from .totals import DIMENSIONS
 
 __all__ = ["render_text", "render_comparison_text", "table"]
 
-# shadow: every would_* action (not enforced); late: a block or abort the runner did not wait for (the call ran)
-_ACTIONS = ("warn", "suppressed", "block", "abort", "late", "shadow")
+# allow: a perTool exemption (the rule let through a call OpenClaw's thresholds flag); late: a block or abort
+# the runner did not wait for (the call ran); shadow: every would_* action (not enforced)
+_ACTIONS = ("warn", "suppressed", "block", "abort", "allow", "late", "shadow")
+_HEADS = ("warned", "suppressed", "blocked", "aborted", "exempted", "ran late", "shadow")
 
 
 def _count(actions: Counter, action: str) -> int:
     if action == "shadow":
         return sum(n for name, n in actions.items() if name.startswith("would_"))
     return actions[action]
+
+
 TOP = 10  # sessions and fleet loops shown by default (report --top)
 ROWS_PER_RUN = 10  # detection lines per run in a session block
 RUNS_PER_SESSION = 5  # runs with detections listed per session block
@@ -107,9 +112,10 @@ def _totals_lines(totals: Totals) -> list[str]:
 def _detector_lines(totals: Totals) -> list[str]:
     if not totals.detections:
         return ["  detections: none"]
-    # the "ran late" column only when a refusal came after its runner had run the call
-    shown = [(a, h) for a, h in zip(_ACTIONS, ("warned", "suppressed", "blocked", "aborted", "ran late", "shadow"))
-             if a != "late" or any(action == "late" for _, _, action in totals.detections)]
+    # the "exempted" and "ran late" columns only when a perTool rule let a flagged call through, or a refusal
+    # came after its runner had run the call
+    shown = [(a, h) for a, h in zip(_ACTIONS, _HEADS)
+             if a not in ("allow", "late") or any(action == a for _, _, action in totals.detections)]
     rows = [[detector, level] + [_count(actions, a) for a, _ in shown] + [sum(actions.values())]
             for detector, level, actions in totals.by_detector()]
     rows.append(["total", ""] + [sum(r[2 + i] for r in rows) for i in range(len(shown))]
@@ -139,7 +145,7 @@ def _tool_lines(totals: Totals, top: int | None) -> list[str]:
     out = [f"  {plural(wasted['ran'], 'call')} ran while a detector flagged them (warned or suppressed);",
            f"  {wasted['blocked']} tried and blocked or aborted; {wasted['refused']} tried after their run had ended"]
     statuses = ("warn", "suppressed", "block", "abort", "refused")
-    for dimension in ("tool", "agent", "runner"):
+    for dimension, _ in DIMENSIONS:
         groups = totals.breakdown(dimension)
         if not groups:
             continue  # no record named an agent (or a runner)

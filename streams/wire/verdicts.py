@@ -2,8 +2,8 @@
 replay writes for it (so a replayed file and a topic's records read the same).
 
 The event's identifiers come first (``event_id``, ``key``, ``run_id``, ``session_id``,
-``tool_call_id``; then ``event_ts``, ``deadline``, ``source``, ``agent_id``, ``runner`` when the
-event has them), then every field of the engine's verdict (docs/events-and-verdicts.md lists them).
+``tool_call_id``; then ``event_ts``, ``deadline``, ``source``, ``agent_id``, ``runner``, ``model``,
+``usage`` when the event has them), then every field of the engine's verdict (docs/events-and-verdicts.md lists them).
 """
 
 from __future__ import annotations
@@ -32,5 +32,9 @@ def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) 
         record["agent_id"] = event["agent_id"]  # whose call: what reports group by
     if "runner" in event:
         record["runner"] = event["runner"]  # which runner's recording (importers), what reports group by
+    if event.get("model") is not None:
+        record["model"] = event["model"]  # the model that asked for the call (importers), what reports group by
+    if isinstance(event.get("usage"), dict):
+        record["usage"] = event["usage"]  # tokens of the model turn that asked for it: reports' wasted tokens
     record.update(verdict)
     return record

@@ -29,11 +29,17 @@ def test_fleet_loops_grouped_by_signature_on_top_of_the_text_report():
     records, loops = _records()
     report = build_report(records, "c.json", fleet_loops=loops)
     groups = report.fleet_signatures()
-    assert [(g["tool"], g["windows"], g["runs"]) for g in groups] == [("web_fetch", 4, 8), ("exec", 1, 2)]
+    # each record was published when its window reached 2 runs; the report follows the loop to the end of
+    # each published window: all 30 runs of web_fetch (one a minute for 30 min, in 4 windows of 10 min) and
+    # the 3 of exec, not the 2 a record counted when it was published
+    assert [(g["tool"], g["windows"], g["runs"], g["events"]) for g in groups] == [
+        ("web_fetch", 4, 30, 30), ("exec", 1, 3, 3)]
+    assert [(loop["runs"], loop["events"]) for loop in loops if loop["tool"] == "exec"] == [(2, 2)]
+    assert groups[0]["last_seen"] == T0 + 29 * 60_000
     lines = render_text(report).splitlines()
     start = lines.index("fleet loops: 2 signature(s) in 5 windows (the same failing call in many runs within a window)")
     assert start < lines.index("detections by detector") < lines.index("per session")
-    assert lines[start + 3].split()[1:4] == ["8", "4", "8"]  # runs, windows, events of web_fetch
+    assert lines[start + 3].split()[1:4] == ["30", "4", "30"]  # runs, windows, events of web_fetch
     top = render_text(report, top=1).splitlines()
     assert any(line.startswith("fleet loops: 2 signature(s)") and "the 1 with the most runs" in line for line in top)
     assert not any("error:exec:" in line for line in top)
@@ -52,3 +58,16 @@ def test_html_report_shows_the_fleet_loops_first():
     page = render_html(build_report(records, fleet_loops=loops), top=10)
     assert page.index('id="fleet-loops"') < page.index('Detections by detector') < page.index('id="timelines"')
     assert page.count('<tr data-signature="') == 2 and 'data-windows="4"' in page
+
+
+def test_fleet_counts_of_verdict_files_follow_the_loop_after_its_first_publication():
+    records, _ = _records()
+    fleet = OpenClawConfig({"options": {"fleet": {"minRuns": 2}}}).fleet
+    report = build_report(records, fleet=fleet)  # the loops computed from the records, as for a worker's files
+    assert [(g["tool"], g["windows"], g["runs"], g["events"]) for g in report.fleet_signatures()] == [
+        ("web_fetch", 4, 30, 30), ("exec", 1, 3, 3)]
+    # the records themselves keep the counts of the moment they were published
+    assert sorted(loop["runs"] for loop in report.fleet_loops) == [2, 2, 2, 2, 2]
+    # without observations (records only), the records' own counts are what can be shown
+    from streams.report.fleet_view import fleet_signatures
+    assert [g["runs"] for g in fleet_signatures(report.fleet_loops)] == [8, 2]

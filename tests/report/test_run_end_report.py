@@ -77,3 +77,23 @@ def test_the_html_report_shows_refusals_and_late_calls():
     assert "2 refused after the run ended" in page and "1 late" in page
     clean = render_html(build_report(_records([_call(0, result="same", error=None)])))
     assert 'data-metric="refused"' not in clean and 'data-metric="late"' not in clean
+
+
+def test_an_abort_on_a_tool_result_is_in_the_aborted_column_of_its_tool_agent_and_model():
+    # the guard judges the result of the third same call after a compaction: the abort is on the tool_result
+    events = [{"type": "compaction_retry", "run_id": "r1", "session_id": "s1", "event_id": "k"}]
+    for i in range(3):
+        events += [_call(i, outcome_follows=True, agent_id="main", model="m-1"),
+                   {"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": f"c{i}",
+                    "tool_name": "read", "args": {"path": "/a"}, "result": "same", "error": None,
+                    "event_id": f"x{i}", "agent_id": "main", "model": "m-1"}]
+    records = _records(events)
+    assert [r["verdict"] for r in records[1:]] == ["allow"] * 5 + ["abort"] and records[-1]["type"] == "tool_result"
+    totals = build_report(records).totals
+    assert totals.aborts == 1
+    for dimension, name in (("tool", "read"), ("agent", "main"), ("model", "m-1")):
+        [(value, counts)] = totals.breakdown(dimension)
+        assert (value, dict(counts)) == (name, {"allow": 2, "abort": 1}), dimension
+    text = render_text(build_report(records))
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["read"] and len(line.split()) == 7)
+    assert row.split() == ["read", "3", "0", "0", "0", "1", "0"]  # calls, warned, suppressed, blocked, aborted, refused

@@ -67,7 +67,9 @@ class Policies:
         Returns:
             ``(detection to decide with, policy mark, shadow entry)``; the mark (the rule decided:
             its detection differs from the plain one) or the shadow entry (the rule is in shadow
-            mode and would have decided otherwise) is None when there is nothing to say.
+            mode and would have decided otherwise) is None when there is nothing to say. A rule
+            under which nothing fires where OpenClaw's own thresholds fire (an exemption) says
+            what it let through: ``exempted: {detector, level, count}``.
         """
         rule = match_rule(self.config.per_tool, tool)
         plain = detect(settings)
@@ -77,6 +79,8 @@ class Policies:
         if _detection_view(ruled) == _detection_view(plain):
             return plain, None, None
         entry = {"name": rule.name, **_detection_entry(ruled)}
+        if ruled is None:  # an exemption: what OpenClaw's own thresholds made of the call
+            entry["exempted"] = {"detector": plain.detector, "level": plain.level, "count": plain.count}
         if rule.shadow or self.config.shadow:
             return plain, None, entry
         return ruled, entry, None

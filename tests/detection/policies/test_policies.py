@@ -156,7 +156,14 @@ def test_per_tool_exemption_and_mcp_server():
     assert plain[10]["detection"]["detector"] == "generic_repeat" and plain[10]["verdict"] == "warn"
     assert records[10]["verdict"] == "allow"
     assert records[10]["policy"] == {"name": "perTool[0] tool=mcp__*", "detector": None, "level": None,
-                                     "verdict": "allow", "count": None, "message": None}
+                                     "verdict": "allow", "count": None, "message": None,
+                                     "exempted": {"detector": "generic_repeat", "level": "warning", "count": 10}}
+    # what decided: the rule, named, with what it let through
+    assert records[10]["decided_by"] == {
+        "kind": "policy", "action": "allow", "detector": "generic_repeat", "level": "warning", "count": 10,
+        "message": "perTool[0] tool=mcp__*: allowed a call OpenClaw's own thresholds would have warned "
+                   "(generic_repeat warning, count 10)", "rule": "perTool[0] tool=mcp__*", "enforced": True}
+    assert [r["decided_by"] for r in records[:10]] == [None] * 10
 
 
 def test_shadow_reports_what_would_have_happened_and_decides_nothing():
