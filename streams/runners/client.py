@@ -10,18 +10,8 @@ the verdict of a *result* (or of a tool call that carries its result inline).
 
 How verdicts are read
 ---------------------
-The worker publishes each verdict to the verdicts topic with the event's key,
-so it lands on the partition Kafka's default partitioner (murmur2 of the key
-bytes, the Java client's and aiokafka's ``DefaultPartitioner``) picks for that
-key among the verdicts topic's partitions. The client computes that partition
-for each run it publishes for and reads **only those partitions**: it
-``assign()``\\ s them (no consumer group: nothing is committed, no rebalance
-touches the worker), seeks each new partition to its end *before* the first
-event of a run that needs it is sent, and adds partitions as new runs appear.
-A fleet of runners therefore does not each read every verdict of the fleet.
-
-The partition count of the verdicts topic is read once, when the client connects;
-adding partitions to it needs a client restart (as it needs a worker restart).
+Only the verdicts-topic partitions the client's record keys hash to, from their end, without a
+consumer group (:mod:`streams.runners.verdict_reader`).
 
 Record keys
 -----------
@@ -38,15 +28,9 @@ session's runs). Every producer of one session's events should use the same
 
 What is added to events
 -----------------------
-OpenClaw's hooks know a session's key on every event and a call's tool name
-and params on its result (docs/detection-rules.md §9, §10). The client adds them when the event
-lacks the field (:class:`~streams.runners.completion.EventCompleter`): the
-``session_key`` last sent for the event's ``session_id`` (so a
-``compaction_retry`` or a result sent with ids only arms and finds the guard
-and state its calls use, and is keyed as they are), and on a ``tool_result``
-the ``tool_name`` and ``args`` of the call checked with that
-``tool_call_id`` and ``outcome_follows``. An explicit ``session_key: null``
-is kept; no field the event has is changed.
+On an event that lacks them, the ``session_key`` last sent for its ``session_id`` and, on a
+``tool_result``, the call's ``tool_name`` and ``args`` (:mod:`streams.runners.completion`); no field
+the event has is changed.
 
 Validation
 ----------
@@ -79,27 +63,18 @@ event type                             ``on_timeout="allow"``       ``on_timeout
 ``tool_result``, ``compaction_retry``  ``allow``                   ``abort``
 =====================================  ==========================  ==========================
 
-Kafka unreachable: a client started while the broker is down starts all the
-same (one warning in the log) and connects in the background
-(:mod:`streams.runners.connection`); until it is connected every event gets the
-``on_timeout`` verdict at once, with ``error`` saying Kafka is not reachable.
-An outage after that is met by the timeout (``timed_out``), and the client
-reconnects by itself when the broker is back. :meth:`LoopwatchClient.stop`
-returns within ``stop_timeout`` (5 s) in any broker state. aiokafka's repeated
-warnings are rate-limited (:mod:`streams.wire.logs`: one line per message
-kind per 10 s, counting the rest).
+Kafka unreachable: the client starts all the same and connects in the background
+(:mod:`streams.runners.connection`); until then every event gets the ``on_timeout`` verdict at
+once, with ``error`` saying so. An outage after that is met by the timeout, and the client
+reconnects by itself. :meth:`LoopwatchClient.stop` returns within ``stop_timeout`` (5 s) in any
+broker state. aiokafka's repeated warnings are rate-limited (:mod:`streams.wire.logs`).
 
-Nothing taken is dropped: every event :meth:`LoopwatchClient.publish` takes goes
-into a bounded outbox (:mod:`streams.runners.outbox`; ``outbox_events``,
-``outbox_bytes``) and stays there until Kafka acknowledges it, through an
-outage of any length: a verdict that times out (or the at-once answer while
-Kafka is unreachable) does not give the event up; it reaches Kafka, in order,
-once the broker is back, and the worker's state learns of the call. A full
-outbox refuses the event instead (:class:`OutboxFullError` from ``publish``;
-:meth:`~LoopwatchClient.check` and :meth:`~LoopwatchClient.report_result` give
-the ``on_timeout`` verdict with ``error`` saying so: that event is not sent).
-:meth:`~LoopwatchClient.stop` waits up to ``stop_timeout`` for the outbox to
-empty and logs how many events it gave up, if any.
+Nothing taken is dropped: every event :meth:`LoopwatchClient.publish` takes stays in a bounded
+outbox (:mod:`streams.runners.outbox`; ``outbox_events``, ``outbox_bytes``) until Kafka
+acknowledges it, through an outage of any length, and reaches Kafka in order once the broker is
+back, whatever verdict its caller got meanwhile. A full outbox refuses the event
+(:class:`OutboxFullError` from ``publish``; :meth:`~LoopwatchClient.check` and
+:meth:`~LoopwatchClient.report_result` give the ``on_timeout`` verdict with ``error`` saying so).
 
 Fail-open keeps agents working when loopwatch is unavailable (a loop may then
 go undetected); fail-closed stops them instead. A verdict that arrives after
@@ -107,23 +82,9 @@ its timeout is dropped.
 
 Fail-open, and what loopwatch learns of it
 ------------------------------------------
-With ``on_timeout="allow"`` a runner runs a call whose verdict did not come.
-So that loopwatch's state follows what really ran (docs/events-and-verdicts.md,
-"Late calls"):
-
-* every ``tool_call`` is sent with ``deadline`` (epoch ms, when the client
-  stops waiting for its verdict) unless it has one;
-* the client remembers the calls (record key and ``tool_call_id``) it let run
-  without a verdict (a timeout, a failed send, Kafka unreachable), and sends
-  their ``tool_result`` with ``ran_without_verdict: true``: the worker applies
-  the call as executed (never as a block after the fact), its verdict
-  ``late: true``;
-* a ``tool_result`` with ``ran_without_verdict: true`` (set here or by the
-  caller) is not waited for: the runner has already waited out one timeout for
-  that call, so fail-open costs one timeout per call, not two. Its
-  :class:`Verdict` comes at once: ``allow``, ``record`` None, ``waited``
-  False (:attr:`Verdict.late` True). Invalid events (see *Validation*) and stopping the
-client are not covered: they raise.
+Every ``tool_call`` of a fail-open client carries ``deadline``, and the ``tool_result`` of a call it
+let run without a verdict is sent with ``ran_without_verdict: true`` and not waited for: its
+:class:`Verdict` (``allow``, ``waited`` False) comes at once (:mod:`streams.runners.late`).
 
 Large events: the producer refuses a record over ``max_request_size``
 (1 MiB by default; ``producer_options={"max_request_size": n}`` raises it),
@@ -133,9 +94,11 @@ in full (``result``/``error``: it hashes them as OpenClaw does), so a runner
 whose tool results can exceed that either raises both limits or accepts the
 fail-open/fail-closed verdict for those events.
 
-Size: one class, the runner's side of the verdict round trip, and the protocol written out
-above; the connection and its outage handling are in :mod:`.connection`, what is added to
-events in :mod:`.completion`, and the verdict in :mod:`.verdict`.
+Size: one class, the runner's whole API, of which about half the lines are its reference
+docstrings (arguments, verdicts, errors raised); the parts with a job of their own are apart:
+the connection (:mod:`.connection`), the outbox (:mod:`.outbox`), what is added to events
+(:mod:`.completion`), fail-open bookkeeping (:mod:`.late`), the verdict reader
+(:mod:`.verdict_reader`) and the verdict (:mod:`.verdict`).
 """
 
 from __future__ import annotations
@@ -144,20 +107,21 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from typing import Any, Callable, Literal, Mapping
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from streams.wire.brokers import bootstrap_servers
-from streams.wire.codecs import MAX_REQUEST_SIZE, DecodeError, decode_event, record_encoder, record_size, too_large_reason
+from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from streams.detection.engine import EventError, validate_event
-from streams.wire.keys import KEY_BY, record_key, verdict_partition
+from streams.wire.keys import KEY_BY, record_key
 from .completion import EventCompleter
+from .late import LateCalls
 from .outbox import DEFAULT_OUTBOX_BYTES, DEFAULT_OUTBOX_EVENTS, Outbox, OutboxFullError
 from .verdict import TIMEOUT_VERDICTS, Verdict
 from .connection import Connection, TopicNotFoundError
+from .verdict_reader import FETCH_WAIT_MS, VerdictReader
 from streams.wire.logs import limit_kafka_client_logs
 
 __all__ = [
@@ -174,8 +138,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 5.0        # per event: send + worker + verdict back; a healthy pipeline answers in ms
 DEFAULT_START_TIMEOUT_S = 30.0  # waiting for the verdicts topic to exist (the worker creates it)
 DEFAULT_STOP_TIMEOUT_S = 5.0  # stop(): longest wait for Kafka to take the records the producer holds
-_FETCH_WAIT_MS = 50            # getmany() poll; also bounds how late a newly assigned partition is first read
-MAX_LATE_CALLS = 65_536        # calls run without a verdict whose result is still to be sent (oldest forgotten)
 
 class ClientClosedError(RuntimeError):
     """The client was stopped (or never started) while an event waited for its verdict."""
@@ -273,28 +235,19 @@ class LoopwatchClient:
         self.key_by = key_by
         self._completer = EventCompleter()
         self._clock = clock
-        # (record key, tool_call_id) of calls let run without a verdict, until their result is sent
-        self._late_calls: OrderedDict[tuple[bytes, str], None] = OrderedDict()
+        self._late_calls = LateCalls()  # calls let run without a verdict, until their result is sent
         self.start_timeout = start_timeout
         self._encode = record_encoder(codec)
         self._producer_options = dict(producer_options or {})
         self._consumer_options = dict(consumer_options or {})
         self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._reader: asyncio.Task | None = None
-        self._partitions = 0                       # of the verdicts topic
-        self._assigned: set[int] = set()          # verdict partitions read
-        self._partition_of: dict[bytes, int] = {}  # key -> verdict partition
-        self._assign_lock = asyncio.Lock()
-        self._has_assignment = asyncio.Event()
-        self._pending: dict[str, asyncio.Future] = {}
+        self._verdicts = VerdictReader(verdicts_topic)
         self._started = False
         self.stop_timeout = stop_timeout
         self._connection = Connection(self.bootstrap, verdicts_topic, start_timeout, self._producer_options,
-                                      self._consumer_options, self._opened, _FETCH_WAIT_MS)
+                                      self._consumer_options, self._opened, FETCH_WAIT_MS)
         self._outbox = Outbox(events_topic, outbox_events, outbox_bytes, lambda: self._producer,
-                              lambda key: None if self._partition_of.get(key) in self._assigned
-                              else self._ensure_partition(key))
+                              lambda key: None if self._verdicts.reads(key) else self._verdicts.ensure_partition(key))
         self._pump: asyncio.Task | None = None
         limit_kafka_client_logs()  # an outage repeats aiokafka's errors many times a second, in the runner's log
 
@@ -322,8 +275,9 @@ class LoopwatchClient:
     async def _opened(self) -> None:
         """Connected (at start or later): read verdicts from the new consumer."""
         connection = self._connection
-        self._partitions, self._producer, self._consumer = connection.partitions, connection.producer, connection.consumer
-        self._reader = asyncio.ensure_future(self._read_verdicts())
+        self._producer = connection.producer
+        assert connection.consumer is not None
+        self._verdicts.attach(connection.consumer, connection.partitions)
 
     async def stop(self) -> None:
         """Stop reading and stop the producer, within ``stop_timeout`` s in any broker state.
@@ -337,13 +291,7 @@ class LoopwatchClient:
             return
         self._started = False
         until = time.monotonic() + self.stop_timeout
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ClientClosedError("loopwatch client stopped"))
-        self._pending.clear()
+        await self._verdicts.stop(ClientClosedError("loopwatch client stopped"))
         left = await self._outbox.flushed(until - time.monotonic()) if self._connection.ready else len(self._outbox)
         if self._pump is not None:
             self._pump.cancel()
@@ -352,7 +300,7 @@ class LoopwatchClient:
         if left:
             log.warning("loopwatch client: stopping with %d event(s) Kafka has not acknowledged (%s); they may be lost",
                         left, "not connected" if not self._connection.ready else f"none within {self.stop_timeout:g} s")
-        self._producer = self._consumer = None
+        self._producer = None
         await self._connection.close(max(0.1, until - time.monotonic()))
 
     async def __aenter__(self) -> "LoopwatchClient":
@@ -365,7 +313,7 @@ class LoopwatchClient:
     @property
     def assigned_partitions(self) -> frozenset[int]:
         """The verdict partitions this client reads (those its runs hash to)."""
-        return frozenset(self._assigned)
+        return frozenset(self._verdicts.assigned)
 
     @property
     def outbox(self) -> tuple[int, int]:
@@ -375,7 +323,7 @@ class LoopwatchClient:
     @property
     def verdict_partitions(self) -> int:
         """The partition count of the verdicts topic (read when the client connected; 0 until it has)."""
-        return self._partitions
+        return self._verdicts.partitions
 
     # --------------------------------------------------------------- events
 
@@ -504,9 +452,8 @@ class LoopwatchClient:
         fails_open = TIMEOUT_VERDICTS[self.on_timeout]["tool_call"] == "allow"
         if kind == "tool_call" and fails_open and "deadline" not in event:
             event["deadline"] = int(now_ms + wait * 1000)
-        if kind == "tool_result" and (key, call_id) in self._late_calls:
-            del self._late_calls[(key, call_id)]
-            event.setdefault("ran_without_verdict", True)
+        if kind == "tool_result":
+            self._late_calls.mark_result(key, event)
         try:
             value = self._encode(event)
         except ValueError as exc:
@@ -516,18 +463,19 @@ class LoopwatchClient:
         taken = self._outbox.put(key, value)  # OutboxFullError: not taken
         if self._pump is None or self._pump.get_loop() is not loop:  # started with the first event
             self._pump = asyncio.ensure_future(self._outbox.run())
+        pending = self._verdicts.pending
         arrived: asyncio.Future = loop.create_future()
-        self._pending[event_id] = arrived
+        pending[event_id] = arrived
 
         def fallback(timed_out: bool, error: str | None = None) -> Verdict:
             if kind == "tool_call" and fails_open and isinstance(call_id, str):
-                self._remember_late(key, call_id)  # the runner runs it without a verdict
+                self._late_calls.remember(key, call_id)  # the runner runs it without a verdict
             return Verdict(event_id, TIMEOUT_VERDICTS[self.on_timeout][kind], None, timed_out,
                            time.monotonic() - started, error)
 
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
             # the runner already waited out this call's timeout: sent from the outbox, its verdict not waited for
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             if self._connection.ready:  # connected: the producer has it before publish() returns (at once)
                 try:
                     await asyncio.wait_for(asyncio.shield(taken.handed), wait)
@@ -538,7 +486,7 @@ class LoopwatchClient:
                                            time.monotonic() - started, None, waited=False))
 
         if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=False, error=(
                 f"not connected to Kafka at {self.bootstrap} ({self._connection.unreachable}); reconnecting; "
                 f"the event is kept and sent once connected ({len(self._outbox):,} waiting)")))
@@ -547,20 +495,20 @@ class LoopwatchClient:
             async with asyncio.timeout(wait):
                 await asyncio.shield(taken.acked)
         except TimeoutError:  # still in the outbox: Kafka gets it when it answers again
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             return _resolved(loop, fallback(timed_out=True))
         except KafkaError as exc:
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             failed = fallback(timed_out=False, error=self._send_error(exc, key, value))
             log.warning("loopwatch client: %s event %s of %r not sent: %s; verdict %s (on_timeout=%r)",
                         kind, event_id, key.decode("utf-8", "replace"), failed.error, failed.verdict,
                         self.on_timeout)
             return _resolved(loop, failed)
         except BaseException:
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             raise
         if not self._started:
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             raise ClientClosedError("loopwatch client stopped while the event was sent")
 
         # The verdict's future: resolved by the record's arrival or by one timer; no task per event.
@@ -568,7 +516,7 @@ class LoopwatchClient:
 
         def settle(done: asyncio.Future) -> None:  # the record came, the client stopped, or the caller gave up
             timer.cancel()
-            self._pending.pop(event_id, None)
+            pending.pop(event_id, None)
             if done is answer or answer.done():
                 return
             if done.cancelled():
@@ -587,13 +535,6 @@ class LoopwatchClient:
 
     # -------------------------------------------------------------- internals
 
-    def _remember_late(self, key: bytes, call_id: str) -> None:
-        late = self._late_calls
-        late[(key, call_id)] = None
-        late.move_to_end((key, call_id))
-        if len(late) > MAX_LATE_CALLS:
-            late.popitem(last=False)
-
     def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
         """What :attr:`Verdict.error` says for an event the producer or the broker refused."""
         if not isinstance(exc, MessageSizeTooLargeError):
@@ -603,61 +544,6 @@ class LoopwatchClient:
         if size > limit:
             return too_large_reason(size, limit, "producer_options={'max_request_size': ...}")
         return too_large_reason(size)
-
-    async def _ensure_partition(self, key: bytes) -> None:
-        """Read the verdict partition of ``key`` from its end before the key's first event is sent."""
-        partition = self._partition_of.get(key)
-        if partition is None:
-            partition = self._partition_of[key] = verdict_partition(key, self._partitions)
-        if partition in self._assigned:
-            return
-        async with self._assign_lock:
-            if partition in self._assigned:
-                return
-            consumer = self._consumer
-            assert consumer is not None
-            # assign() replaces the assignment and forgets positions: keep the current ones so that
-            # verdicts already on the way for other runs are not skipped (at worst read twice).
-            positions = {tp: await consumer.position(tp) for tp in consumer.assignment()}
-            new = TopicPartition(self.verdicts_topic, partition)
-            consumer.assign([*positions, new])
-            for tp, offset in positions.items():
-                consumer.seek(tp, offset)
-            await consumer.seek_to_end(new)
-            await consumer.position(new)  # resolved: the verdict of the coming event lies beyond it
-            self._assigned.add(partition)
-            self._has_assignment.set()
-
-    async def _read_verdicts(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        await self._has_assignment.wait()
-        while True:
-            try:
-                batches = await consumer.getmany(timeout_ms=_FETCH_WAIT_MS)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # keep reading; waiting events time out per on_timeout
-                log.warning("loopwatch client: reading verdicts failed (%s: %s); retrying", type(exc).__name__, exc)
-                await asyncio.sleep(0.5)
-                continue
-            for records in batches.values():
-                for message in records:
-                    self._deliver(message.value)
-
-    def _deliver(self, value: bytes | None) -> None:
-        if not self._pending or not value:
-            return
-        try:
-            record = decode_event(value)
-        except DecodeError:
-            return
-        event_id = record.get("event_id")
-        if not isinstance(event_id, str):  # not a verdict of ours (an id that is a list would not even hash)
-            return
-        future = self._pending.get(event_id)
-        if future is not None and not future.done():
-            future.set_result(record)
 
 
 def _event_type(event: Any) -> Any:

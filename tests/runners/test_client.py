@@ -149,7 +149,7 @@ def test_the_client_refuses_what_the_worker_dead_letters_with_the_workers_reason
             await method(event, timeout=0.1)
         assert isinstance(raised.value, EventError)
         assert str(raised.value) == f"invalid event (the worker would dead-letter it): {letter['reason']}"
-        assert client._pending == {}  # nothing waits for a verdict
+        assert client._verdicts.pending == {}  # nothing waits for a verdict
 
     asyncio.run(run())
 
@@ -185,7 +185,7 @@ def _sending_client(**kwargs) -> tuple[LoopwatchClient, _RecordingProducer]:
     async def no_partition(key: bytes) -> None:
         return None
 
-    client._ensure_partition = no_partition  # type: ignore[method-assign]
+    client._verdicts.ensure_partition = no_partition  # type: ignore[method-assign]
     return client, producer
 
 
@@ -266,7 +266,7 @@ def test_an_event_neither_msgpack_nor_json_can_encode_is_a_value_error_naming_it
                                              r"the event as JSON or msgpack: can not serialize 'set' object"):
             await _started_client(codec="json", key_by="session").report_result(
                 {"type": "compaction_retry", "run_id": "r", "session_id": "s", "agent_id": "main", "x": {1}})
-        assert client._pending == {}
+        assert client._verdicts.pending == {}
 
     asyncio.run(run())
     assert producer.records == []  # nothing sent
@@ -297,7 +297,7 @@ def test_an_event_kafka_refuses_gets_the_on_timeout_verdict_with_the_reason(on_t
     async def no_partition(key: bytes) -> None:
         return None
 
-    client._ensure_partition = no_partition  # type: ignore[method-assign]
+    client._verdicts.ensure_partition = no_partition  # type: ignore[method-assign]
     big = "x" * 1_500_000
 
     async def run() -> tuple:
@@ -326,7 +326,7 @@ def test_an_event_kafka_refuses_gets_the_on_timeout_verdict_with_the_reason(on_t
     else:
         assert call.message.endswith("failing closed (on_timeout='block'): the tool call is blocked")
         assert result.message.endswith("failing closed (on_timeout='block'): the run is stopped")
-    assert client._pending == {}
+    assert client._verdicts.pending == {}
     assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
     assert f"verdict {call_verdict} (on_timeout='{on_timeout}')" in caplog.records[0].getMessage()
 

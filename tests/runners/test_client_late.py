@@ -40,7 +40,7 @@ def test_a_fail_open_call_carries_its_deadline_and_its_result_is_marked_and_not_
     sent = decode_event(sent_result)
     assert sent["ran_without_verdict"] is True and key == b"r"
     assert "deadline" not in sent
-    assert client._pending == {} and not client._late_calls  # forgotten once its result is sent
+    assert client._verdicts.pending == {} and not client._late_calls  # forgotten once its result is sent
 
 
 def test_a_result_after_a_verdict_that_came_is_waited_for_and_unmarked():
@@ -49,7 +49,7 @@ def test_a_result_after_a_verdict_that_came_is_waited_for_and_unmarked():
     async def run() -> Verdict:
         future = await client.publish(CALL, timeout=5)
         [(_, sent)] = producer.records
-        client._deliver(_verdict_bytes(decode_event(sent)["event_id"], "allow"))
+        client._verdicts.deliver(_verdict_bytes(decode_event(sent)["event_id"], "allow"))
         await future
         return await client.report_result(RESULT, timeout=0.01)
 
