@@ -337,14 +337,14 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 async def run_one(processor: Processor, bootstrap: str, throughput_events: list, latency_events: list,
-                  rate: float) -> dict[str, Any]:
+                  rate: float, idle_s: float = 0.0) -> dict[str, Any]:
     admin = await _admin(bootstrap)
     try:
         await admin.create_topics([NewTopic(t, processor.partitions, 1) for t in processor.topics()],
                                   timeout_ms=30_000)
     finally:
         await admin.close()
-    result: dict[str, Any] = {"name": processor.name}
+    result: dict[str, Any] = {"name": processor.name, "partitions": processor.partitions}
     preload_s = await _preload(bootstrap, processor.input, throughput_events)
     result["preload_s"] = preload_s
     collector = Collector(bootstrap, processor.output, processor)
@@ -370,6 +370,13 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         await collector.wait_for(set(sent), DRAIN_TIMEOUT_S)
         cpu_end = _cpu_seconds(pid)
         after = processor.latency_buckets()
+        if idle_s and cpu_end is not None:  # what the processor costs with nothing to do (its partitions owned)
+            await asyncio.sleep(1.0)  # the last fetches and (worker) checkpoint of the paced phase
+            cpu_idle = _cpu_seconds(pid)
+            await asyncio.sleep(idle_s)
+            result["idle_cpu_ms_per_s"] = ((_cpu_seconds(pid) or 0.0) - (cpu_idle or 0.0)) / idle_s * 1000.0
+        if cpu_paced is not None and cpu_end is not None:
+            result["paced_cpu_ms_per_s"] = (cpu_end - cpu_paced) / elapsed * 1000.0
         # CPU time of the processor per event (start-up excluded; the saturation phase's figure
         # includes its idle wait for the last output, a few ms)
         result["cpu_us_per_event"] = _cpu_us_per_event(cpu_start, cpu_drained, len(throughput_events))
@@ -419,6 +426,13 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
         if r.get("cpu_us_per_event") is not None and r.get("cpu_us_per_event_paced") is not None:
             print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event']:,.0f} µs at saturation, "
                   f"{r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
+        if "paced_cpu_ms_per_s" in r:
+            idle = r.get("idle_cpu_ms_per_s")
+            idle_text = (f"; idle {idle:,.1f} ms per s ({idle / r['partitions']:,.2f} per partition)"
+                         if idle is not None else "")
+            print(f"  {r['name']}: CPU {r['paced_cpu_ms_per_s']:,.0f} ms per s at {r['offered']:,.0f} ev/s on "
+                  f"{r['partitions']} partitions ({r['paced_cpu_ms_per_s'] / r['partitions']:,.2f} per partition)"
+                  f"{idle_text}")
         if "inside_share" in r:
             shares = ", ".join(f"{bound} {share:.1%}" for bound, share in r["inside_share"].items())
             print(f"  {r['name']}: event ts -> verdict handed to its producer (its loopwatch_verdict_latency_seconds):"
@@ -444,6 +458,8 @@ def main() -> None:
     parser.add_argument("--duration", type=positive(float), default=20.0, help="seconds of the latency phase (20)")
     parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4, the worker's default)")
     parser.add_argument("--config", help="openclaw.json for the worker (default: enabled: true, default thresholds)")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="S",
+                        help="after the latency phase, measure each processor's CPU over S s without traffic (0: not)")
     parser.add_argument("--only", choices=["passthrough", "worker"], help="run one processor only")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     parser.add_argument("--logs", help="keep the processors' logs (passthrough.log, worker.log) in this directory")
@@ -475,7 +491,8 @@ def main() -> None:
                       flush=True)
                 # fresh copies: the latency phase stamps ts into the events
                 result = asyncio.run(run_one(processor, options.bootstrap, throughput_events,
-                                             [(k, dict(e)) for k, e in latency_events], options.rate))
+                                             [(k, dict(e)) for k, e in latency_events], options.rate,
+                                             options.idle))
                 results.append(result)
                 print(f"  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})}",
                       flush=True)

@@ -23,7 +23,7 @@ Topics and keys
   partition; key your records.
 * The state table ``states`` (changelog ``<app_id>-states-changelog``,
   compacted): key = state key, value = ``SessionState.to_bytes()``
-  (:func:`streams.worker.processor.encode_state`). Decoded states
+  (:func:`streams.worker.states.encode_state`). Decoded states
   are cached in process (decoded from the table only on a cache miss); the
   cache is dropped on every rebalance. Keys idle for ``state_ttl_s`` are
   deleted (a tombstone in the changelog) by a timer.
@@ -36,11 +36,13 @@ committed by the group member) but their records do not go through Faust:
 :class:`streams.worker.reader.InputReader` fetches the assigned partitions in the
 app's own event loop, from their committed offsets, once Faust has recovered
 their state, and hands each fetch (up to ``max_poll_records``) to
-:meth:`Loopwatch._on_batch`, which
-applies every event to its key's cached state in memory, packs the verdicts
-and loop events into one producer batch per output partition
-(:class:`streams.worker.outputs.Outputs`) and submits them at the end of the fetch;
-nothing waits for the broker. At low load a fetch is the one event that
+:meth:`Loopwatch._on_batch`, which hands it to
+:meth:`streams.worker.processor.Processor.handle` (each record once, to its end:
+the events applied to their keys' cached states in memory, see
+:mod:`streams.worker.states`) and gets back what to publish and which states
+changed; it packs the records to publish into one producer batch per output
+partition (:class:`streams.worker.outputs.Outputs`) and submits them at the end
+of the fetch; nothing waits for the broker. At low load a fetch is the one event that
 arrived, so batching adds no delay. The dirty keys and the last offset
 handled per input partition are kept for the next checkpoint; offsets are
 committed only by checkpoints (Faust's committer never sees these topics).
@@ -50,7 +52,7 @@ crash or a rebalance loses, repeats or changes nothing: :mod:`streams.worker.che
 
 Size: this module is where Faust's lifecycle (start-up, assignment, recovery, revocation,
 shutdown) meets the worker's own parts; each part has a module of its own (reader, processor,
-outputs, checkpoints, fencing, fleet view, rekey) and what stays here is the order in which
+states, outputs, checkpoints, fencing, fleet view, rekey) and what stays here is the order in which
 they are called, which reads best in one place.
 """
 
@@ -72,18 +74,17 @@ from aiokafka import AIOKafkaProducer
 from . import metrics
 from streams.wire.outages import Backoff, stop_producer
 from streams.wire.brokers import bootstrap_servers
-from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from .checkpoint import Checkpoints, _failures_seen
 from .fencing import PartitionWriters
 from .consumer import Transport
 from .fleet import FleetView
-from streams.detection import Engine, SessionState, load_config
+from streams.detection import Engine, load_config
 from streams.wire.logs import limit_kafka_client_logs
 from .outage import Outages, is_broker_trouble
 from .outputs import Outputs
 from .reader import Batch, InputReader
-from .processor import APPLIED, DEAD_LETTER, Outcome, Processor, Source, decode_state
-from .rekey import decode_envelope, encode_envelope
+from .states import States
+from .processor import Processor, Topics
 from .settings import WorkerSettings
 from .table import CHANGELOG_TOPIC_CONFIG, StateTable
 
@@ -205,7 +206,6 @@ class Loopwatch(Checkpoints, Outages):
         if self.fleet is not None:
             self.fleet.producer = lambda: self._producers[0] if self._producers else None
 
-        self._cache: dict[bytes, SessionState] = {}  # decoded states, ahead of the table by the dirty keys
         self._init_checkpoints()
         self._init_outages()
         self._owned_generation: int | None = None  # the group generation whose writers this worker started
@@ -213,13 +213,8 @@ class Loopwatch(Checkpoints, Outages):
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
         self._producers: tuple[AIOKafkaProducer, ...] = ()
         self._out_lock = asyncio.Lock()
-        self._verdicts_topic = s.verdicts_topic
-        self._loop_events_topic = s.loop_events_topic
-        self._dead_letters_topic = s.dead_letters_topic
         self._rekey_topic = self.rekey.get_topic_name()
-        self._last_seen: dict[bytes, float] = {}  # key -> time.monotonic() of its last event
         self._metrics_started = False
-        self._sent_ms: list[float] = []  # event ts (else record timestamp), ms, of the batch's verdicts
 
         # The input and rekey partitions Faust assigns are read here, a fetch at a time (streams.worker.reader).
         external = [*s.input_topics, self._rekey_topic]
@@ -231,7 +226,14 @@ class Loopwatch(Checkpoints, Outages):
         self._writers = PartitionWriters(
             self._bootstrap, s.app_id, self._backoff, linger_ms=s.producer_linger_ms, max_batch_size=s.producer_max_batch_size,
             max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
-        self._changelog_partitions = {self.table.changelog_topic.get_topic_name(): s.partitions}
+        changelog = self.table.changelog_topic.get_topic_name()
+        self._changelog_partitions = {changelog: s.partitions}
+        # one record's way through the worker (streams.worker.processor): states from the table, cached
+        self.states = States(self.table, self.processor.encode_state)
+        self.processor.states = self.states
+        self.processor.topics = Topics(s.verdicts_topic, s.loop_events_topic, s.dead_letters_topic,
+                                       self._rekey_topic, changelog)
+        self.processor.observe = self.fleet.after_apply if self.fleet is not None else None
         self.table.before_recovery = self._own_partitions
         self._reader = InputReader(
             self._bootstrap, self._on_batch, self._ready, self._on_reader_error, backoff=self._backoff,
@@ -263,16 +265,14 @@ class Loopwatch(Checkpoints, Outages):
         async with self._lock:
             if epoch != self._reader.epoch or self._failed is not None or self._tainted or self._outage_since:
                 return
-            now = time.monotonic()
-            handled, rekey = self._handled, self._rekey_topic
             try:
+                done = self.processor.handle(batch, time.monotonic())  # each record once, to its end
+                self._dirty.update(done.changed)
+                handled = self._handled
                 for tp, records in batch:
-                    topic, partition = tp.topic, tp.partition
-                    handle = self._handle_rekeyed if topic == rekey else self._handle_input
-                    for record in records:
-                        handle(topic, partition, record, now)
                     handled[tp] = records[-1].offset
                     self._since_snapshot += len(records)
+                out.add_all(done.publish)
                 if out:
                     sent = await out.send()
                     if epoch != self._reader.epoch:  # went back to the last checkpoint meanwhile (an outage)
@@ -287,70 +287,16 @@ class Loopwatch(Checkpoints, Outages):
                 # no checkpoint may write or commit them (the worker stops, see the module docstring).
                 self._tainted = True
                 raise
-            self._observe_latencies()
+            if done.sent_ms:  # end-to-end latency of the batch's verdicts: handed to the producer now, sent at ts
+                now_ms = time.time() * 1000.0
+                metrics.observe_many(metrics.VERDICT_LATENCY_SECONDS,
+                                     [max(0.0, now_ms - sent) / 1000.0 for sent in done.sent_ms])
             self.processor.flush_metrics()
             if self._since_snapshot >= self.settings.checkpoint_max_events:
                 checkpoint = self._checkpoint
                 if checkpoint is not None and not checkpoint.done():
                     await asyncio.wait([checkpoint])  # back-pressure: checkpoints fall behind
                 self._start_checkpoint()
-
-    def _handle_input(self, topic: str, partition: int, record: Any, now: float) -> None:
-        key, raw = record.key, record.value
-        source = Source(topic, partition, record.offset)
-        event, dead = self.processor.decode(raw, key, source)
-        if dead is not None:
-            self._publish_dead(dead, partition)
-        elif not key:
-            self._forward(self.processor.state_key(None, event), source, raw, record.timestamp)
-        else:
-            self._apply(key, event, source, raw, partition, record.timestamp, now)
-
-    def _handle_rekeyed(self, topic: str, partition: int, record: Any, now: float) -> None:
-        item = self._unwrap(topic, partition, record)
-        if item is not None:
-            key, event, source, raw, timestamp = item
-            self._apply(key, event, source, raw, partition, timestamp, now)
-
-    def _apply(self, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
-               partition: int, timestamp_ms: int | None, now: float) -> None:
-        """Apply one event to its key's state and queue its verdict and loop events."""
-        self._last_seen[key] = now
-        state = self._cache.get(key)
-        if state is None:
-            state = self._load(key, partition)
-        elif key in self._unencoded:
-            self._encode_now(key)  # the snapshot in flight takes the state as it is before this event
-        outcome = self.processor.apply(key, event, source, state, raw)
-        kind = outcome.kind
-        if kind == APPLIED:
-            self._dirty[key] = partition
-            add = self._out.add  # type: ignore[union-attr]
-            add(self._verdicts_topic, key, outcome.verdict)
-            for value in outcome.loop_events:
-                add(self._loop_events_topic, key, value)
-            if self.fleet is not None:
-                self.fleet.after_apply(outcome.record, event, key, add)  # type: ignore[arg-type]
-            event_ts = outcome.record.get("event_ts")  # type: ignore[union-attr]
-            # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
-            # spoil the histogram or overflow the float arithmetic (and stop the worker)
-            sent_ms = event_ts if isinstance(event_ts, (int, float)) and 0 < event_ts < 1e15 else timestamp_ms
-            if sent_ms:
-                self._sent_ms.append(sent_ms)
-        elif kind == DEAD_LETTER:
-            self._publish_dead(outcome, partition)
-            if key not in self._dirty and not state.last_offsets:
-                # nothing of this key was ever applied: keep no empty state for it
-                self._cache.pop(key, None)
-                self._last_seen.pop(key, None)
-
-    def _observe_latencies(self) -> None:
-        """End-to-end latency of the batch's verdicts: handed to the producer now, sent at their ts."""
-        if self._sent_ms:
-            now_ms = time.time() * 1000.0
-            metrics.observe_many(metrics.VERDICT_LATENCY_SECONDS,
-                                 [max(0.0, now_ms - sent) / 1000.0 for sent in self._sent_ms])
-            self._sent_ms.clear()
 
     async def _on_reader_error(self, exc: BaseException) -> None:
         """The reader failed (its task has ended): ride out a broker that does not answer, crash otherwise."""
@@ -365,42 +311,6 @@ class Loopwatch(Checkpoints, Outages):
         producers, self._producers, self._out = self._producers, (), None
         for producer in producers:
             asyncio.ensure_future(stop_producer(producer, 1.0))
-
-    def _unwrap(self, topic: str, partition: int, record: Any
-                ) -> tuple[bytes, dict[str, Any], Source, bytes, int | None] | None:
-        """A rekey record's (key, event, origin source, raw, timestamp ms); None if dead-lettered."""
-        try:
-            origin_topic, origin_partition, offset, raw, timestamp_ms = decode_envelope(record.value)
-        except ValueError as exc:  # not written by us: keep it, keep going
-            here = Source(topic, partition, record.offset)
-            self._publish_dead(self.processor.dead_letter(record.value, record.key, here, "decode", str(exc)),
-                               partition)
-            return None
-        source = Source(origin_topic, origin_partition, offset, rekeyed=True)
-        event, dead = self.processor.decode(raw, None, source)
-        if dead is not None:
-            self._publish_dead(dead, partition)
-            return None
-        return record.key, event, source, raw, timestamp_ms
-
-    def _forward(self, state_key: bytes, source: Source, raw: bytes | None, timestamp_ms: int | None) -> None:
-        """A keyless record to the rekey topic, keyed by its state key, with its origin.
-
-        The rekey record must keep its key (it is the state key): one that would not :func:`fit <fits>`
-        with it is dead-lettered instead.
-        """
-        envelope = encode_envelope(source.topic, source.partition, source.offset, raw, timestamp_ms)
-        if not fits(state_key, envelope):
-            size = len(envelope) + len(state_key)
-            self._publish_dead(self.processor.dead_letter(
-                raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key and origin is "
-                f"too large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key your records"),
-                source.partition)
-            return
-        self._out.add(self._rekey_topic, state_key, envelope)  # type: ignore[union-attr]
-
-    def _publish_dead(self, outcome: Outcome, partition: int) -> None:
-        self._out.add(self._dead_letters_topic, outcome.key, outcome.dead_letter, partition)  # type: ignore[union-attr]
 
     async def _open_outputs(self) -> Outputs:
         """The output batches, once the producer runs and every output topic exists.
@@ -422,8 +332,8 @@ class Loopwatch(Checkpoints, Outages):
                 # read_committed readers until its commit. The changelog writers are separate
                 # (streams.worker.fencing).
                 started: list[AIOKafkaProducer] = []
-                outputs = [self._verdicts_topic, self._loop_events_topic, self._dead_letters_topic,
-                           self._rekey_topic, *(self.fleet.output_topics if self.fleet is not None else [])]
+                topics = self.processor.topics
+                outputs = [topics.verdicts, topics.loop_events, topics.dead_letters, topics.rekey, *(self.fleet.output_topics if self.fleet is not None else [])]
                 try:
                     started.append(await self._new_producer("outputs"))
                     producer = started[0]
@@ -457,26 +367,6 @@ class Loopwatch(Checkpoints, Outages):
             await producer.stop()  # a failed start may leave its client open
             raise
         return producer
-
-    def _load(self, key: bytes, partition: int) -> SessionState:
-        """The decoded state of ``key``, from the table (cached).
-
-        A stored value that is not a state (written to the changelog by something else) is
-        dead-lettered with reason class ``state`` and the key starts afresh: a crash here would
-        repeat at every restart.
-        """
-        stored = self.table.get(key)
-        try:
-            state = decode_state(stored) if stored else SessionState()
-        except ValueError as exc:
-            log.error("loopwatch: the stored state of key %r is unreadable (%s): dead-lettered, the key starts "
-                      "afresh", key[:100], exc)
-            where = Source(self.table.changelog_topic.get_topic_name(), partition, -1)
-            self._publish_dead(self.processor.dead_letter(stored, key, where, "state", str(exc)), partition)
-            state = SessionState()
-        self._cache[key] = state
-        return state
-
 
     # ------------------------------------------------------ timers and signals
 
@@ -682,8 +572,7 @@ class Loopwatch(Checkpoints, Outages):
 
     def _drop(self) -> None:
         """Forget every in-memory state and offset: the table and the committed offsets are the truth again."""
-        self._cache.clear()
-        self._last_seen.clear()
+        self.states.clear()
         self._forget_pending()
 
     def _active_partitions(self) -> set[int]:
@@ -714,7 +603,7 @@ class Loopwatch(Checkpoints, Outages):
         now = time.monotonic()
         active = self._active_partitions()
         ttl = self.settings.state_ttl_s
-        last_seen = self._last_seen
+        last_seen = self.states.last_seen
         for key, partition in list(self.table.key_partitions.items()):
             if key in self._dirty:
                 continue
@@ -725,8 +614,7 @@ class Loopwatch(Checkpoints, Outages):
                 continue
             self.table.forget(key)
             self._expired[key] = partition
-            self._cache.pop(key, None)
-            self._last_seen.pop(key, None)
+            self.states.discard(key)
             self._not_written.discard(key)
             if self._out is not None:
                 self._out.forget(key)

@@ -18,8 +18,8 @@ rebalance handlers share one lock): the send futures of every record
 published so far, the dirty keys, and the last offset handled per input
 partition. Each dirty state is encoded as it is at that instant: by the
 checkpoint, a few states between yields to the event loop, or, for a state
-an event is about to change first, by ``Loopwatch._apply`` just before
-(copy on write, :meth:`Checkpoints._encode_now`). Then, in the background
+an event is about to change first, just before
+(copy on write, :meth:`streams.worker.states.States.get`). Then, in the background
 while later events are handled:
 
 (a) wait until every verdict, loop event, dead letter and rekey forward of
@@ -168,16 +168,11 @@ from aiokafka.errors import KafkaError
 from .fencing import Fenced, is_fenced
 from .outage import is_broker_trouble
 from .outputs import Outputs
-from .processor import encode_state
 
 __all__ = ["Checkpoints"]
 
 log = logging.getLogger(__name__)
 
-# A checkpoint encodes states for this long, then pauses (events that arrived meanwhile are
-# handled): an event never waits more than a slice behind a checkpoint.
-_ENCODE_SLICE_S = 0.0005
-_ENCODE_PAUSE_S = 0.0005
 _TRANSACTION_POLL_S = 0.05  # how often a checkpoint waiting for its changelog batches looks at the writer's state
 
 
@@ -185,13 +180,12 @@ class Checkpoints:
     """The checkpoint protocol of the module docstring, mixed into the worker.
 
     The worker provides ``app`` (the Faust app), ``settings``, ``processor``,
-    ``table`` (:class:`streams.worker.table.StateTable`), ``_cache`` (key ->
-    decoded state), ``_writers`` (the changelog writers,
+    ``table`` (:class:`streams.worker.table.StateTable`), ``states``
+    (:class:`streams.worker.states.States`), ``_writers`` (the changelog writers,
     :class:`~streams.worker.fencing.PartitionWriters`), ``_changelog_partitions``,
     ``_reader``, ``_drop()`` and ``_lock`` (held by every batch, timer and
     rebalance handler); it records each event it handles in
-    ``_dirty``, ``_handled``, ``_since_snapshot`` and ``_outputs``, and calls
-    :meth:`_encode_now` before changing a key of ``_unencoded``.
+    ``_dirty``, ``_handled``, ``_since_snapshot`` and ``_outputs``.
     """
 
     def _init_checkpoints(self) -> None:
@@ -199,8 +193,6 @@ class Checkpoints:
         self._handled: dict[Any, int] = {}  # input TP -> last offset handled since the last snapshot
         self._since_snapshot = 0  # events handled since the last snapshot
         self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
-        self._unencoded: dict[bytes, int] = {}  # keys of the snapshot in flight not encoded yet
-        self._encoded: list[tuple[bytes, bytes, int]] = []  # (key, state bytes, partition) of that snapshot
         self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
         self._failed: BaseException | None = None
         self._tainted = False  # a batch failed half-way: in-memory states are not fit to checkpoint (until restart)
@@ -215,44 +207,23 @@ class Checkpoints:
         self._since_snapshot = 0
         _failures_seen(self._outputs)
         self._outputs.clear()
-        self._unencoded.clear()
-        self._encoded = []
         self._expired.clear()
         self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
 
     def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], dict[bytes, int]]:
         """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
 
-        The dirty states are encoded by the checkpoint (:meth:`_encode_snapshot`)
-        off the lock, and by :meth:`_apply` just before an event changes one
-        of them first: each is encoded as it was at this instant.
+        The dirty states are encoded by the checkpoint
+        (:meth:`streams.worker.states.States.encode_snapshot`) off the lock, and just before an event
+        changes one of them first: each is encoded as it was at this instant.
         """
         outputs, self._outputs = self._outputs, []
         handled, self._handled = self._handled, {}
-        self._unencoded, self._dirty = self._dirty, {}
-        self._encoded = []
+        self.states.snapshot(self._dirty)
+        self._dirty = {}
         expired, self._expired = self._expired, {}
         self._since_snapshot = 0
         return outputs, handled, expired
-
-    def _encode_now(self, key: bytes) -> None:
-        partition = self._unencoded.pop(key)
-        self._encoded.append((key, encode_state(self._cache[key], self.processor.engine), partition))
-
-    async def _encode_snapshot(self) -> list[tuple[bytes, bytes, int]]:
-        """Encode the snapshot's states not encoded yet, a slice at a time (events are handled in between)."""
-        unencoded, encoded, cache, engine = self._unencoded, self._encoded, self._cache, self.processor.engine
-        clock = time.perf_counter
-        while unencoded:
-            until = clock() + _ENCODE_SLICE_S
-            while unencoded and clock() < until:
-                key, partition = unencoded.popitem()
-                encoded.append((key, encode_state(cache[key], engine), partition))
-            # A real pause, not sleep(0): the loop then blocks in select, handles what arrived, and
-            # Faust's consumer thread (heartbeats, changelogs) gets the GIL without a switch-interval wait.
-            await asyncio.sleep(_ENCODE_PAUSE_S)
-        self._encoded = []
-        return encoded
 
     def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
         """The state writes a changelog record can carry; each larger one is counted and left out.
@@ -312,7 +283,7 @@ class Checkpoints:
         """
         started = time.perf_counter()
         try:
-            writes = self._fitting(await self._encode_snapshot())
+            writes = self._fitting(await self.states.encode_snapshot())
             await _all_acknowledged(outputs)  # (a) every record published so far acknowledged
             by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
             written = set()

@@ -77,6 +77,12 @@ class Outputs:
         partition = self.partition(topic, key, fallback)
         self.add_to(topic, partition, key if fits(key, value) else None, value)
 
+    def add_all(self, records: list[tuple[str, bytes | None, bytes, int]]) -> None:
+        """:meth:`add` each ``(topic, key, value, fallback partition)`` of ``records``, in order."""
+        add = self.add
+        for topic, key, value, fallback in records:
+            add(topic, key, value, fallback)
+
     def add_to(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Queue one record for ``partition`` of ``topic`` (``value`` None: a tombstone).
 

@@ -1,54 +1,28 @@
-"""Per-event logic of the worker, with no Kafka and no Faust: testable offline.
+"""One record's way through the worker, with no Kafka and no Faust: testable offline.
 
-:class:`Processor` turns one input record into what the worker publishes:
+The app (:mod:`streams.worker.app`) hands each fetched batch to
+:meth:`Processor.handle`, which takes every record to its end and returns a
+:class:`Handled`: the records to publish (verdicts, loop events, dead letters,
+rekey forwards, fleet observations) and the keys whose state changed, for the
+next checkpoint. Per record, in this order:
 
-* :meth:`Processor.decode` -- record value -> event, or a dead letter;
-* :meth:`Processor.state_key` -- the record key, else the key derived from the
-  event (:func:`streams.wire.keys.record_key`);
-* :meth:`Processor.apply` -- one event against the :class:`SessionState` of
-  its key: the engine's verdict as a verdict record and its loop events, the
-  state updated in place; or nothing for an event the state already contains.
+1. a rekey record (the ``<app_id>-rekey`` topic) is unwrapped to its origin
+   (:mod:`streams.worker.rekey`); then the value is decoded
+   (:func:`streams.wire.codecs.decode_event`): what is not an event is a dead
+   letter (``decode``);
+2. a record without a key is forwarded to the rekey topic under the key
+   derived from its event (:func:`streams.wire.keys.record_key`);
+3. otherwise the event is applied to its key's state (:meth:`Processor.apply`,
+   the state from :class:`streams.worker.states.States`): a verdict and its loop
+   events (and, with the fleet view, its observation), or a dead letter
+   (``schema``, ``error``), or nothing for an event the state already holds.
 
-Record shapes (values encoded with the output codec, msgpack by default, as
-JSON when msgpack cannot carry them, e.g. a lone surrogate from JSON input;
-dead letters always msgpack because they carry raw bytes):
-
-* verdict (``loopwatch.verdicts``, same key as the event)::
-
-    {event_id, key, run_id, session_id, tool_call_id, [event_ts],
-     source: {topic, partition, offset}, [event_source],
-     <every field of the engine's verdict: type, verdict, decision, detection, ...,
-      evidence: [[event_id, partition, offset], ...]>}
-
-  ``event_ts`` is the event's ``ts`` (epoch ms) when it has one;
-  ``event_source`` is the event's own ``source`` (importers' file position).
-  The time the verdict was produced is the Kafka record's timestamp.
-* loop event (``loopwatch.loop-events``), one per finding of the verdict's
-  ``decided_by`` (:mod:`streams.detection.decision`: a detection that warns,
-  is suppressed or blocks, the guard's abort, a policy's or the fleet breaker's
-  decision, a run that had ended, and the shadow findings)::
-
-    {kind, action (warn|suppressed|block|abort|would_*), detector, level, count,
-     message, rule, enforced, warning_key, tool_name, run_id, session_id, key,
-     event_id, evidence, source: {topic, partition, offset}, event_ts}
-
-  plus, for a late result (``ran_without_verdict``) whose call loopwatch had
-  refused, a correction: kind ``correction``, action ``ran``, ``corrects:
-  {event_id, tool_call_id, verdict, by}`` (that call's block or abort did not
-  stop it; docs/events-and-verdicts.md, Late calls).
-
-* dead letter (``loopwatch.dead-letters``)::
-
-    {reason_class (decode|schema|error|size|state), reason, source: {topic, partition, offset},
-     key: bin|None, value: bin}
-
-  ``state``: a stored state the worker cannot read (its changelog topic and
-  partition, offset -1; the key then starts afresh).
+The record shapes are in :mod:`streams.worker.records`.
 
 Determinism: a verdict record and its loop events are a function of (state,
 event, key, source) only -- no clock, no counter -- so applying the same event
 to the same state yields byte-identical records. The worker's crash recovery
-relies on it (:mod:`streams.worker.app`): events after the last checkpoint are
+relies on it (:mod:`streams.worker.checkpoint`): events after the last checkpoint are
 re-applied to the checkpointed state and their verdicts, if they had been
 published before the crash, are published again identically. The exception is
 the opt-in fleet breaker (``options.fleet.breaker`` shadow or block): its part of
@@ -57,35 +31,25 @@ a verdict also depends on the fleet loops active at that moment.
 
 from __future__ import annotations
 
+import logging
 import reprlib
 from time import perf_counter as _perf_counter, time as _wall_clock
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple
-
-import msgpack
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from streams.wire import keys
-
 from . import metrics
+from .records import Source, encode_dead_letter, loop_events, shortened
+from .rekey import decode_envelope, encode_envelope
+from .states import States, UnreadableState
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
-from streams.detection.decision import correction, findings
 from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.wire.verdicts import verdict_record
 
-__all__ = [
-    "Source",
-    "Outcome",
-    "Processor",
-    "APPLIED",
-    "SKIPPED",
-    "DEAD_LETTER",
-    "loop_events",
-    "encode_dead_letter",
-    "shortened",
-    "encode_state",
-    "decode_state",
-]
+__all__ = ["APPLIED", "DEAD_LETTER", "SKIPPED", "Handled", "Outcome", "Processor", "Topics"]
+
+log = logging.getLogger(__name__)
 
 EVENTS_BY_TYPE = metrics.EVENTS
 VERDICTS_BY_NAME = metrics.VERDICTS
@@ -96,57 +60,9 @@ SKIPPED = "skipped"          # already in the state (its verdict was published b
 DEAD_LETTER = "dead_letter"  # not an event (decode) or not a valid one (schema)
 
 
-class Source(NamedTuple):
-    """Where a record was read: topic, partition, offset.
-
-    ``rekeyed``: the record came through the rekey topic (a keyless input
-    record forwarded under its state key); topic/partition/offset are then
-    its origin in the input topic. A named tuple: one is made per record.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    rekeyed: bool = False
-
-    @property
-    def tp(self) -> str:
-        """The key of :attr:`SessionState.last_offsets`: ``"topic:partition"``, ``"rekey:topic:partition"`` if rekeyed.
-
-        Rekeyed records of a key reach it in their origin's order, but not in
-        order with the keyed records of that origin partition (they take a
-        detour through the rekey topic), so each path keeps its own last offset.
-        """
-        return f"rekey:{self.topic}:{self.partition}" if self.rekeyed else f"{self.topic}:{self.partition}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
-
-
-def encode_state(state: SessionState, engine: Engine) -> bytes:
-    """The state table value of ``state``: ``SessionState.to_bytes`` (full result hashes only where printable)."""
-    return state.to_bytes(engine.config.smallest_warning_threshold)
-
-
-def decode_state(data: bytes) -> SessionState:
-    """Inverse of :func:`encode_state`.
-
-    Raises:
-        ValueError: ``data`` is not a state ("not a loopwatch session state: <why>"), whatever it holds.
-    """
-    try:
-        return SessionState.from_bytes(data)
-    except ValueError as exc:
-        if str(exc).startswith("not a loopwatch session state"):
-            raise
-        raise ValueError(f"not a loopwatch session state: {type(exc).__name__}: {exc}") from None
-    except Exception as exc:  # a value of the wrong shape fails anywhere in from_bytes
-        raise ValueError(f"not a loopwatch session state: {type(exc).__name__}: {exc}") from None
-
-
 @dataclass(slots=True)
 class Outcome:
-    """What to publish for one record, and whether the state changed.
+    """What :meth:`Processor.apply` did with one event, and what it gives to publish.
 
     ``verdict``/``loop_events``/``dead_letter`` are encoded record values;
     ``record`` the verdict as a dict (None when not applied now).
@@ -160,110 +76,37 @@ class Outcome:
     record: dict[str, Any] | None = None
 
 
-SHORTENED_CHARS = 1_024
-"""Longest string (or bytes) a :func:`shortened` record keeps whole, ``event_id`` aside."""
+class Topics(NamedTuple):
+    """The topics a record's outcome goes to (names), and the state changelog's (the source of a ``state``
+    dead letter)."""
 
-_EVENT_ID_CHARS = 65_536
-_SHORTENED_DEPTH = 16  # containers nested deeper are dropped (None)
-# what a stub keeps: the decision (the engine's own short values) and where the event was
-_STUB_FIELDS = ("event_id", "type", "verdict", "decision", "blocked", "block_reason", "run_aborted", "detector",
-                "level", "action", "count")
+    verdicts: str = "loopwatch.verdicts"
+    loop_events: str = "loopwatch.loop-events"
+    dead_letters: str = "loopwatch.dead-letters"
+    rekey: str = "loopwatch-rekey"
+    changelog: str = "loopwatch-states-changelog"
 
 
-def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[str, Any]:
-    """A verdict or loop-event record too large to publish (``size`` bytes encoded), cut down.
+class Handled:
+    """What a batch of records asks of the worker.
 
-    Every string and bytes value over :data:`SHORTENED_CHARS` is cut to that
-    (``event_id`` to 64 KiB: the runner waiting for the verdict matches it
-    whole), containers nested over 16 levels are dropped; ``truncated``
-    gives ``size``. With ``stub`` (for when that is still too large, e.g.
-    the evidence of a huge ``historySize``, or a long record key) only the
-    decision fields (``verdict``, ``decision``, ``blocked``, ``block_reason``,
-    ``run_aborted``;
-    for a loop event ``detector``, ``level``, ``action``, ``count``), ``type``,
-    ``source`` (the worker's topic/partition/offset) and ``event_id`` (cut to
-    :data:`SHORTENED_CHARS`) are kept: at most a few KB, whatever the event.
-
-    Such records come from events with tool names or ids of hundreds of KB (a
-    verdict repeats the tool name) or a huge free-form ``source``.
+    Attributes:
+        publish: ``(topic, key, value, fallback partition)`` per record to publish, in order (the fallback
+            partition is for a record without a key: a dead letter of a keyless record goes to the partition
+            of its source record).
+        changed: state key -> changelog partition, for every key whose state an event changed.
+        sent_ms: per verdict, when its event was sent (its ``ts``, else the record's timestamp), epoch ms.
     """
-    if stub:
-        out = {name: _cut(record[name]) for name in _STUB_FIELDS
-               if name in record and isinstance(record[name], (str, int, float, bool, type(None)))}
-        out["source"] = record.get("source")
-    else:
-        out = _cut(record)
-        out["event_id"] = _cut(record.get("event_id"), _EVENT_ID_CHARS)
-    out["truncated"] = size
-    return out
 
+    __slots__ = ("publish", "changed", "sent_ms")
 
-def _cut(value: Any, limit: int = SHORTENED_CHARS, depth: int = 0) -> Any:
-    if isinstance(value, (str, bytes)):
-        return value[:limit] if len(value) > limit else value
-    if isinstance(value, (dict, list)) and depth >= _SHORTENED_DEPTH:
-        return None
-    if isinstance(value, dict):
-        return {name: _cut(item, limit, depth + 1) for name, item in value.items()}
-    if isinstance(value, list):
-        return [_cut(item, limit, depth + 1) for item in value]
-    return value
+    def __init__(self) -> None:
+        self.publish: list[tuple[str, bytes | None, bytes, int]] = []
+        self.changed: dict[bytes, int] = {}
+        self.sent_ms: list[float] = []
 
-
-def encode_dead_letter(raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
-                       reason: str) -> bytes:
-    """The dead-letter record value (always msgpack: ``key`` and ``value`` are raw bytes).
-
-    ``{reason_class, reason, source, key, value}``. A ``key`` field over
-    :data:`SHORTENED_CHARS` bytes is cut to that (``key_size`` then gives
-    its length), and so is the reason, which may quote the event. The value
-    is cut to what makes the letter :func:`fit <fits>` beside the record
-    key ``key`` (``value_truncated: true``, ``value_size``: bytes of the
-    whole record value), so the letter keeps its record key, except for a
-    key that leaves no room at all (about 1 MB), which
-    :meth:`streams.worker.outputs.Outputs.add` then leaves out.
-    """
-    value = raw if raw is not None else b""
-    key = key or None
-    kept_key = _cut(key)
-    record: dict[str, Any] = {"reason_class": reason_class, "reason": _cut(reason), "source": source.as_dict(),
-                              "key": kept_key, "value": value}
-    if kept_key is not key:
-        record["key_size"] = len(key)  # type: ignore[arg-type]
-    if not fits(key, _pack_letter(record)):
-        record.update(value=b"", value_truncated=True, value_size=len(value))
-        # the empty bin is 2 bytes (c4 00); the cut value's header is 5 at most (bin 32)
-        room = MAX_CARRIED_BYTES - len(key or b"") - (len(_pack_letter(record)) - 2 + 5)
-        record["value"] = value[:max(0, room)]
-    return _pack_letter(record)
-
-
-def _pack_letter(record: dict[str, Any]) -> bytes:
-    # backslashreplace: a reason may quote a lone surrogate of the event (JSON can carry one)
-    return msgpack.packb(record, use_bin_type=True, unicode_errors="backslashreplace")
-
-
-def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The loop events of a verdict record: one per finding of its ``decided_by``
-    (:func:`streams.detection.decision.findings`), enforced or shadow, and the correction of a late
-    result whose call loopwatch had refused (:func:`streams.detection.decision.correction`)."""
-    found = findings(record)
-    fix = correction(record)  # a late result: the block or abort of its call did not happen
-    if fix is not None:
-        found = [*found, fix]
-    if not found:
-        return []  # the usual case: nothing to report
-    base = {
-        "tool_name": record.get("tool_name"), "run_id": record.get("run_id"), "session_id": record.get("session_id"),
-        "key": record.get("key"), "event_id": record.get("event_id"), "evidence": record.get("evidence", []),
-        "source": record.get("source"), "event_ts": record.get("event_ts"),
-    }
-    detection = record.get("detection") or {}
-    out = []
-    for finding in found:
-        warning_key = detection.get("warning_key") if finding["kind"] in ("detection", "policy") else None
-        out.append({**finding, "warning_key": warning_key, **base})
-    return out
+    def add(self, topic: str, key: bytes | None, value: bytes, fallback: int = 0) -> None:
+        self.publish.append((topic, key, value, fallback))
 
 
 class Processor:
@@ -279,13 +122,19 @@ class Processor:
             the event is applied, which are not part of the state: see :mod:`streams.worker.fleet`.
         clock: the wall clock, seconds since the epoch, for the ``past_deadline`` count of
             ``loopwatch_late_verdicts_total`` only (tests pass a fake).
+        states: where :meth:`handle` finds the state of a key (default: states of an empty table).
+        topics: where :meth:`handle` sends what it publishes.
+        observe: ``observe(record, event, key, add)``, called for each verdict applied, may ``add(topic, key,
+            value)`` records to publish (the fleet view's observations, :mod:`streams.worker.fleet`).
     """
 
-    __slots__ = ("engine", "key_by", "codec", "fleet", "clock", "_encode", "_event_counts", "_verdict_counts",
-                 "_engine_times", "_redelivered", "_late_counts", "_run_ended")
+    __slots__ = ("engine", "key_by", "codec", "fleet", "clock", "states", "topics", "observe", "_encode",
+                 "_event_counts", "_verdict_counts", "_engine_times", "_redelivered", "_late_counts", "_run_ended")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
-                 fleet: FleetBreaker | None = None, clock: Callable[[], float] = _wall_clock) -> None:
+                 fleet: FleetBreaker | None = None, clock: Callable[[], float] = _wall_clock,
+                 states: States | None = None, topics: Topics = Topics(),
+                 observe: Callable[..., None] | None = None) -> None:
         if codec not in ("msgpack", "json"):
             raise ValueError(f"codec must be msgpack or json, got {codec!r}")
         self.engine = engine
@@ -301,6 +150,125 @@ class Processor:
         self.clock = clock  # metrics only (past_deadline): no verdict depends on it
         self._late_counts: dict[str, int] = {}
         self._run_ended = 0
+        self.states = states if states is not None else States({}, self.encode_state)
+        self.topics = topics
+        self.observe = observe
+
+    def encode_state(self, state: SessionState) -> bytes:
+        """The state table value of ``state`` (:func:`streams.worker.states.encode_state`)."""
+        return state.to_bytes(self.engine.config.smallest_warning_threshold)
+
+    # ---------------------------------------------------------------- records
+
+    def handle(self, batch: Sequence[tuple[Any, Sequence[Any]]], now: float) -> Handled:
+        """Take every record of ``batch`` to its end (see the module docstring); what to publish and store.
+
+        Arguments:
+            batch: ``(partition, records)`` pairs, a partition with ``topic`` and ``partition``, each
+                record with ``key``, ``value``, ``offset`` and ``timestamp`` (epoch ms) (aiokafka's
+                ``TopicPartition`` and ``ConsumerRecord``), records in offset order.
+            now: ``time.monotonic()``, when the keys were last seen (idle expiry).
+        Raises what the output codec raises for a record neither codec carries (a bug): the states may then
+        hold events whose verdicts are not in the returned records.
+        """
+        done = Handled()
+        rekey = self.topics.rekey
+        for tp, records in batch:
+            topic, partition = tp.topic, tp.partition
+            if topic == rekey:
+                for record in records:
+                    self._rekeyed(done, topic, partition, record, now)
+                continue
+            for record in records:
+                key, raw = record.key, record.value
+                source = Source(topic, partition, record.offset)
+                try:
+                    event = decode_event(raw or b"")
+                except DecodeError as exc:
+                    self._dead(done, raw, key, source, "decode", str(exc), partition)
+                    continue
+                if key:
+                    self._apply_record(done, key, event, source, raw, partition, record.timestamp, now)
+                else:
+                    self._forward(done, self.state_key(None, event), source, raw, record.timestamp)
+        return done
+
+    def _rekeyed(self, done: Handled, topic: str, partition: int, record: Any, now: float) -> None:
+        """A record of the rekey topic: its origin's event applied under the record's key."""
+        try:
+            origin_topic, origin_partition, offset, raw, timestamp_ms = decode_envelope(record.value)
+            if not record.key:
+                raise ValueError("not a loopwatch rekey record: no key")
+        except ValueError as exc:  # not written by a worker: keep it, keep going
+            here = Source(topic, partition, record.offset)
+            self._dead(done, record.value, record.key, here, "decode", str(exc), partition)
+            return
+        source = Source(origin_topic, origin_partition, offset, rekeyed=True)
+        try:
+            event = decode_event(raw or b"")
+        except DecodeError as exc:
+            self._dead(done, raw, None, source, "decode", str(exc), partition)
+            return
+        self._apply_record(done, record.key, event, source, raw, partition, timestamp_ms, now)
+
+    def _apply_record(self, done: Handled, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
+                      partition: int, timestamp_ms: int | None, now: float) -> None:
+        """Apply one event to its key's state; queue its verdict, loop events and observation."""
+        states = self.states
+        states.last_seen[key] = now
+        state = states.get(key)
+        if state is None:
+            try:
+                state = states.load(key)
+            except UnreadableState as exc:  # a crash here would repeat at every restart: the key starts afresh
+                log.error("loopwatch: the stored state of key %r is unreadable (%s): dead-lettered, the key starts "
+                          "afresh", key[:100], exc)
+                where = Source(self.topics.changelog, partition, -1)
+                self._dead(done, exc.stored, key, where, "state", str(exc), partition)
+                state = states.fresh(key)
+        outcome = self.apply(key, event, source, state, raw)
+        kind = outcome.kind
+        if kind == APPLIED:
+            done.changed[key] = partition
+            topics, publish = self.topics, done.publish
+            publish.append((topics.verdicts, key, outcome.verdict, 0))  # type: ignore[arg-type]
+            for value in outcome.loop_events:
+                publish.append((topics.loop_events, key, value, 0))
+            record: dict[str, Any] = outcome.record  # type: ignore[assignment]
+            if self.observe is not None:
+                self.observe(record, event, key, done.add)
+            event_ts = record.get("event_ts")
+            # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
+            # spoil the histogram or overflow the float arithmetic (and stop the worker)
+            sent_ms = event_ts if isinstance(event_ts, (int, float)) and 0 < event_ts < 1e15 else timestamp_ms
+            if sent_ms:
+                done.sent_ms.append(sent_ms)
+        elif kind == DEAD_LETTER:
+            done.publish.append((self.topics.dead_letters, key, outcome.dead_letter, partition))  # type: ignore[arg-type]
+            if not state.last_offsets:  # nothing of this key was ever applied: keep no empty state for it
+                states.discard(key)
+
+    def _forward(self, done: Handled, state_key: bytes, source: Source, raw: bytes | None,
+                 timestamp_ms: int | None) -> None:
+        """A keyless record to the rekey topic, keyed by its state key, with its origin.
+
+        The rekey record must keep its key (it is the state key): one that would not :func:`fit <fits>`
+        with it is dead-lettered instead.
+        """
+        envelope = encode_envelope(source.topic, source.partition, source.offset, raw, timestamp_ms)
+        if fits(state_key, envelope):
+            done.publish.append((self.topics.rekey, state_key, envelope, 0))
+            return
+        size = len(envelope) + len(state_key)
+        self._dead(done, raw, None, source, "size", f"a keyless record of {size:,} bytes with its derived key and "
+                   f"origin is too large to forward through the rekey topic (at most {MAX_CARRIED_BYTES:,}): key "
+                   "your records", source.partition)
+
+    def _dead(self, done: Handled, raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
+              reason: str, partition: int) -> None:
+        done.publish.append((self.topics.dead_letters, key,
+                             self.dead_letter(raw, key, source, reason_class, reason).dead_letter,  # type: ignore[arg-type]
+                             partition))
 
     # ---------------------------------------------------------------- decoding
 

@@ -1,7 +1,7 @@
 """The worker's state table: a Faust table written a batch of keys at a time.
 
 Key = state key (bytes), value = ``SessionState`` bytes
-(:func:`streams.worker.processor.encode_state`); the changelog partition of each key
+(:func:`streams.worker.states.encode_state`); the changelog partition of each key
 is the input partition its events come from, given explicitly by the writer.
 
 Works with both of the worker's stores (``--store``):

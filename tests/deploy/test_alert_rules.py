@@ -28,7 +28,8 @@ from prometheus_client import generate_latest  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, SessionState  # noqa: E402
 from streams.runners.gateway.metrics import GatewayMetrics  # noqa: E402
 from streams.worker import metrics  # noqa: E402
-from streams.worker.processor import Processor, Source  # noqa: E402
+from streams.worker.processor import Processor  # noqa: E402
+from streams.worker.records import Source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"

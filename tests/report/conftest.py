@@ -98,7 +98,8 @@ def worker_verdicts(sensitive_config) -> list[dict]:
     import zlib
 
     from streams.detection import Engine, SessionState, load_config
-    from streams.worker.processor import Processor, Source
+    from streams.worker.processor import Processor
+    from streams.worker.records import Source
 
     processor = Processor(Engine(load_config(str(sensitive_config))), key_by="run", codec="json")
     states: dict = {}

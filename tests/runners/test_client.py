@@ -19,7 +19,8 @@ from streams.wire.keys import verdict_partition
 from streams.wire.codecs import decode_event, encode_msgpack
 from streams.detection import Engine, EventError, SessionState
 from streams.detection.engine import validate_event
-from streams.worker.processor import APPLIED, DEAD_LETTER, Processor, Source
+from streams.worker.processor import APPLIED, DEAD_LETTER, Processor
+from streams.worker.records import Source
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -7,7 +7,7 @@ files, and returns what escaped a reader's contract (empty when nothing did):
 * :func:`streams.wire.codecs.read_event_file` (``replay``, ``produce``) yields
   records, bad ones with a reason, and raises nothing;
 * the worker's rekey envelope (:func:`streams.worker.rekey.decode_envelope`) and
-  stored states (:func:`streams.worker.processor.decode_state`) raise only ``ValueError``;
+  stored states (:func:`streams.worker.states.decode_state`) raise only ``ValueError``;
 * a decoded event goes through the worker's per-record path
   (:class:`streams.worker.processor.Processor`: key, apply three times, state
   encoded and decoded back equal) without an exception and without an
@@ -48,7 +48,9 @@ from streams.commands.replay import json_line
 from streams.offline.replay import Replayer
 from streams.wire.codecs import DecodeError, decode_event, read_event_file, record_encoder
 from streams.worker.rekey import decode_envelope, encode_envelope
-from streams.worker.processor import APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state
+from streams.worker.processor import APPLIED, DEAD_LETTER, SKIPPED, Processor
+from streams.worker.records import Source
+from streams.worker.states import decode_state, encode_state
 
 __all__ = ["check", "generated", "emit", "mutate", "tree", "CONFIG"]
 

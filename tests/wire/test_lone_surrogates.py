@@ -20,7 +20,9 @@ from streams.commands import loopwatch
 from streams.wire.codecs import decode_event, encode_json, record_encoder
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.detection.canonical import digest
-from streams.worker.processor import APPLIED, DEAD_LETTER, Processor, Source, decode_state, encode_state
+from streams.worker.processor import APPLIED, DEAD_LETTER, Processor
+from streams.worker.records import Source
+from streams.worker.states import decode_state, encode_state
 
 HALF = "\ud83d"  # the high half of U+1F600
 CALL = {"type": "tool_call", "event_id": f"e1{HALF}", "run_id": f"run{HALF}", "session_id": "s\udc00",

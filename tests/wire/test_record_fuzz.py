@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.wire.codecs import DecodeError, decode_event, read_event_file
-from streams.worker.processor import DEAD_LETTER, Processor, Source
+from streams.worker.processor import DEAD_LETTER, Processor
+from streams.worker.records import Source
 from streams.detection import Engine, SessionState
 from tests.wire.record_fuzz import CONFIG, check, emit, event_tree, generated, json_text, mutate, poison_records, seeds
 

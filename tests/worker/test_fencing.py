@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from streams.worker.processor import decode_state
+from streams.worker.states import decode_state
 from tests.worker.test_rebalance import _events_applied, _wait_until, assert_every_verdict_once_as_offline
 from tests.worker.test_worker import ENABLED, _fleet_stream, _free_port, verdicts_by_source
 from tests.worker_harness import PacedProducer, WorkerProcess, create_topics, worker_settings

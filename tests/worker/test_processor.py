@@ -10,9 +10,9 @@ from streams.wire.codecs import BROKER_MESSAGE_MAX_BYTES, decode_event, fits, re
 from streams.offline.conformance import load_scenarios, spec_view
 from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.wire.keys import partition_key
-from streams.worker.processor import (
-    APPLIED, DEAD_LETTER, SKIPPED, Processor, Source, decode_state, encode_state, loop_events, shortened,
-)
+from streams.worker.processor import APPLIED, DEAD_LETTER, SKIPPED, Processor
+from streams.worker.records import Source, loop_events, shortened
+from streams.worker.states import decode_state, encode_state
 
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
 VECTORS = "tests/fixtures/vectors.jsonl"

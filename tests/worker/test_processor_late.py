@@ -7,7 +7,8 @@ import msgpack
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.worker import metrics
 from streams.offline.replay import Replayer
-from streams.worker.processor import APPLIED, Processor, Source
+from streams.worker.processor import APPLIED, Processor
+from streams.worker.records import Source
 
 
 

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from streams.wire.codecs import decode_event
 from streams.detection import Engine, OpenClawConfig, SessionState
-from streams.worker.processor import APPLIED, DEAD_LETTER, Processor, Source, decode_state, encode_state
+from streams.worker.processor import APPLIED, DEAD_LETTER, Processor
+from streams.worker.records import Source
+from streams.worker.states import decode_state, encode_state
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True, "historySize": 8, "warningThreshold": 2,

@@ -27,7 +27,7 @@ from aiokafka.errors import PolicyViolationError
 from faust.types import TP
 
 from streams.wire.keys import verdict_partition
-from streams.worker.processor import decode_state
+from streams.worker.states import decode_state
 from tests.worker.test_worker import ENABLED, _calls, _offline, _same, stopped_mid_stream_loses_nothing
 from tests.worker_harness import (
     WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,

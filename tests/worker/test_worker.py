@@ -30,7 +30,7 @@ from streams.detection import Engine, OpenClawConfig, SessionState, SessionStore
 from streams.wire.keys import verdict_partition
 from streams.wire.codecs import MAX_REQUEST_SIZE, decode_event, record_size
 from streams.wire.keys import partition_key, record_key
-from streams.worker.processor import decode_state
+from streams.worker.states import decode_state
 from streams.worker.settings import WorkerSettings
 from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path, skip_without
 from tests.worker_harness import (
@@ -329,7 +329,7 @@ def test_a_tool_name_of_600_kb_gets_a_shortened_verdict_and_its_state_stays_in_m
             verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 3, timeout=30)
             await checkpointed(loopwatch)
             assert loopwatch.table.get(b"r1") is None and decode_state(loopwatch.table.get(b"r2")).history
-            assert len(loopwatch._cache[b"r1"].history) == 2  # in memory: the next calls still count
+            assert len(loopwatch.processor.states.cache[b"r1"].history) == 2  # in memory: the next calls still count
         got = [decode_event(v.value) for v in verdicts]
         assert [(g["event_id"], g["verdict"], len(g["tool_name"]), "truncated" in g) for g in got] == [
             ("e0", "allow", 1_024, True), ("e1", "allow", 1_024, True), ("e9", "allow", 4, False)]
