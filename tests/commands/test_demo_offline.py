@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from streams.commands import loopwatch
-from streams.commands import demo as demo_module
+from streams.commands.demo import broker as demo_broker, common as demo_common, session as demo_session
 
 EVENTS = [  # one with event_id and an old ts, one with neither, one more without event_id
     {"event_id": "ex-1", "ts": 1764460800250, "type": "tool_call", "run_id": "run-1", "session_id": "s",
@@ -103,7 +103,7 @@ def events_file(tmp_path) -> Path:
 
 def _demo_session(events_file: Path, timeout: float = 5.0) -> int:
     topics = {name: f"t.{name}" for name in ("events", "verdicts", "loop-events", "dead-letters")}
-    return asyncio.run(demo_module._session("127.0.0.1:1", topics, str(events_file), None, timeout, True, None, 0))
+    return asyncio.run(demo_session.run_session("127.0.0.1:1", topics, str(events_file), None, timeout, True, None, 0))
 
 
 def test_demo_stamps_ts_and_event_id_and_gets_every_verdict_of_id_less_events(broker, events_file, capsys):
@@ -159,17 +159,17 @@ def test_no_broker_hint_starts_kafka_sh_on_the_requested_port(tmp_path):
     assert result.exit_code == 1
     assert (f"Error: no Kafka broker at 127.0.0.1:{port}; start one (KAFKA_PORT={port} "
             "deploy/kafka/kafka.sh start) or pass --bootstrap") in result.output
-    assert not (demo_module.ROOT / ".work" / "demo" / f"test-no-broker-{port}").exists()
+    assert not (demo_common.ROOT / ".work" / "demo" / f"test-no-broker-{port}").exists()
 
 
 def test_no_broker_hint_for_a_remote_address_does_not_pretend_kafka_sh_serves_it():
-    hint = demo_module._no_broker_hint("kafka.example.com:9092")
+    hint = demo_broker.no_broker_hint("kafka.example.com:9092")
     assert hint == ("no Kafka broker at kafka.example.com:9092; check the address, or start a local one "
                     "(KAFKA_PORT=9092 deploy/kafka/kafka.sh start) and pass "
                     "--bootstrap 127.0.0.1:9092")
     # kafka.sh's default controller port is KAFKA_PORT + 1: named only where there is no such port
-    assert demo_module._kafka_sh_start(65534) == "KAFKA_PORT=65534 deploy/kafka/kafka.sh start"
-    assert demo_module._kafka_sh_start(65535) == \
+    assert demo_broker.kafka_sh_start(65534) == "KAFKA_PORT=65534 deploy/kafka/kafka.sh start"
+    assert demo_broker.kafka_sh_start(65535) == \
         "KAFKA_PORT=65535 KAFKA_CONTROLLER_PORT=65534 deploy/kafka/kafka.sh start"
 
 
@@ -177,8 +177,8 @@ def test_demo_runs_kafka_sh_for_the_bootstrap_port_whatever_kafka_port_is_export
     script = tmp_path / "kafka.sh"
     script.write_text(f'#!/bin/sh\necho "$1 $KAFKA_PORT" >> {tmp_path / "calls"}\n')
     script.chmod(0o755)
-    monkeypatch.setattr(demo_module, "KAFKA_SH", script)
+    monkeypatch.setattr(demo_broker, "KAFKA_SH", script)
     monkeypatch.setenv("KAFKA_PORT", "9192")
-    demo_module._stop_broker("127.0.0.1:9092")
-    assert demo_module._kafka_sh("start", 9092).returncode == 0
+    demo_broker.stop_broker("127.0.0.1:9092")
+    assert demo_broker.kafka_sh("start", 9092).returncode == 0
     assert (tmp_path / "calls").read_text() == "stop 9092\nstart 9092\n"
