@@ -22,6 +22,7 @@ from typing import Any
 
 from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, openclaw_export, openclaw_sqlite, swe_agent
+from .compressed import open_binary, plain_name
 from .events import ErrorHandler, SessionFormatError
 
 __all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format", "AUTO",
@@ -40,15 +41,17 @@ class Format:
 
 def _openclaw_discover(root: Path) -> Iterator[Path]:
     """OpenClaw's JSONL transcripts (up to 2026.7.x) and agent databases (2026.9.x) under ``root``."""
-    yield from openclaw.discover(root)
     if root.is_dir():
+        yield from (p for p in openclaw.discover(root) if openclaw_sqlite.owning_database(p) is None)
         yield from openclaw_sqlite.discover(root)
+    else:
+        yield from openclaw.discover(root)
 
 
 def _openclaw_read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """One OpenClaw session file: an agent database (by its SQLite header) or a JSONL transcript."""
     path = Path(path)
-    if path.name.endswith(".sqlite") or openclaw_sqlite.is_database(path):
+    if plain_name(path.name).endswith(".sqlite") or openclaw_sqlite.is_database(path):
         reader = openclaw_sqlite.read
     elif openclaw.SIDECAR_SUFFIX not in path.name and openclaw_export.looks_like(_first_value(path)):
         reader = openclaw_export.read  # an export-trajectory bundle's events.jsonl
@@ -60,10 +63,10 @@ def _openclaw_read(path: Path, on_error: ErrorHandler | None = None) -> Iterator
 def _first_value(path: Path) -> Any:
     """The first JSON value of a JSON Lines file (``None`` when it has none or cannot be read)."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            first_line = next((ln for ln in fh if ln.strip()), "")
-        return json_loads(first_line)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        with open_binary(path) as fh:
+            first_line = next((ln for ln in fh if ln.strip()), b"")
+        return json_loads(first_line.decode("utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError, JSONDecodeError, CompressedDataError
         return None
 
 

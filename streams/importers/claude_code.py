@@ -58,6 +58,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .compressed import SUFFIXES, plain_name
 from .events import (
     ErrorHandler,
     EventIds,
@@ -80,7 +81,12 @@ VIA_PROGRESS = "agent_progress"
 
 def _key(path: Path) -> str:
     # sorting on the path without ".jsonl" puts "<id>" before "<id>/subagents/..."
-    return str(path.with_suffix(""))
+    return str(_stem_path(path))
+
+
+def _stem_path(path: Path) -> Path:
+    """``path`` without ``.jsonl`` (and a ``.gz`` / ``.zst`` after it): ``<id>.jsonl.gz`` -> ``<id>``."""
+    return path.with_name(plain_name(path.name)).with_suffix("")
 
 
 def discover(root: Path) -> Iterator[Path]:
@@ -88,14 +94,16 @@ def discover(root: Path) -> Iterator[Path]:
     named alone comes with the side files of its sub-agents (``<stem>/subagents/*.jsonl``)."""
     yield from discover_files(root, "*.jsonl", key=_key)
     if root.is_file():
-        side_dir = root.with_suffix("") / "subagents"
+        side_dir = _stem_path(root) / "subagents"
         if side_dir.is_dir():
             yield from discover_files(side_dir, "*.jsonl", key=_key)
 
 
 def side_file(main_log: Path, agent_id: str) -> Path:
-    """Where Claude Code keeps the log of sub-agent ``agent_id`` of ``main_log`` (it may not exist)."""
-    return main_log.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+    """Where Claude Code keeps the log of sub-agent ``agent_id`` of ``main_log`` (it may not exist; a
+    compressed copy of it, ``.jsonl.gz`` / ``.jsonl.zst``, when that is what is there)."""
+    side = _stem_path(main_log) / "subagents" / f"agent-{agent_id}.jsonl"
+    return next((c for c in (side, *(side.with_name(side.name + s) for s in SUFFIXES)) if c.exists()), side)
 
 
 def looks_like(first: Any) -> bool:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from . import codex_rollout
+from .compressed import open_binary
 from .events import (
     ErrorHandler,
     EventIds,
@@ -106,10 +107,10 @@ def shell_args(command: Any) -> dict[str, Any]:
 
 def _is_rollout(path: Path) -> bool:
     try:
-        with path.open("rb") as handle:
+        with open_binary(path) as handle:
             first = next((line for line in handle if line.strip()), b"")
         return codex_rollout.looks_like(json.loads(first))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # CompressedDataError is a ValueError
         return False
 
 

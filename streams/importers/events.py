@@ -77,9 +77,13 @@ ErrorHandler = Callable[[SessionFormatError], None]
 
 
 def discover_files(root: Path, pattern: str, key: Callable[[Path], Any] | None = None) -> Iterator[Path]:
-    """Files matching ``pattern`` under ``root`` (recursively, sorted by ``key``), or ``root`` itself."""
+    """Files matching ``pattern`` under ``root`` (recursively, sorted by ``key``), or ``root`` itself; a
+    ``pattern`` match compressed (``<match>.gz``, ``<match>.zst``) counts too."""
+    from .compressed import SUFFIXES
+
     if root.is_dir():
-        yield from sorted((p for p in root.rglob(pattern) if p.is_file()), key=key)
+        found = (p for pat in (pattern, *(pattern + s for s in SUFFIXES)) for p in root.rglob(pat) if p.is_file())
+        yield from sorted(found, key=key)
     elif root.is_file():
         yield root
 
@@ -101,10 +105,22 @@ def read_jsonl(path: Path, on_error: ErrorHandler | None) -> Iterator[tuple[int,
     """Yield ``(line_number, parsed_value)`` for each non-blank line of a JSON Lines file.
 
     A line that is not UTF-8, not JSON, or not a JSON object, is reported as a
-    :class:`SessionFormatError` (raised when ``on_error`` is ``None``) and skipped.
+    :class:`SessionFormatError` (raised when ``on_error`` is ``None``) and skipped. A gzip or
+    Zstandard file is read decompressed (:mod:`streams.importers.compressed`); its damage ends the
+    file, reported for the file (``line`` None), the lines before it kept.
     """
-    with path.open("rb") as fh:  # bytes, decoded per line: a line that is not UTF-8 costs that line only
-        for lineno, raw in enumerate(fh, 1):
+    from .compressed import CompressedDataError, open_binary
+
+    with open_binary(path) as fh:  # bytes, decoded per line: a line that is not UTF-8 costs that line only
+        lines = enumerate(fh, 1)
+        while True:
+            try:
+                lineno, raw = next(lines)
+            except StopIteration:
+                return
+            except CompressedDataError as exc:  # what was decompressed before the damage is kept
+                report(SessionFormatError(path, None, f"{exc}: the rest of the file is lost"), on_error)
+                return
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -27,7 +27,9 @@ from typing import Any
 
 from streams.wire.codecs import read_event_file
 from . import FORMATS, iter_files, stdin_file
+from .compressed import CompressedDataError, local_copy
 from .events import ErrorHandler, SessionFormatError, report
+from .openclaw_sqlite import owning_database
 from .sniff import EVENTS, main_file_present, sniff
 
 __all__ = ["AUTO", "SessionFile", "NotASession", "session_files", "read_files", "SQLITE_FORMAT"]
@@ -95,6 +97,8 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
                 add(SessionFile(root, sniffed.format, sniffed.reason))
             continue
         for path in sorted(_walk(root), key=_order):
+            if owning_database(path) is not None:
+                continue  # an archived OpenClaw session its database holds (read with it)
             sniffed = sniff(path, SQLITE_FORMAT)
             if sniffed.format is None and sniffed.companion is not None and main_file_present(sniffed.companion):
                 continue  # read with its main file
@@ -145,18 +149,22 @@ def _read_one(item: SessionFile, on_error: ErrorHandler | None) -> Iterator[dict
         report(exc, on_error)
     except OSError as exc:
         report(SessionFormatError(item.path, None, f"cannot read: {exc.strerror or exc}"), on_error)
+    except CompressedDataError as exc:
+        report(SessionFormatError(item.path, None, f"cannot read further: {exc}"), on_error)
     except Exception as exc:  # an importer failing on input it did not foresee costs this file only
         report(SessionFormatError(item.path, None, f"read as {item.format} up to here, then the importer failed "
                                                    f"({type(exc).__name__}: {exc})"), on_error)
 
 
 def _read_events(path: Path, on_error: ErrorHandler | None) -> Iterator[dict[str, Any]]:
-    """The events of a loopwatch event file (JSON Lines or msgpack), with ``source`` where they had none."""
-    for record in read_event_file(path):
-        if record.event is None:
-            report(SessionFormatError(path, record.position, record.error or "unreadable"), on_error)
-            continue
-        event = record.event
-        if "source" not in event:
-            event = {**event, "source": {"path": str(path), "line": record.position}}
-        yield event
+    """The events of a loopwatch event file (JSON Lines or msgpack, or either compressed), with ``source``
+    where they had none."""
+    with local_copy(path) as plain:
+        for record in read_event_file(plain):
+            if record.event is None:
+                report(SessionFormatError(path, record.position, record.error or "unreadable"), on_error)
+                continue
+            event = record.event
+            if "source" not in event:
+                event = {**event, "source": {"path": str(path), "line": record.position}}
+            yield event

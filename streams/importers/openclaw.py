@@ -80,6 +80,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .compressed import SUFFIXES, plain_name
 from .events import (
     ErrorHandler,
     EventIds,
@@ -104,16 +105,17 @@ _ADAPTER_ERROR_KEYS = frozenset({"status", "tool", "error"})
 
 def is_transcript(path: Path) -> bool:
     """``*.jsonl``, ``*.jsonl.reset.*``, ``*.jsonl.deleted.*``, but never a trajectory sidecar."""
-    name = path.name
+    name = plain_name(path.name)
     if SIDECAR_SUFFIX in name:
         return False
     return name.endswith(".jsonl") or ".jsonl.reset." in name or ".jsonl.deleted." in name
 
 
 def sidecar_path(path: Path) -> Path:
-    """The trajectory sidecar that belongs with transcript ``path`` (it may not exist)."""
-    stem = path.name.split(".jsonl", 1)[0]
-    return path.with_name(stem + SIDECAR_SUFFIX)
+    """The trajectory sidecar that belongs with transcript ``path`` (it may not exist), or a compressed
+    copy of it (``.gz``, ``.zst``) when only that is there."""
+    side = path.with_name(path.name.split(".jsonl", 1)[0] + SIDECAR_SUFFIX)
+    return next((c for c in (side, *(side.with_name(side.name + s) for s in SUFFIXES)) if c.is_file()), side)
 
 
 def discover(root: Path) -> Iterator[Path]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,9 @@ import msgpack
 
 from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, swe_agent
+from .compressed import CompressedDataError, compression, plain_name
 
-__all__ = ["Sniffed", "sniff", "EVENTS", "HEAD_BYTES", "SQLITE_MAGIC", "companion_of", "main_file_present"]
+__all__ = ["Sniffed", "sniff", "read_head", "EVENTS", "HEAD_BYTES", "SQLITE_MAGIC", "companion_of", "main_file_present"]
 
 EVENTS = "events"
 """The format name of loopwatch event files (JSON Lines or msgpack), beside the session formats."""
@@ -84,7 +86,7 @@ class Sniffed:
 def companion_of(path: Path) -> Path | None:
     """The main file a companion file goes with, by name (it may not exist; an OpenClaw sidecar's
     transcript may also be an archived copy, ``<id>.jsonl.reset.<ts>``: :func:`main_file_present`), or None."""
-    name = path.name
+    name = plain_name(path.name)
     if openclaw.SIDECAR_SUFFIX in name:
         return path.with_name(name.split(openclaw.SIDECAR_SUFFIX, 1)[0] + ".jsonl")
     for suffix in _SQLITE_COMPANIONS:
@@ -113,10 +115,11 @@ def sniff(path: Path, sqlite_format: str | None = None) -> Sniffed:
     """
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            head = fh.read(HEAD_BYTES)
+        head = read_head(path)
     except OSError as exc:
         return Sniffed(None, f"cannot read: {exc.strerror or exc}")
+    except CompressedDataError as exc:
+        return Sniffed(None, f"cannot read: {exc}")
     found = _sniff_head(head, sqlite_format)
     if found.reason == _SIDECAR and openclaw.SIDECAR_SUFFIX not in path.name:
         return Sniffed("openclaw")  # trajectory records not beside a transcript: an export-trajectory bundle
@@ -125,6 +128,28 @@ def sniff(path: Path, sqlite_format: str | None = None) -> Sniffed:
         if companion is not None:
             return Sniffed(None, found.reason, companion)
     return found
+
+
+def read_head(path: Path) -> bytes:
+    """At most :data:`HEAD_BYTES` of a file, decompressed when it is gzip or Zstandard: as much as its
+    first :data:`HEAD_BYTES` compressed bytes give, so a file cut short still shows its head.
+
+    Raises:
+        OSError: cannot read. CompressedDataError: the compressed head itself is damaged.
+    """
+    with path.open("rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    kind = compression(head)
+    try:
+        if kind == "gzip":
+            return zlib.decompressobj(wbits=31).decompress(head, HEAD_BYTES)
+        if kind == "zstd":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(head)[:HEAD_BYTES]
+    except Exception as exc:  # zlib.error, zstandard.ZstdError
+        raise CompressedDataError(f"{kind} data damaged ({exc})") from None
+    return head
 
 
 def _sniff_head(head: bytes, sqlite_format: str | None) -> Sniffed:

@@ -72,7 +72,14 @@ def _function_call(message: dict[str, Any] | None) -> tuple[str, str, Any] | Non
 def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str, Any]]:
     """Yield the stream events of one ``.traj`` file (see the module docstring)."""
     path = Path(path)
-    data = path.read_bytes()
+    from .compressed import CompressedDataError, open_binary, plain_name
+
+    try:
+        with open_binary(path) as fh:
+            data = fh.read()
+    except CompressedDataError as exc:
+        report(SessionFormatError(path, None, str(exc)), on_error)
+        return
     try:
         doc = json_loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:  # one JSON document: nothing of it can be read
@@ -86,7 +93,8 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     if not looks_like(doc):
         report(SessionFormatError(path, 1, "not a SWE-agent trajectory (no trajectory list)"), on_error)
         return
-    instance = path.name[: -len(".traj")] if path.name.endswith(".traj") else path.stem
+    name = plain_name(path.name)
+    instance = name[: -len(".traj")] if name.endswith(".traj") else Path(name).stem
     history = doc.get("history") if isinstance(doc.get("history"), list) else []
     assistants = [m for m in history if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("is_demo")]
     ids = EventIds(instance)

@@ -245,3 +245,104 @@ def test_export_trajectory_bundle_gives_the_stores_calls_and_verdicts(tmp_path):
                 for v in replay_events(events, PROFILE_96)]
 
     assert decisions(exported) == decisions(stored)
+
+
+# `deleted-session-2026.9.6`: two `openclaw agent --local` turns (session keys agent:main:first and agent:main:second,
+# 4 calls each), then `openclaw sessions delete agent:main:first` through a running gateway: OpenClaw moved the first
+# session into session_transcript_archives and published it as the .zst file beside it (both kept as written).
+DELETED = "2ea046cf-7d62-45fd-867d-31ad408ea7d4"
+ARCHIVE = f"{DELETED}.jsonl.deleted.2026-12-03T10-33-49.154Z.ae02dffabab9468da84fcc4cebc6ede7.zst"
+
+
+def _deleted_session_state(tmp_path: Path) -> Path:
+    database = _database(tmp_path, "deleted-session-2026.9.6")
+    sessions = database.parent.parent / "sessions"
+    sessions.mkdir()
+    shutil.copy(FIXTURES / ARCHIVE, sessions / ARCHIVE)
+    return tmp_path / "state"
+
+
+def _calls(events: list[dict]) -> list[tuple]:
+    return [(e["session_id"], e.get("session_key"), e["tool_call_id"], e["tool_name"], e["args"], e["error"][:15])
+            for e in events if e["type"] == "tool_call"]
+
+
+@pytest.mark.parametrize("fmt", ["openclaw", "auto"])
+def test_a_deleted_session_is_read_from_the_database_once_and_its_published_file_left_to_it(tmp_path, fmt):
+    state = _deleted_session_state(tmp_path)
+    errors: list = []
+    events = list(import_paths(fmt, [state], errors.append))
+    assert errors == []
+    first = [e for e in events if e["session_id"] == DELETED]
+    assert _calls(first) == [(DELETED, "agent:main:first", f"call_{n}", "read", {"path": "missing.txt"},
+                              "File not found:") for n in range(1, 5)]
+    assert {e["source"]["archive"] for e in first} == {ARCHIVE}
+    assert {e["source"]["path"] for e in events} == {str(state / "agents" / "main" / "agent" / openclaw_sqlite.DATABASE_NAME)}
+    assert all(e["event_id"].startswith(f"{DELETED}@{ARCHIVE}:") for e in first)
+    second = [e for e in events if e["session_id"] != DELETED]
+    assert [e["session_key"] for e in second] == ["agent:main:second"] * 4
+    assert events.index(first[-1]) < events.index(second[0])  # the archived session first
+    # the run ids OpenClaw wrote on the archived session's messages, as for a live one
+    assert len({e["run_id"] for e in first}) == 1 and first[0]["run_id"] != second[0]["run_id"]
+    # the loop in it is found as in a live session: the 4th identical failing read is blocked
+    verdicts = replay_events(first, OpenClawConfig(
+        {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 2, "criticalThreshold": 3}}}))
+    assert [(r["verdict"], (r.get("detection") or {}).get("count")) for r in verdicts] == [
+        ("allow", None), ("allow", None), ("allow", 2), ("block", 3)]
+
+
+def test_a_published_archive_without_its_database_reads_as_a_compressed_transcript(tmp_path):
+    alone = tmp_path / ARCHIVE
+    shutil.copy(FIXTURES / ARCHIVE, alone)
+    assert detect_format(alone) == "openclaw"
+    events, errors = _import(alone)
+    assert errors == []
+    assert [(e["tool_call_id"], e["args"], e["error"][:15]) for e in events] == [
+        (f"call_{n}", {"path": "missing.txt"}, "File not found:") for n in range(1, 5)]
+    assert {e["session_id"] for e in events} == {DELETED}
+
+
+def _cold_database(tmp_path: Path, storage: str, damage: bool = False) -> Path:
+    """A session whose rows OpenClaw 2026.9.6 moved to cold storage (its session-cold-storage-worker's record
+    layout: a Zstandard JSON Lines archive of header/event/identity records, named by its SHA-256)."""
+    database = _small_database(tmp_path / "agents" / "ops" / "agent" / openclaw_sqlite.DATABASE_NAME,
+                               _rows(_entry(1) + _entry(2) + _entry(3)))
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT seq, event_json FROM transcript_events ORDER BY seq").fetchall()
+        records = [{"kind": "header", "version": 1, "sessionId": "s1", "generation": "g1"}]
+        records += [{"kind": "event", "row": {"seq": seq, "event_json": text, "created_at": 0}} for seq, text in rows[:5]]
+        records += [{"kind": "identity", "row": {"event_id": "x", "seq": 0, "event_type": None, "parent_id": None,
+                                                 "message_idempotency_key": None, "created_at": 0}}]
+        data = zstandard.ZstdCompressor().compress("".join(json.dumps(r) + "\n" for r in records).encode())
+        sha = hashlib.sha256(data).hexdigest()
+        name = f"{sha}.jsonl.zst"
+        db.executescript("""CREATE TABLE session_transcript_cold_archives (session_id TEXT NOT NULL PRIMARY KEY,
+            generation TEXT NOT NULL, archive_name TEXT NOT NULL UNIQUE, archive_sha256 TEXT NOT NULL,
+            event_count INTEGER NOT NULL, raw_bytes INTEGER NOT NULL, archive_bytes INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL, archived_at INTEGER NOT NULL, storage TEXT NOT NULL, archive_blob BLOB)""")
+        db.execute("INSERT INTO session_transcript_cold_archives VALUES ('s1', 'g1', ?, ?, 5, 0, ?, 4, 0, ?, ?)",
+                   (name, sha, len(data), storage, data if storage == "sqlite" else None))
+        db.execute("DELETE FROM transcript_events WHERE seq < 5")  # moved out; the rows after it stay
+    db.close()
+    if storage == "file":
+        cold = database.parent.parent / "sessions" / "cold"
+        cold.mkdir(parents=True)
+        (cold / name).write_bytes(data[:-7] + b"damaged" if damage else data)
+    return database
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "file"])
+def test_a_session_in_cold_storage_is_read_from_its_archive(tmp_path, storage):
+    database = _cold_database(tmp_path, storage)
+    errors: list = []
+    events = list(import_paths("auto", [tmp_path], errors.append))  # the cold file is not listed as unknown
+    assert errors == []
+    assert [(e["tool_call_id"], e["source"]["line"]) for e in events] == [("c1", 2), ("c2", 4), ("c3", 6)]
+    assert events[0]["source"]["cold_archive"].endswith(".jsonl.zst") and events[0]["source"]["path"] == str(database)
+
+
+def test_a_damaged_cold_archive_is_reported_and_the_rows_left_are_read(tmp_path):
+    _cold_database(tmp_path, "file", damage=True)
+    events, errors = _import(tmp_path)
+    assert [e["tool_call_id"] for e in events] == ["c3"]
+    assert len(errors) == 1 and "cold archive" in errors[0].reason and "SHA-256" in errors[0].reason
