@@ -1,16 +1,20 @@
 """Gateway benchmark: a runner's hook round trip through ``loopwatch gateway`` against the direct client.
 
-One ``loopwatch worker`` (detection on, default thresholds) and one ``loopwatch gateway`` run as
-subprocesses on fresh topics of one broker. At each offered rate (default 200 and 1,000 requests/s,
-10 s each), two phases in turn:
+One ``loopwatch worker`` (detection on, default thresholds) and one ``loopwatch gateway`` per
+``--processes`` value (default: one of 1 process, one of 2) run as subprocesses on fresh topics of
+one broker. At each offered rate (default 200 and 1,000 requests/s, 10 s each), in turn:
 
 (a) direct -- the floor: ``LoopwatchClient.check()`` in this process, one ``tool_call`` per
     request (what an embedded Python runner pays: Kafka there and back, the worker between);
-(b) gateway -- the same tool calls as Claude Code ``PreToolUse`` hook calls POSTed to
+(b) each gateway -- the same tool calls as Claude Code ``PreToolUse`` hook calls POSTed to
     ``/v1/hooks/claude-code`` (HTTP keep-alive), answered in Claude Code's hook output.
 
 Round trip = from just before the request is sent to its answer; p50/p99/max per phase, side by
-side, with the gateway/direct ratio (target: gateway p99 within 2x the direct p99).
+side, with the gateway/direct ratios (target: gateway p99 within 2x the direct p99). Beside them:
+CPU per request of the serving side (the direct client's process, which is also its load generator;
+the gateway's processes), of the load generator apart (this process, while it sends the HTTP
+requests), and the load average at the end of each phase. ``--repeat N`` goes through every rate
+N times (alternating runs on one worker and broker, for a machine whose load moves).
 
 Then the command hook's start-up: ``loopwatch hook claude-code`` started N times (default 40) with a
 ``PreToolUse`` payload on stdin, each timed from spawn to exit (answer printed), against the bare
@@ -18,6 +22,7 @@ interpreter's start-up (``python -c pass``) as the floor. Target p50 <= 80 ms.
 
     deploy/kafka/kafka.sh start
     .venv/bin/python bench/gateway.py
+    .venv/bin/python bench/gateway.py --rates 1000 --processes 1,2 --repeat 3 --starts 0
     .venv/bin/python bench/gateway.py --rates 200 --duration 5 --starts 20
 
 Every topic is named ``bench.<random>...`` and deleted at the end.
@@ -52,15 +57,17 @@ TIMEOUT_S = 10.0  # per request: far above any healthy round trip, so a slow one
 
 
 class Gateway:
-    """``loopwatch gateway`` as a subprocess on the worker's topics."""
+    """``loopwatch gateway`` as a subprocess on the worker's topics (``processes`` of them: ``--processes``)."""
 
-    def __init__(self, bootstrap: str, worker: Worker, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, worker: Worker, workdir: Path, processes: int = 1) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / "gateway.log"
+        self.processes = processes
+        self.log = workdir / f"gateway-{processes}.log"
         self.args = [sys.executable, "-c", "from streams.cli import main; main()", "gateway",
                      "--bootstrap", bootstrap, "--port", str(self.port), "--timeout", str(TIMEOUT_S),
-                     "--events-topic", worker.input, "--verdicts-topic", worker.output]
+                     "--events-topic", worker.input, "--verdicts-topic", worker.output,
+                     "--processes", str(processes)]
         self.proc: subprocess.Popen | None = None
         # The bearer token the gateway asks, sent by the requests below and the command hook (from the env).
         self.env = {**os.environ, "LOOPWATCH_GATEWAY_TOKEN": uuid.uuid4().hex}
@@ -75,6 +82,18 @@ class Gateway:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"gateway did not start (exit {self.proc.poll()}):\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time so far of the gateway's processes (with ``--processes`` above 1, the parent and its children)."""
+        if self.proc is None:
+            return None
+        pids = [self.proc.pid]
+        try:
+            pids += [int(pid) for pid in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
+        except OSError:
+            pass
+        times = [_cpu_seconds(pid) for pid in pids]
+        return None if None in times else sum(times)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -180,31 +199,34 @@ def _startups(command: list[str], stdin: bytes, count: int, env: dict[str, str] 
     return {"runs": count, "p50_ms": _quantile(times, 0.50), "p99_ms": _quantile(times, 0.99), "max_ms": max(times)}
 
 
-def _report(pairs: list[tuple[dict[str, Any], dict[str, Any]]], startup: dict[str, Any], floor: dict[str, Any],
-            answered: str) -> None:
+def _report(rounds: list[dict[str, Any]], startup: dict[str, Any], floor: dict[str, Any], answered: str) -> None:
     print()
-    if hasattr(os, "getloadavg"):
-        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s) "
-              "(other processes' load shows in every figure: compare the columns, not runs)")
-    print("hook round trip, ms          direct client (floor)          through the gateway         gateway/direct")
-    print(f"{'offered req/s':>14} {'achieved':>9}  {'p50':>7} {'p99':>7} {'max':>7}   {'p50':>7} {'p99':>7} {'max':>7}"
-          f"   {'p50':>5} {'p99':>5}")
-    for direct, gateway in pairs:
-        print(f"{direct['offered']:>14,.0f} {gateway['achieved']:>9,.0f}  {direct['p50_ms']:>7.1f} {direct['p99_ms']:>7.1f}"
-              f" {direct['max_ms']:>7.1f}   {gateway['p50_ms']:>7.1f} {gateway['p99_ms']:>7.1f} {gateway['max_ms']:>7.1f}"
-              f"   {gateway['p50_ms'] / direct['p50_ms']:>4.1f}x {gateway['p99_ms'] / direct['p99_ms']:>4.1f}x")
-        if direct.get("cpu_us") is not None and gateway.get("cpu_us") is not None:
-            print(f"{'':>14} CPU per request: direct client {direct['cpu_us']:,.0f} µs (this process: client and "
-                  f"load generator), gateway process {gateway['cpu_us']:,.0f} µs (HTTP server and its client)")
-        for name, r in (("direct", direct), ("gateway", gateway)):
+    print("hook round trip, ms; gateway/direct ratios; CPU per request (µs, user + system) of the side that serves it")
+    print("and of the load generator (this process); load average (1 min) at the end of the phase")
+    print(f"{'offered req/s':>13} {'path':<12} {'achieved':>8}  {'p50':>7} {'p99':>7} {'max':>7}   {'p50':>5} {'p99':>5}"
+          f"  {'CPU/req':>7} {'loadgen':>7}  {'load':>5}")
+    for phase in rounds:
+        direct = phase["direct"]
+        rows = [("direct", direct)] + [(f"gateway x{n}", r) for n, r in sorted(phase["gateway"].items())]
+        for name, r in rows:
+            ratio = (f"{r['p50_ms'] / direct['p50_ms']:>4.1f}x {r['p99_ms'] / direct['p99_ms']:>4.1f}x"
+                     if name != "direct" else f"{'':>5} {'':>5}")
+            cpu = f"{r['cpu_us']:>7,.0f}" if r.get("cpu_us") is not None else f"{'-':>7}"
+            gen = f"{r['loadgen_us']:>7,.0f}" if r.get("loadgen_us") is not None else f"{'(incl)':>7}"
+            print(f"{r['offered']:>13,.0f} {name:<12} {r['achieved']:>8,.0f}  {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f}"
+                  f" {r['max_ms']:>7.1f}   {ratio}  {cpu} {gen}  {r['load']:>5.1f}")
             if r["failed"]:
-                print(f"  ! {name} at {r['offered']:,.0f}/s: {r['failed']} request(s) without a verdict")
-    print()
-    print(f"command hook start-up to answer, ms ({startup['runs']} runs each)   p50     p99     max")
-    print(f"  python -c pass (floor)                              {floor['p50_ms']:>6.1f} {floor['p99_ms']:>7.1f} "
-          f"{floor['max_ms']:>7.1f}")
-    print(f"  loopwatch hook claude-code ({answered:<8})             {startup['p50_ms']:>6.1f} {startup['p99_ms']:>7.1f} "
-          f"{startup['max_ms']:>7.1f}")
+                print(f"  ! {name} at {r['offered']:,.0f}/s: {r['failed']} request(s) without a verdict within "
+                      f"{TIMEOUT_S:g} s")
+    print("direct: CPU of this process (the client and its load generator together); gateway xN: CPU of its N "
+          "processes (and the parent);\nloadgen: this process while it sends the HTTP requests (aiohttp's client)")
+    if startup:
+        print()
+        print(f"command hook start-up to answer, ms ({startup['runs']} runs each)   p50     p99     max")
+        print(f"  python -c pass (floor)                              {floor['p50_ms']:>6.1f} {floor['p99_ms']:>7.1f} "
+              f"{floor['max_ms']:>7.1f}")
+        print(f"  loopwatch hook claude-code ({answered:<8})             {startup['p50_ms']:>6.1f} "
+              f"{startup['p99_ms']:>7.1f} {startup['max_ms']:>7.1f}")
 
 
 def main() -> None:
@@ -212,53 +234,75 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--rates", default="200,1000", help="offered requests/s, comma-separated (200,1000)")
     parser.add_argument("--duration", type=positive(float), default=10.0, help="seconds per phase (10)")
-    parser.add_argument("--starts", type=positive(int), default=40, help="command-hook start-ups timed (40)")
+    parser.add_argument("--starts", type=int, default=40, help="command-hook start-ups timed (40; 0: none)")
+    parser.add_argument("--processes", default="1,2",
+                        help="gateways to measure, by their --processes, comma-separated (1,2): each is started "
+                             "once and every phase runs through each in turn")
+    parser.add_argument("--repeat", type=positive(int), default=1,
+                        help="times to go through every rate (alternating runs on one worker and broker) (1)")
     parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     options = parser.parse_args()
     try:
         rates = [positive(float)(r) for r in options.rates.split(",")]
+        processes = [positive(int)(n) for n in options.processes.split(",")]
     except argparse.ArgumentTypeError as exc:
-        parser.error(f"--rates: {exc}")
+        parser.error(f"--rates/--processes: {exc}")
 
     tag = uuid.uuid4().hex[:8]
     print(f"interpreter: {interpreter()} (worker and gateway run on it too); broker {options.bootstrap}; "
           f"topics bench.{tag}.*", flush=True)
-    pairs = []
+    rounds: list[dict[str, Any]] = []
+    startup: dict[str, Any] = {}
+    floor: dict[str, Any] = {}
+    answered = ""
     workdir = Path(tempfile.mkdtemp(prefix="loopwatch-bench-"))
     worker = Worker(options.bootstrap, tag, options.partitions, workdir)
-    gateway = Gateway(options.bootstrap, worker, workdir)
+    gateways = {n: Gateway(options.bootstrap, worker, workdir, n) for n in processes}
     try:
         worker.start()
-        gateway.start()
-        for rate in rates:
-            print(f"{rate:,.0f} req/s: direct client, then gateway, {options.duration:g} s each ...", flush=True)
-            mine = _cpu_seconds(os.getpid())
-            direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
-            direct["cpu_us"] = _per_request(mine, _cpu_seconds(os.getpid()), direct["answered"] + 20)
-            served = _cpu_seconds(gateway.proc.pid if gateway.proc else None)
-            through = asyncio.run(_through_gateway(gateway, rate, options.duration))
-            through["cpu_us"] = _per_request(served, _cpu_seconds(gateway.proc.pid if gateway.proc else None),
-                                             through["answered"] + 20)
-            print(f"  direct {json.dumps(direct)}\n  gateway {json.dumps(through)}", flush=True)
-            pairs.append((direct, through))
-        payload = json.dumps(_pre_tool_use(0, f"st{tag}")).encode()
-        loopwatch = shutil.which("loopwatch", path=str(Path(sys.executable).parent)) or "loopwatch"
-        hook = [loopwatch, "hook", "claude-code", "--url", gateway.url]
-        print(f"command hook: {' '.join(hook)}, {options.starts} start-ups ...", flush=True)
-        floor = _startups([sys.executable, "-c", "pass"], b"", options.starts)
-        startup = _startups(hook, payload, options.starts, gateway.env)
-        answered = subprocess.run(hook, input=payload, capture_output=True, env=gateway.env).stdout.decode().strip() or "{}"
+        for gateway in gateways.values():
+            gateway.start()
+        for repeat in range(options.repeat):
+            for rate in rates:
+                print(f"{rate:,.0f} req/s: direct client, then the gateway with "
+                      f"{' and '.join(map(str, processes))} process(es), {options.duration:g} s each ...", flush=True)
+                mine = _cpu_seconds(os.getpid())
+                direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
+                direct.update(cpu_us=_per_request(mine, _cpu_seconds(os.getpid()), direct["answered"] + 20),
+                              load=os.getloadavg()[0])
+                print(f"  direct {json.dumps(direct)}", flush=True)
+                phase: dict[str, Any] = {"direct": direct, "gateway": {}}
+                for n, gateway in gateways.items():
+                    served, mine = gateway.cpu_seconds(), _cpu_seconds(os.getpid())
+                    through = asyncio.run(_through_gateway(gateway, rate, options.duration))
+                    through.update(cpu_us=_per_request(served, gateway.cpu_seconds(), through["answered"] + 20),
+                                   loadgen_us=_per_request(mine, _cpu_seconds(os.getpid()), through["answered"] + 20),
+                                   load=os.getloadavg()[0])
+                    print(f"  gateway x{n} {json.dumps(through)}", flush=True)
+                    phase["gateway"][n] = through
+                rounds.append(phase)
+        if options.starts:
+            first = gateways[processes[0]]
+            payload = json.dumps(_pre_tool_use(0, f"st{tag}")).encode()
+            loopwatch = shutil.which("loopwatch", path=str(Path(sys.executable).parent)) or "loopwatch"
+            hook = [loopwatch, "hook", "claude-code", "--url", first.url]
+            print(f"command hook: {' '.join(hook)}, {options.starts} start-ups ...", flush=True)
+            floor = _startups([sys.executable, "-c", "pass"], b"", options.starts)
+            startup = _startups(hook, payload, options.starts, first.env)
+            answered = subprocess.run(hook, input=payload, capture_output=True,
+                                      env=first.env).stdout.decode().strip() or "{}"
     finally:
-        gateway.stop()
+        for gateway in gateways.values():
+            gateway.stop()
         worker.stop()
         deleted = asyncio.run(_cleanup(options.bootstrap, tag))
         print(f"deleted {deleted} bench topic(s)", flush=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    _report(pairs, startup, floor, "allow" if answered == "{}" else "answered")
+    _report(rounds, startup, floor, "allow" if answered == "{}" else "answered")
     if options.json_out:
-        Path(options.json_out).write_text(json.dumps({"round_trip": pairs, "startup": startup, "floor": floor},
-                                                     indent=2))
+        Path(options.json_out).write_text(json.dumps({"rounds": rounds, "startup": startup, "floor": floor},
+                                                     indent=2, default=str))
 
 
 if __name__ == "__main__":

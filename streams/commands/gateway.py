@@ -63,10 +63,14 @@ Examples:
 @click.option("--loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
               envvar="LOOPWATCH_GATEWAY_LOOP", show_envvar=True,
               help="Event loop: uvloop (less CPU per request), asyncio's own, or auto (uvloop when installed).")
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              envvar="LOOPWATCH_GATEWAY_PROCESSES", show_envvar=True,
+              help="Gateway processes sharing the port (Linux): each answers the sessions it owns, whichever "
+                   "process reads their requests. More than one when one core is not enough.")
 def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: str, max_body_bytes: int,
             no_token: bool, print_token: bool, allow_origins: tuple[str, ...], header_timeout: float,
             body_timeout: float, outbox_events: int, outbox_mb: float, drain_timeout: float,
-            events_topic: str, verdicts_topic: str, key_by: str, loop: str) -> None:
+            events_topic: str, verdicts_topic: str, key_by: str, loop: str, processes: int) -> None:
     """Serve verdicts over HTTP for runners that cannot hold a Kafka client.
 
     POST /v1/events takes one event (the shape of a line of an event file)
@@ -121,8 +125,19 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
 
     def ready(url: str) -> None:
         click.echo(f"loopwatch gateway: {url} (Kafka {bootstrap}, timeout {timeout:g} s, on_timeout={on_timeout}"
-                   f"{', token required' if token else ', NO token'})", err=True)
+                   f"{', token required' if token else ', NO token'}"
+                   f"{f', {processes} processes' if processes > 1 else ''})", err=True)
 
+    if processes > 1:
+        from streams.runners.gateway.processes import ProcessesUnsupported, serve_processes
+
+        try:
+            status = serve_processes(processes, bootstrap, config, host=host, port=port, client_options=options,
+                                     loop=loop, ready=ready)
+        except (OSError, ProcessesUnsupported) as exc:
+            click.echo(f"loopwatch gateway: {exc}", err=True)
+            sys.exit(1)
+        sys.exit(status)
     try:
         run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready), loop)
     except KeyboardInterrupt:

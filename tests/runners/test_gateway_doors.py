@@ -411,7 +411,9 @@ def test_the_command_line_makes_and_asks_the_token_unless_no_token_and_drains_on
 
 
 @pytest.mark.kafka
-def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_reach_kafka(kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_reach_kafka(kafka_bootstrap, tmp_path,
+                                                                                           processes):
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.worker_harness import count_records, create_topics, topic_tag
@@ -420,8 +422,9 @@ def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_
     events, verdicts = f"test.lw.{tag}.events", f"test.lw.{tag}.verdicts"
     asyncio.run(create_topics(kafka_bootstrap, [events, verdicts], 2))
     # No worker: each request waits its 5 s for a verdict, so all are in flight when SIGTERM comes.
+    # With 2 processes, the requests read by the one that does not own the session wait on the other's answer.
     proc, port, log = _gateway(tmp_path, "--no-token", "--timeout", "5", "--events-topic", events,
-                               "--verdicts-topic", verdicts, bootstrap=kafka_bootstrap)
+                               "--verdicts-topic", verdicts, "--processes", str(processes), bootstrap=kafka_bootstrap)
     try:
         with ThreadPoolExecutor(10) as pool:
             waiting = [pool.submit(_post, port, json.dumps(call("drain", i)).encode(), {}) for i in range(10)]

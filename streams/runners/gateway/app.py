@@ -22,6 +22,9 @@ object (``1e999``, ``NaN`` included) or an event the worker would dead-letter 40
 anything is sent, so a refused request never reaches Kafka), a full outbox 503
 (:class:`~streams.runners.client.OutboxFullError`: the event is not taken, the runner's own
 fail-open/fail-closed choice applies).
+
+One process of several (``peers``, :mod:`.peers`): a request that passed the doors and whose
+session another process owns is handed to that process, and its answer sent back as it gave it.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ from streams.wire.codecs import encode_json
 from .answers import BadRequest, event_answer, parse_object
 from .health import KafkaProbe, Readiness
 from .metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from .peers import Peers
 
 __all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYTES", "METRICS_KEY", "DRAIN_KEY",
-           "INFLIGHT_KEY", "InFlight"]
+           "INFLIGHT_KEY", "InFlight", "PEERS_KEY", "HANDOVER_KEY"]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 HOOK_MARGIN_S = 0.25  # of a command hook's timeout, left for its HTTP round trip to the gateway
@@ -81,6 +85,8 @@ class InFlight:
 
 
 INFLIGHT_KEY: web.AppKey = web.AppKey("in_flight", InFlight)
+PEERS_KEY: web.AppKey = web.AppKey("peers", Peers)
+HANDOVER_KEY: web.AppKey = web.AppKey("handover", object)
 
 
 class VerdictSource(Protocol):
@@ -132,7 +138,7 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.
 
 
 def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProbe | None = None,
-               metrics: GatewayMetrics | None = None) -> web.Application:
+               metrics: GatewayMetrics | None = None, peers: Peers | None = None) -> web.Application:
     """The gateway application around a started ``client``.
 
     Arguments:
@@ -142,9 +148,12 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         probe: the Kafka reachability check of ``/healthz`` and ``/readyz`` (default: a TCP probe of
             ``config.bootstrap``).
         metrics: where to count (default: a fresh :class:`GatewayMetrics`).
+        peers: the links to the other processes of a gateway of several (:mod:`.peers`): a request of a
+            session another process owns is handed to it; None: one process answers everything.
     Returns:
         An :class:`aiohttp.web.Application`; ``app[METRICS_KEY]`` is its metrics, ``app[DRAIN_KEY]``
-        the event that starts a drain.
+        the event that starts a drain; with ``peers``, ``app[HANDOVER_KEY]`` answers the requests the
+        other processes hand over (to pass to :meth:`Peers.open`).
     """
     metrics = metrics or GatewayMetrics()
     probe = probe or KafkaProbe(config.bootstrap)
@@ -195,7 +204,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         finally:
             in_flight.leave()
 
-    async def body(request: web.Request) -> dict[str, Any]:
+    async def body(request: web.Request) -> bytes:
         length = request.content_length
         if length is not None and length > config.max_body_bytes:
             raise BadRequest(413, f"body of {length:,} bytes is over the gateway's limit of "
@@ -207,7 +216,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             raise BadRequest(413, f"body is over the gateway's limit of {config.max_body_bytes:,} bytes") from None
         except TimeoutError:
             raise BadRequest(408, f"body not received within {config.body_timeout:g} s", close=True) from None
-        return parse_object(raw)
+        return raw
 
     # The client checks an event's fields; whether its args and outcome can be hashed (nesting about
     # 1,000 deep is too deep for Python) only the engine finds out: one pass over an empty state here
@@ -244,11 +253,10 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             return "send_error"
         return answer["decision"]
 
-    async def events(request: web.Request) -> web.Response:
-        event = await body(request)
-        answer = await verdict_of(event, "/v1/events")
+    async def event_call(payload: dict[str, Any], wait: float | None) -> dict[str, Any]:
+        answer = await verdict_of(payload, "/v1/events")
         metrics.requests.labels("/v1/events", outcome_of(answer)).inc()
-        return _json(200, answer)
+        return answer
 
     def hook_wait(request: web.Request) -> float:
         """How long to wait for a hook call's verdict: the gateway's timeout, shortened to end before the
@@ -262,24 +270,55 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             return config.timeout
         return max(MIN_HOOK_WAIT_S, min(config.timeout, hook - HOOK_MARGIN_S))
 
-    def hook_handler(runner: str):
+    def hook_call(runner: str) -> Callable[[dict[str, Any], float | None], Awaitable[dict[str, Any]]]:
         hooks = mappers[runner]
         endpoint = f"/v1/hooks/{runner}"
 
-        async def handle(request: web.Request) -> web.Response:
-            payload = await body(request)
+        async def handle(payload: dict[str, Any], wait: float | None) -> dict[str, Any]:
             try:
                 event = hooks.event(payload)
             except HookInputError as exc:
                 raise BadRequest(400, f"not a {runner} hook call: {exc}") from None
             if event is None:  # no event, but the answer may still stop the runner (an ended run)
                 metrics.requests.labels(endpoint, "none").inc()
-                return _json(200, hooks.answer(payload, None))
-            answer = await verdict_of(event, endpoint, hook_wait(request))
+                return hooks.answer(payload, None)
+            answer = await verdict_of(event, endpoint, wait)
             metrics.requests.labels(endpoint, outcome_of(answer)).inc()
-            return _json(200, hooks.answer(payload, answer))
+            return hooks.answer(payload, answer)
 
         return handle
+
+    calls = {"/v1/events": event_call, **{f"/v1/hooks/{runner}": hook_call(runner) for runner in mappers}}
+
+    async def answer(endpoint: str, payload: dict[str, Any], wait: float | None) -> tuple[int, bytes]:
+        """Answer a POST to ``endpoint`` here, its doors passed: ``(status, JSON body)``, a refusal counted."""
+        try:
+            return 200, encode_json(await calls[endpoint](payload, wait))
+        except BadRequest as exc:
+            metrics.requests.labels(endpoint, _OUTCOMES.get(exc.status, "bad_request")).inc()
+            return exc.status, encode_json({"error": exc.reason})
+
+    async def handed_over(endpoint: str, wait: float | None, raw: bytes) -> tuple[int, bytes]:
+        """Answer a request another process of this gateway read (:mod:`.peers`): this process owns its session."""
+        in_flight.enter()
+        try:
+            return await answer(endpoint, parse_object(raw), wait)
+        except BadRequest as exc:
+            return exc.status, encode_json({"error": exc.reason})
+        finally:
+            in_flight.leave()
+
+    async def post(request: web.Request) -> web.Response:
+        endpoint = request.match_info.route.resource.canonical
+        raw = await body(request)
+        payload = parse_object(raw)
+        wait = None if endpoint == "/v1/events" else hook_wait(request)
+        owner = peers.owner(payload) if peers is not None else None
+        if owner is not None and owner != peers.index:
+            status, data = await peers.ask(owner, endpoint, wait, raw)
+        else:
+            status, data = await answer(endpoint, payload, wait)
+        return web.Response(status=status, body=data, content_type="application/json")
 
     def status(**fields: Any) -> dict[str, Any]:
         return {**fields, "kafka": config.bootstrap, "timeout_s": config.timeout, "on_timeout": config.on_timeout,
@@ -308,10 +347,12 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
     app[METRICS_KEY] = metrics
     app[DRAIN_KEY] = draining
     app[INFLIGHT_KEY] = in_flight
-    app.router.add_post("/v1/events", events)
-    for runner in mappers:
-        app.router.add_post(f"/v1/hooks/{runner}", hook_handler(runner))
-    metrics.initialise(["/v1/events", *(f"/v1/hooks/{runner}" for runner in mappers)])
+    for endpoint in calls:
+        app.router.add_post(endpoint, post)
+    metrics.initialise(list(calls))
+    if peers is not None:
+        app[PEERS_KEY] = peers
+        app[HANDOVER_KEY] = handed_over
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)

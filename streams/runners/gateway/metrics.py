@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client import CONTENT_TYPE_LATEST
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
@@ -13,6 +16,10 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 
 
 class GatewayMetrics:
     """Counters and the latency histogram of one gateway.
+
+    ``multiprocess_dir``: this is one process of a gateway of several (:mod:`.processes`), each counting
+    into files of that folder (prometheus_client's multiprocess mode, which this switches the process
+    to: call it in that process only, before any other metric is made); :meth:`render` sums them.
 
     * ``loopwatch_gateway_requests_total{endpoint, outcome}``: every request; ``outcome`` is the
       decision (``allow``, ``warn``, ``block``, ``abort``), ``none`` (a hook call that stands for no
@@ -25,7 +32,11 @@ class GatewayMetrics:
       acknowledged by Kafka (the client's outbox; near its bound, new events get 503).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
+        if multiprocess_dir is not None:  # one process of several (:mod:`.processes`): values in shared files
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiprocess_dir
+            values.ValueClass = values.MultiProcessValue()
+        self.multiprocess_dir = multiprocess_dir
         self.registry = CollectorRegistry()
         self.requests = Counter("loopwatch_gateway_requests", "Gateway requests by endpoint and outcome",
                                 ["endpoint", "outcome"], registry=self.registry)
@@ -35,9 +46,9 @@ class GatewayMetrics:
         self.timeouts = Counter("loopwatch_gateway_timeouts", "Verdicts that did not come within the timeout",
                                 ["endpoint"], registry=self.registry)
         self.outbox_events = Gauge("loopwatch_gateway_outbox_events", "Events taken, not yet acknowledged by Kafka",
-                                   registry=self.registry)
+                                   registry=self.registry, multiprocess_mode="livesum")
         self.outbox_bytes = Gauge("loopwatch_gateway_outbox_bytes", "Bytes of the events taken, not yet acknowledged "
-                                  "by Kafka", registry=self.registry)
+                                  "by Kafka", registry=self.registry, multiprocess_mode="livesum")
 
     OUTCOMES = ("allow", "warn", "block", "abort", "none", "not_waited", "timeout", "send_error", "bad_request",
                 "unauthorized", "too_large", "unavailable")
@@ -51,5 +62,10 @@ class GatewayMetrics:
                 self.requests.labels(endpoint, outcome)
 
     def render(self) -> bytes:
-        """The exposition text."""
-        return generate_latest(self.registry)
+        """The exposition text; for one process of several, the sum over the gateway's processes (the outbox
+        gauges over those still running), whichever process a scrape reaches."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self.multiprocess_dir)
+        return generate_latest(registry)

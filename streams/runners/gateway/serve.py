@@ -6,13 +6,16 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import socket
 import threading
 from typing import Any, Callable, Coroutine, Mapping
 
 from aiohttp import web
 
 from streams.runners.client import LoopwatchClient
-from .app import DRAIN_KEY, INFLIGHT_KEY, GatewayConfig, create_app
+from .app import DRAIN_KEY, HANDOVER_KEY, INFLIGHT_KEY, METRICS_KEY, GatewayConfig, create_app
+from .metrics import GatewayMetrics
+from .peers import Peers
 
 __all__ = ["serve", "app_runner", "drain", "run", "LOOPS"]
 
@@ -25,7 +28,9 @@ LINGER_S = 1.0  # after refusing a body, read what the client still sends for at
 
 async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8787,
                 client_options: Mapping[str, Any] | None = None,
-                ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None) -> None:
+                ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
+                sock: socket.socket | None = None, peers: Peers | None = None,
+                metrics: GatewayMetrics | None = None) -> None:
     """Serve the gateway until ``stop`` is set, SIGTERM or SIGINT arrives, or the task is cancelled.
 
     A stop drains: the listening socket is closed (new connections are refused), a request on a
@@ -43,6 +48,10 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
             outbox bounds, ``stop_timeout``).
         ready: called with the URL once listening.
         stop: set to drain and return; SIGTERM and SIGINT set it too (when called in the main thread).
+        sock: a listening socket to serve on instead of binding ``host:port`` (one process of a gateway of
+            several: :mod:`.processes`).
+        peers: that process's links to the others (:mod:`.peers`); closed after the drain.
+        metrics: where to count (default: a fresh :class:`~streams.runners.gateway.metrics.GatewayMetrics`).
     Raises:
         streams.runners.client.TopicNotFoundError: Kafka answers but has no verdicts topic (is the worker running?).
             With Kafka unreachable the gateway starts all the same and answers by ``on_timeout`` until the
@@ -55,12 +64,15 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
     client = LoopwatchClient(bootstrap, on_timeout=config.on_timeout, timeout=config.timeout,
                              **dict(client_options or {}))
     await client.start()
-    app = create_app(client, config)
+    app = create_app(client, config, metrics=metrics, peers=peers)
     runner = app_runner(app, config)
     signals = _on_signals(stop)
+    gauges = asyncio.ensure_future(_outbox_gauges(client, app[METRICS_KEY])) if peers is not None else None
     try:
+        if peers is not None:
+            await peers.open(app[HANDOVER_KEY])
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, host, port)
         await site.start()
         url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
         log.info("loopwatch gateway on %s (Kafka %s, timeout %g s, on_timeout=%s)",
@@ -73,9 +85,21 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
                     "%d event(s) wait for Kafka)", held)
     finally:
         await drain(app, runner, config)
+        if peers is not None:
+            peers.close()
+        if gauges is not None:
+            gauges.cancel()
         await client.stop()
         signals()
     log.warning("loopwatch gateway: stopped")
+
+
+async def _outbox_gauges(client: LoopwatchClient, metrics: GatewayMetrics, every_s: float = 1.0) -> None:
+    """Keep the outbox gauges of one process of several current (a scrape reads every process's last value)."""
+    while True:
+        metrics.outbox_events.set(client.outbox[0])
+        metrics.outbox_bytes.set(client.outbox[1])
+        await asyncio.sleep(every_s)
 
 
 def run(main: Coroutine[Any, Any, Any], loop: str = "auto") -> Any:
