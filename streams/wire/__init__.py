@@ -1,1 +1,1 @@
-"""What every process that talks to Kafka shares: record formats, broker addresses, the Kafka client's log limits."""
+"""What every process that talks to Kafka shares: record formats, record keys and their partitions, the verdict record, broker addresses, the Kafka client's log limits and outage handling."""

@@ -1,1 +1,1 @@
-"""The stream worker: how events get in and verdicts get out (Faust app, reader, processor, state table, outputs, keys, metrics, settings)."""
+"""The stream worker: how events get in and verdicts get out (Faust app, reader, processor, state table, outputs, metrics, settings)."""
