@@ -46,24 +46,29 @@ class Call:
     detection: dict[str, Any] | None  # the engine's detection when stuck, else None
     source: dict[str, Any] | None
     abort: dict[str, Any] | None = None  # the finding that aborted the run (decided_by), when the call aborted
+    # or was refused (kind run_end: its run had ended)
+    ts: float | None = None  # event time, epoch ms (None: the record had none)
+    turn: str | None = None  # the model turn that asked for it, when the record carries usage (.usage)
 
     kind = "call"
 
     @property
     def count(self) -> int | None:
-        if self.abort is not None and self.status == "abort":
+        if self.abort is not None and self.status in ("abort", "refused"):
             return self.abort.get("count")
         return self.detection.get("count") if self.detection else None
 
     @property
     def message(self) -> str:
-        if self.abort is not None and self.status == "abort":
+        if self.abort is not None and self.status in ("abort", "refused"):
             return str(self.abort.get("message") or "")
         return str(self.detection.get("message") or "") if self.detection else ""
 
     @property
     def label(self) -> str:
         """``block generic_repeat/critical`` style: the status and, if any, what fired."""
+        if self.status == "refused":
+            return f"refused (run ended by {(self.abort or {}).get('detector')})"
         if self.status == "abort" and self.abort is None and self.detection:  # 2026.9.6's terminal block
             return f"abort {self.detection.get('detector')}/{self.detection.get('level')}"
         if self.status == "abort":

@@ -43,8 +43,11 @@ from streams.detection.fleet import FleetCorrelator, FleetSettings, observation
 
 from .fleet_view import Observations, fleet_signatures
 from .items import Call, Compaction, DetectionRow
-from .records import NO_RUN, NO_SESSION, STATUSES, Repeats, call_status, file_position, kafka_position, plural, where
+from .over_time import OverTime
+from .records import (NO_RUN, NO_SESSION, STATUSES, Repeats, call_status, event_time, file_position, kafka_position,
+                      plural, where)
 from .totals import Totals
+from .usage import Usage
 
 __all__ = [
     "STATUSES",
@@ -110,6 +113,8 @@ class Report:
     conflicting: int = 0  # records with the Kafka source of an earlier, different record (both counted)
     fleet_loops: list = field(default_factory=list)  # fleet_loop records (streams.detection.fleet)
     observations: Observations | None = None  # every fleet observation of the records (.fleet_view)
+    over_time: OverTime = field(default_factory=OverTime)  # calls per minute of event time (.over_time)
+    usage: Usage = field(default_factory=Usage)  # model turns and wasted calls, for wasted tokens (.usage)
 
     def worst_sessions(self) -> list[SessionReport]:
         """Sessions worst first: by aborts, then blocks, then emitted warnings, then suppressed ones
@@ -183,12 +188,16 @@ class Report:
         kind = record.get("type")
         if kind == "tool_call":
             detection = record.get("detection") or {}
-            run.items.append(Call(
+            call = Call(
                 event_id=record.get("event_id"), tool_call_id=record.get("tool_call_id"),
                 tool=str(record.get("tool_name") or "tool"), status=call_status(record),
                 verdict=str(record.get("verdict")), detection=detection if detection.get("stuck") else None,
-                source=source, abort=_abort_of(record),
-            ))
+                source=source, abort=_abort_of(record), ts=event_time(record),
+            )
+            call.turn = self.usage.add_call(record, call.status != "allow")
+            if call.ts is not None:
+                self.over_time.add(call.ts, call.status)
+            run.items.append(call)
         elif kind == "compaction_retry":
             run.items.append(Compaction(record.get("event_id"), source))
         elif kind == "tool_result":
@@ -199,11 +208,21 @@ class Report:
                 for row in run.detections:
                     if row.event_id == ran.event_id and row.enforced and row.action in ("block", "abort"):
                         row.action = "late"
+                if ran.ts is not None:
+                    self.over_time.restatus(ran.ts, ran.status, "allow")
                 ran.status = "allow"
             if record.get("verdict") == "abort" and "run_ended" not in record:
-                before = _attach_abort(run, record, source)
+                call, before = _attach_abort(run, record, source)
                 for totals in (session.totals, self.totals):
                     totals.restatus(record, before, "abort")  # the call it answers: aborted
+                if before is None:
+                    call.turn = self.usage.add_call(record, True)
+                elif before == "allow":
+                    self.usage.waste(call.turn)
+                if call.ts is not None and before is not None:
+                    self.over_time.restatus(call.ts, before, "abort")
+                elif call.ts is not None:
+                    self.over_time.add(call.ts, "abort")
         run.detections.extend(rows)
         session.totals.add_record(record, rows)
         self.totals.add_record(record, rows)
@@ -228,25 +247,25 @@ def _ran_after_all(run: RunReport, record: Mapping[str, Any]) -> Call | None:
             continue
         if item.event_id == corrects.get("event_id") if isinstance(corrects, Mapping) else \
                 call_id and item.tool_call_id == call_id:
-            return item if item.status in ("block", "abort") else None
+            return item if item.status in ("block", "abort", "refused") else None
     return None
 
 
-def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None) -> str | None:
+def _attach_abort(run: RunReport, record: Mapping[str, Any], source: dict[str, Any] | None
+                  ) -> tuple[Call, str | None]:
     """Mark the call a ``tool_result`` abort answers as aborted (one is added when the run has none of that
-    tool call id); its status before, None for an added call."""
+    tool call id); the call and its status before (None for an added call)."""
     call_id = record.get("tool_call_id")
     for item in reversed(run.items):
         if isinstance(item, Call) and call_id and item.tool_call_id == call_id:
             before, item.status = item.status, "abort"
             item.abort = _abort_of(record) or {}
-            return before
-    run.items.append(Call(
-        event_id=record.get("event_id"), tool_call_id=call_id, tool=str(record.get("tool_name") or "tool"),
-        status="abort", verdict="abort", detection=None, source=source,
-        abort=_abort_of(record) or {},
-    ))
-    return None
+            return item, before
+    call = Call(event_id=record.get("event_id"), tool_call_id=call_id, tool=str(record.get("tool_name") or "tool"),
+                status="abort", verdict="abort", detection=None, source=source, abort=_abort_of(record) or {},
+                ts=event_time(record))
+    run.items.append(call)
+    return call, None
 
 
 def _detection_rows(record: Mapping[str, Any], session_id: str, run_id: str,
@@ -282,8 +301,7 @@ def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None
         if repeats.is_repeat(record) or record.get("verdict") == "ignore":
             continue
         report.add(record)
-        ts = record.get("event_ts")
-        if record.get("type") in ("tool_call", "tool_result") and (type(ts) not in (int, float) or not 0 < ts < 1e15):
+        if record.get("type") in ("tool_call", "tool_result") and event_time(record) is None:
             report.without_ts += 1
         obs = observation(record, settings, record.get("agent_id"))
         if obs is None:

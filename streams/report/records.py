@@ -21,10 +21,10 @@ from typing import Any, Mapping
 from streams.detection.decision import findings
 
 __all__ = ["STATUSES", "ABORT_DETECTOR", "NO_RUN", "NO_SESSION", "TAIL_FIELDS", "Repeats", "call_status",
-           "file_position", "kafka_position", "plural", "where"]
+           "event_time", "file_position", "kafka_position", "plural", "where"]
 
-# Timeline colours, worst last: what happened to a call.
-STATUSES = ("allow", "suppressed", "warn", "block", "abort")
+# Timeline colours, worst last: what happened to a call (refused: a call of a run that had already ended).
+STATUSES = ("allow", "suppressed", "warn", "block", "abort", "refused")
 
 ABORT_DETECTOR = "compaction_loop_persisted"
 NO_RUN = "(no run id)"
@@ -113,8 +113,16 @@ class Repeats:
         return False
 
 
+def event_time(record: Mapping[str, Any]) -> float | None:
+    """The record's event time (``event_ts``, epoch ms) when it is a plausible one, else None."""
+    ts = record.get("event_ts")
+    return ts if type(ts) in (int, float) and 0 < ts < 1e15 else None
+
+
 def call_status(record: Mapping[str, Any]) -> str:
-    """What happened to a tool call, one of :data:`STATUSES` (abort first, then the detection)."""
+    """What happened to a tool call, one of :data:`STATUSES` (refused, abort, block, then the detection)."""
+    if "run_ended" in record:
+        return "refused"
     if record.get("verdict") == "abort":
         return "abort"
     if record.get("verdict") == "block":  # OpenClaw's block, a loopwatch policy's or the fleet breaker's

@@ -11,8 +11,9 @@ values cannot make a page of tens of megabytes.
 from __future__ import annotations
 
 import re
+from html import escape
 
-__all__ = ["shown", "LIMIT", "MESSAGE_LIMIT"]
+__all__ = ["shown", "esc", "LIMIT", "MESSAGE_LIMIT"]
 
 LIMIT = 300          # characters of an id, a tool name, a path, ... shown before the cut
 MESSAGE_LIMIT = 1000  # of a message (OpenClaw's are a few hundred characters)
@@ -57,3 +58,9 @@ def shown(value: object, limit: int | None = LIMIT, lines: bool = False) -> str:
     if limit is not None and total > limit:
         text += f"… [{total:,} characters]"
     return text
+
+
+def esc(value: object, limit: int | None = LIMIT, lines: bool = False) -> str:
+    """``value`` as HTML text or attribute: :func:`shown` (cut, invisible characters escaped), then
+    HTML-escaped (quotes too)."""
+    return escape(shown(value, limit, lines), quote=True)

@@ -18,9 +18,10 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from .compare import Comparison, Difference
+from .compare import Comparison, Difference, outcome_text
 from .model import Report, SessionReport, Totals, plural
 from .shown import MESSAGE_LIMIT, shown as visible
+from .over_time import sparkline, step_text, utc
 from .totals import DIMENSIONS
 
 __all__ = ["render_text", "render_comparison_text", "table"]
@@ -38,6 +39,7 @@ def _count(actions: Counter, action: str) -> int:
 
 
 TOP = 10  # sessions and fleet loops shown by default (report --top)
+RUN_ROWS = 50  # runs listed in a backtest's by-run table
 ROWS_PER_RUN = 10  # detection lines per run in a session block
 RUNS_PER_SESSION = 5  # runs with detections listed per session block
 _NUMBER = re.compile(r"[+-]?\d*")
@@ -139,11 +141,23 @@ def _decision_lines(totals: Totals) -> list[str]:
     return table(["kind", "rule", "enforced", "shadow"], rows)
 
 
-def _tool_lines(totals: Totals, top: int | None) -> list[str]:
-    """Calls the loops cost, then per tool: calls and what happened to them."""
+def _tool_lines(report: Report, top: int | None) -> list[str]:
+    """Calls the loops cost and their tokens (where the input has usage), then per tool, agent, model and
+    runner: calls and what happened to them."""
+    totals = report.totals
     wasted = totals.wasted_calls
     out = [f"  {plural(wasted['ran'], 'call')} ran while a detector flagged them (warned or suppressed);",
            f"  {wasted['blocked']} tried and blocked or aborted; {wasted['refused']} tried after their run had ended"]
+    cost = report.usage.estimate()
+    if cost["turns"]:
+        share = f" ({100 * cost['wasted'] / cost['tokens']:.1f} % of {cost['tokens']:,})" if cost["tokens"] else ""
+        out.append(f"  tokens spent on them: ~{cost['wasted']:,}{share}: {cost['wasted_output']:,} written, "
+                   f"{cost['wasted_input']:,} read ({cost['wasted_cached']:,} from the prompt cache); each call an "
+                   "equal share of its model turn's usage"
+                   + (f"; {cost['wasted_without_usage']:,} wasted call(s) carry no usage"
+                      if cost["wasted_without_usage"] else ""))
+    else:
+        out.append("  tokens: the input carries no usage (Claude Code and Codex sessions do)")
     statuses = ("warn", "suppressed", "block", "abort", "refused")
     for dimension, _ in DIMENSIONS:
         groups = totals.breakdown(dimension)
@@ -157,6 +171,27 @@ def _tool_lines(totals: Totals, top: int | None) -> list[str]:
                       for name, counts in shown])
         if len(shown) < len(groups):
             out.append(f"  ... {plural(len(groups) - len(shown), 'more ' + dimension)}")
+    return out
+
+
+def _over_time_lines(report: Report) -> list[str]:
+    """Loops over time as sparklines, one column per bucket of event time (at most 48)."""
+    step, buckets = report.over_time.buckets()
+    if not buckets:
+        return ["loops over time: no call has an event time (ts)"]
+    secs = step < 60
+    end = buckets[-1][0] + step * 1000
+    start = utc(buckets[0][0], seconds=secs)
+    out = [f"loops over time (UTC {start} to {utc(end, with_date=utc(end)[:10] != start[:10], seconds=secs)}"
+           f", one column per {step_text(step)})"]
+    for name, series in (("calls", ("calls",)), ("in loops", ("warn", "suppressed", "block", "abort", "refused")),
+                         ("blocked", ("block",)), ("aborted", ("abort", "refused"))):
+        values = [sum(counts[k] for k in series) for _, counts in buckets]
+        peak = max(values)
+        at = buckets[values.index(peak)][0]
+        out.append(f"  {name:<9} {sparkline(values)}  " + (f"peak {peak:,} at {utc(at, with_date=False, seconds=secs)}" if peak else "none"))
+    if report.without_ts:
+        out.append(f"  ({plural(report.without_ts, 'record')} without an event time not in it)")
     return out
 
 
@@ -215,8 +250,9 @@ def render_text(report: Report, relative_to: str | None = None, top: int | None 
     out += _detector_lines(t)
     out += ["", "what decided (decided_by: enforced, and what shadow mode and the fleet breaker's shadow would have done)"]
     out += _decision_lines(t)
-    out += ["", "calls in loops, by tool, agent and runner (--top N each)"]
-    out += _tool_lines(t, top)
+    out += [""] + _over_time_lines(report)
+    out += ["", "calls in loops, by tool, agent, model and runner (--top N each)"]
+    out += _tool_lines(report, top)
     worst = report.worst_sessions()
     shown = worst if top is None else worst[:top]
     out += ["", "per session" + (f" (the {len(shown)} worst of {len(worst)}: by aborts, blocks, warnings emitted; "
@@ -243,6 +279,16 @@ def render_comparison_text(comparison: Comparison, relative_to: str | None = Non
                      [[d, lvl, act, na, nb, f"{nb - na:+d}"] for d, lvl, act, na, nb in rows])
     else:
         out.append("  none under either configuration")
+    runs = comparison.run_rows()
+    out += ["", f"runs whose outcome differs: {len(runs)} (calls by what happened to them, shadow findings, "
+                "fleet breaker blocks; the most differing events first)"]
+    if runs:
+        shown = runs[:RUN_ROWS]
+        out += table(["run", "session", "calls", "A", "B", "events that differ"],
+                     [[visible(r["run"]), visible(r["session"]), r["calls"], outcome_text(r["a"]), outcome_text(r["b"]),
+                       r["differences"]] for r in shown])
+        if len(shown) < len(runs):
+            out.append(f"  ... {plural(len(runs) - len(shown), 'more run')}")
     out += ["", f"events whose verdict differs: {len(comparison.differences)}"]
     out += _difference_lines(comparison.differences, relative_to)
     out += ["", f"calls with the same verdict but another detection: {len(comparison.detection_differences)}"

@@ -65,9 +65,8 @@ class Totals:
             if record.get("verdict") == "block":
                 self.blocks += 1
             status = call_status(record)
-            shown = "refused" if "run_ended" in record else status
             for key in dimensions(record):
-                self.by[(*key, shown)] += 1
+                self.by[(*key, status)] += 1
             if status == "warn":
                 self.warnings_emitted += 1
             elif status == "suppressed":
@@ -99,17 +98,15 @@ class Totals:
         """Count ``call`` (refused by its verdict, status ``block`` or ``abort``) as run: its ``result`` came
         back ``late`` (docs/events-and-verdicts.md, Late calls). Its findings that refused it (in
         ``rows``, the run's) count under action ``late`` instead; agent and runner are the result's."""
-        refused = bool(call.abort) and call.abort.get("kind") == "run_end"
-        if refused:
+        if call.status == "refused":
             self.refused -= 1
         elif call.status == "abort":
             self.aborts -= 1
         else:
             self.blocks -= 1
-        shown = "refused" if refused else call.status
         for dimension, value in dimensions({**result, "tool_name": call.tool}):
-            if self.by[(dimension, value, shown)] > 0:
-                self.by[(dimension, value, shown)] -= 1
+            if self.by[(dimension, value, call.status)] > 0:
+                self.by[(dimension, value, call.status)] -= 1
                 self.by[(dimension, value, "allow")] += 1
         for row in rows:
             if row.event_id == call.event_id and row.enforced and row.action in ("block", "abort"):

@@ -49,10 +49,11 @@ def test_calls_in_loops_by_tool():
     assert tools["read"] == {"allow": 3, "block": 4, "abort": 1, "refused": 1}
     assert tools["web_fetch"] == {"allow": 3, "block": 1}
     lines = render_text(report).splitlines()
-    i = lines.index("calls in loops, by tool, agent and runner (--top N each)")
+    i = lines.index("calls in loops, by tool, agent, model and runner (--top N each)")
     assert lines[i + 1] == "  1 call ran while a detector flagged them (warned or suppressed);"
     assert lines[i + 2] == "  11 tried and blocked or aborted; 1 tried after their run had ended"
-    assert lines[i + 5].split() == ["read", "9", "0", "0", "4", "1", "1"]  # the most calls in loops first
+    assert lines[i + 3] == "  tokens: the input carries no usage (Claude Code and Codex sessions do)"
+    assert lines[i + 6].split() == ["read", "9", "0", "0", "4", "1", "1"]  # the most calls in loops first
 
 
 def test_records_without_ts_are_counted_and_said():

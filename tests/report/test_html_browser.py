@@ -80,7 +80,7 @@ def test_timeline_in_headless_chromium(sensitive_records, tmp_path):
 
 
 # Every section of a page, by element id, in page order (the fleet-loops table only when there are fleet loops).
-SECTIONS = ["summary", "by-detector", "sessions", "timelines"]
+SECTIONS = ["summary", "over-time", "by-detector", "decided", "wasted", "by-tool", "by-agent", "sessions", "timelines"]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,8 @@ def test_page_renders_every_section_without_script_errors(built, name, tmp_path)
     sessions = [a for t, a in elements if t == "section" and a.get("data-session")]
     assert len(sessions) == (7 if name == "small" else 10)  # --top 10: the fleet's ten worst sessions
     drawn = int(root["data-timeline-calls"])
-    assert drawn == sum(int(root[f"data-timeline-{s}"]) for s in ("allow", "suppressed", "warn", "block", "abort"))
+    assert drawn == sum(int(root[f"data-timeline-{s}"])
+                        for s in ("allow", "suppressed", "warn", "block", "abort", "refused"))
     if name == "small":
         assert drawn == 97  # every call of examples/events.jsonl (compactions aside)
         assert (root["data-timeline-block"], root["data-timeline-abort"]) == ("6", "1")

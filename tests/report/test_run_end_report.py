@@ -72,7 +72,11 @@ def test_the_html_report_shows_refusals_and_late_calls():
                {"type": "tool_result", "run_id": "r2", "session_id": "s1", "tool_call_id": "c5", "result": "x",
                 "error": None, "ran_without_verdict": True, "event_id": "x5"}]
     page = render_html(build_report(_records(events)))
-    assert '<div class="card abort" data-metric="refused"><div class="v">2</div>' in page
+    assert '<div class="card refused" data-metric="refused"><div class="v">2</div>' in page
+    # the refused calls have their own colour on the timeline, after the abort
+    statuses = [part.split('"')[0] for part in page.split('data-status="')[1:]]
+    assert statuses == ["allow", "allow", "abort", "refused", "refused", "allow"]
+    assert "compaction_loop_persisted / critical" in page.split('data-status="refused"')[1].split("></span>")[0]
     assert 'data-metric="late"><div class="v">1</div>' in page
     assert "2 refused after the run ended" in page and "1 late" in page
     clean = render_html(build_report(_records([_call(0, result="same", error=None)])))
