@@ -60,8 +60,8 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
 
     ``fmt`` :data:`AUTO`: each file's format is sniffed; a directory is walked in sorted order
     (a path without its suffix first, so a Claude Code main log comes before its sub-agents' side
-    files), leaving out names starting with ``.`` and companion files whose main file is there
-    (:func:`~streams.importers.sniff.companion_of`); a session file named alone comes with its
+    files), leaving out names starting with ``.``, companion files whose main file is there
+    (:func:`~streams.importers.sniff.companion_of`) and configuration files (``Sniffed.config``); a session file named alone comes with its
     companions (a Claude Code main log with its sub-agents' side files). Another ``fmt``: the files
     :func:`~streams.importers.iter_files` finds. ``-`` is standard input, read as one file.
 
@@ -102,6 +102,8 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
             sniffed = sniff(path, SQLITE_FORMAT)
             if sniffed.format is None and sniffed.companion is not None and main_file_present(sniffed.companion):
                 continue  # read with its main file
+            if sniffed.config:
+                continue  # an openclaw.json beside the sessions: not a session, not an unknown file either
             add(SessionFile(path, sniffed.format, sniffed.reason))
     return out
 

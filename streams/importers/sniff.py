@@ -29,6 +29,11 @@ apart, below):
 * a first line that is not a whole JSON value: ``swe-agent`` when the head is a JSON object with a
   ``"trajectory": [`` key (SWE-agent writes ``.traj`` files pretty-printed), else unknown.
 
+A configuration file (an ``openclaw.json``, JSON5 or JSON: an object with ``tools``, ``agents``,
+``policies`` or ``options`` at the top and no ``type``) is not a session either: ``config`` is set,
+and a folder walk (:func:`streams.importers.inputs.session_files`) leaves it out instead of
+listing it as a file of no known format.
+
 Companion files (never sessions themselves, so never "unknown" when their main file is there):
 OpenClaw trajectory sidecars (``<id>.trajectory.jsonl``) and SQLite's ``-wal``, ``-shm`` and
 ``-journal`` files.
@@ -43,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import json5
 import msgpack
 
 from streams.wire.codecs import json_loads
@@ -81,6 +87,7 @@ class Sniffed:
     format: str | None
     reason: str | None = None
     companion: Path | None = None
+    config: bool = False  # a configuration file (openclaw.json), not a session
 
 
 def companion_of(path: Path) -> Path | None:
@@ -173,6 +180,8 @@ def _sniff_head(head: bytes, sqlite_format: str | None) -> Sniffed:
             return Sniffed("swe-agent")
         if newline < 0 and len(head) >= HEAD_BYTES:
             return _unknown(f"first line longer than {HEAD_BYTES:,} bytes and not a SWE-agent trajectory")
+        if len(head) < HEAD_BYTES and _is_config(stripped):
+            return _CONFIG
         return _unknown(f"first line is not JSON ({exc.msg})")
     return _sniff_json(first)
 
@@ -192,6 +201,8 @@ def _sniff_json(first: Any) -> Sniffed:
         return Sniffed("swe-agent")
     if first.get("type") in _EVENT_TYPES:
         return Sniffed(EVENTS)
+    if "type" not in first and not _CONFIG_KEYS.isdisjoint(first):
+        return _CONFIG
     if isinstance(first.get("verdict"), str):
         return Sniffed(None, "a verdict file, not recorded sessions (give it to loopwatch report)")
     keys = ", ".join(repr(k) for k in list(first)[:5]) or "none"
@@ -210,6 +221,20 @@ def _sniff_msgpack(data: bytes) -> Sniffed:
     if isinstance(first, dict) and first.get("type") in _EVENT_TYPES:
         return Sniffed(EVENTS)
     return _BINARY
+
+
+# top-level keys of an openclaw.json (OpenClaw's, and loopwatch's policies and options)
+_CONFIG_KEYS = frozenset({"tools", "agents", "policies", "options"})
+_CONFIG = Sniffed(None, "a configuration file (openclaw.json), not a recorded session", config=True)
+
+
+def _is_config(text: bytes) -> bool:
+    """Whether a whole file's text is a JSON5 object with a configuration's top-level keys and no ``type``."""
+    try:
+        value = json5.loads(text.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return False
+    return isinstance(value, dict) and "type" not in value and not _CONFIG_KEYS.isdisjoint(value)
 
 
 def _unknown(detail: str) -> Sniffed:

@@ -134,3 +134,17 @@ def test_a_file_of_no_known_format_is_an_error_of_its_own_kind(tmp_path):
         list(import_paths("auto", [tmp_path]))
     assert (caught.value.path, caught.value.line) == (str(junk), None)
     assert caught.value.reason == "no known format (first line is not JSON (Expecting value))"
+
+
+def test_configuration_files_beside_the_sessions_are_left_out_of_a_folder_walk(tmp_path):
+    shutil.copy(EXAMPLES / "events.jsonl", tmp_path / "events.jsonl")
+    shutil.copy(EXAMPLES / "openclaw.json", tmp_path / "openclaw.json")  # JSON5, comments and all
+    (tmp_path / "one-line.json").write_text(json.dumps({"tools": {"loopDetection": {"enabled": True}}}))
+    (tmp_path / "other.json").write_text('{\n  "name": "not a config"\n}\n')  # no config key: still unknown
+    found = {path.name: (fmt, reason) for path, fmt, reason in
+             ((f.path, f.format, f.reason) for f in session_files("auto", [tmp_path]))}
+    assert set(found) == {"events.jsonl", "other.json"} and found["events.jsonl"][0] == "events"
+    assert found["other.json"][0] is None and found["other.json"][1].startswith("no known format")
+    # named alone, a configuration file is said to be one
+    [alone] = session_files("auto", [tmp_path / "openclaw.json"])
+    assert (alone.format, alone.reason) == (None, "a configuration file (openclaw.json), not a recorded session")
