@@ -210,8 +210,11 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             raise BadRequest(413, f"body of {length:,} bytes is over the gateway's limit of "
                                   f"{config.max_body_bytes:,} bytes")
         try:
-            async with asyncio.timeout(config.body_timeout):  # no task of its own, as wait_for would make
+            if request.content.is_eof():  # all of it came with the headers (the usual small body): no timer
                 raw = await request.read()
+            else:
+                async with asyncio.timeout(config.body_timeout):  # no task of its own, as wait_for would make
+                    raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(413, f"body is over the gateway's limit of {config.max_body_bytes:,} bytes") from None
         except TimeoutError:
