@@ -62,6 +62,7 @@ def worker_settings(bootstrap: str, tmp_path: Path, **overrides: Any) -> WorkerS
         session_timeout_s=6,
         rebalance_timeout_s=6,
         expiry_interval_s=3600,
+        checkpoint_partition_interval_s=0.5,  # quiet partitions checkpointed within about a second
     )
     values.update(overrides)
     return WorkerSettings(**values)
@@ -114,10 +115,15 @@ async def running_worker(settings: WorkerSettings, engine: Engine | None = None,
         starting.cancel()
 
 
+def checkpoint_wait_s(settings: WorkerSettings) -> float:
+    """Seconds within which a checkpoint has begun that covers what a worker with ``settings`` handled before."""
+    return settings.checkpoint_partition_interval_s + 2 * settings.checkpoint_interval_s
+
+
 async def checkpointed(loopwatch: Loopwatch) -> None:
-    """Wait until a checkpoint has covered everything handled so far (two intervals, then the one in flight);
-    assert that no checkpoint failed and no batch was left half-handled."""
-    await asyncio.sleep(2 * loopwatch.settings.checkpoint_interval_s)
+    """Wait until a checkpoint has covered everything handled so far (a partition's longest wait and two looks,
+    then the one in flight); assert that no checkpoint failed and no batch was left half-handled."""
+    await asyncio.sleep(checkpoint_wait_s(loopwatch.settings))
     await loopwatch._wait_checkpoint()
     assert loopwatch._failed is None and not loopwatch._tainted
 

@@ -267,11 +267,7 @@ class Loopwatch(Checkpoints, Outages):
                 return
             try:
                 done = self.processor.handle(batch, time.monotonic())  # each record once, to its end
-                self._dirty.update(done.changed)
-                handled = self._handled
-                for tp, records in batch:
-                    handled[tp] = records[-1].offset
-                    self._since_snapshot += len(records)
+                self._note_handled(batch, done.changed)
                 out.add_all(done.publish)
                 if out:
                     sent = await out.send()
@@ -613,7 +609,7 @@ class Loopwatch(Checkpoints, Outages):
             if now - seen < ttl:
                 continue
             self.table.forget(key)
-            self._expired[key] = partition
+            self._expire_key(key, partition)
             self.states.discard(key)
             self._not_written.discard(key)
             if self._out is not None:

@@ -11,12 +11,18 @@ the code it covers.
 
 The protocol
 ------------
-A checkpoint runs every ``checkpoint_interval_s`` (timer) and whenever
-``checkpoint_max_events`` events wait for one. It snapshots, in one step
+Every ``checkpoint_interval_s`` (timer) a checkpoint covers the partitions
+due one: those with ``checkpoint_partition_events`` events handled since
+their last checkpoint, or whose first such event has waited
+``checkpoint_partition_interval_s``; whenever ``checkpoint_max_events``
+events wait, at a rebalance and at a stop, one covers every partition with
+changes. So a busy partition is checkpointed every look or two and a quiet
+one once per partition interval: a transaction per partition and checkpoint
+is what an owned partition costs. A checkpoint snapshots, in one step
 with no event being handled (the batch handlers, the timers and the
 rebalance handlers share one lock): the send futures of every record
-published so far, the dirty keys, and the last offset handled per input
-partition. Each dirty state is encoded as it is at that instant: by the
+published so far, and, of its partitions, the dirty keys and the last offset
+handled per input partition. Each dirty state is encoded as it is at that instant: by the
 checkpoint, a few states between yields to the event loop, or, for a state
 an event is about to change first, just before
 (copy on write, :meth:`streams.worker.states.States.get`). Then, in the background
@@ -115,8 +121,8 @@ event without its verdict acknowledged, by (a)), and would hold every verdict
 back until the next commit.
 
 What a restart or a rebalance re-sends: after a crash, the verdicts of the
-events since each partition's last committed checkpoint (up to one
-checkpoint interval); after a fenced worker loses its partitions, those of
+events since each partition's last committed checkpoint (up to
+``checkpoint_partition_interval_s`` or ``checkpoint_partition_events``); after a fenced worker loses its partitions, those of
 the events it handled since its last committed checkpoint (the new owner
 re-applies them); after a rebalance or a graceful stop, nothing (the last
 checkpoint commits states and offsets).
@@ -136,11 +142,12 @@ Either way the in-memory states are ahead of the table, and a restart
 resumes from the last checkpoint.
 
 Cost: per event, no broker round trip and no state encoding on the verdict
-path; per checkpoint, one encoding per dirty key and, per partition with
-changes, one transaction (add partitions, the changelog batch, add offsets,
+path; per checkpoint, one encoding per dirty key and, per partition it
+covers, one transaction (add partitions, the changelog batch, add offsets,
 commit: a few round trips, partitions in parallel); per assignment, one
-``InitProducerId`` per partition owned. After a crash up to one checkpoint
-interval of events is re-applied (and their verdicts possibly sent twice).
+``InitProducerId`` per partition owned. After a crash up to a partition
+interval of each partition's events is re-applied (and their verdicts
+possibly sent twice).
 Faust's ``exactly_once`` is not used: it would put verdicts in the
 transactions too.
 
@@ -184,14 +191,15 @@ class Checkpoints:
     (:class:`streams.worker.states.States`), ``_writers`` (the changelog writers,
     :class:`~streams.worker.fencing.PartitionWriters`), ``_changelog_partitions``,
     ``_reader``, ``_drop()`` and ``_lock`` (held by every batch, timer and
-    rebalance handler); it records each event it handles in
-    ``_dirty``, ``_handled``, ``_since_snapshot`` and ``_outputs``.
+    rebalance handler); it records each batch it handles with :meth:`_note_handled` and its sends in
+    ``_outputs``.
     """
 
     def _init_checkpoints(self) -> None:
         self._dirty: dict[bytes, int] = {}  # key -> changelog partition, changed since the last snapshot
         self._handled: dict[Any, int] = {}  # input TP -> last offset handled since the last snapshot
         self._since_snapshot = 0  # events handled since the last snapshot
+        self._pending: dict[int, list] = {}  # partition -> [events since its last snapshot, monotonic time of the first]
         self._outputs: list[asyncio.Future] = []  # sends since the last snapshot (verdicts, loop events, ...)
         self._checkpoint: asyncio.Future | None = None  # the checkpoint in flight
         self._failed: BaseException | None = None
@@ -205,24 +213,69 @@ class Checkpoints:
         self._dirty.clear()
         self._handled.clear()
         self._since_snapshot = 0
+        self._pending.clear()
         _failures_seen(self._outputs)
         self._outputs.clear()
         self._expired.clear()
         self._not_written.clear()  # those states are gone with the cache; a new owner logs them again
 
-    def _snapshot(self) -> tuple[list[asyncio.Future], dict[Any, int], dict[bytes, int]]:
-        """Take the sends and handled offsets so far, and the dirty keys for encoding; call with the lock held.
+    def _note_handled(self, batch: Any, changed: dict[bytes, int]) -> None:
+        """Record a batch handled: the last offset per input partition, the keys whose state ``changed``
+        (key -> changelog partition), and per partition how many events wait for its checkpoint since when."""
+        self._dirty.update(changed)
+        handled, pending = self._handled, self._pending
+        now = time.monotonic()
+        for tp, records in batch:
+            handled[tp] = records[-1].offset
+            count = len(records)
+            self._since_snapshot += count
+            entry = pending.get(tp.partition)
+            if entry is None:
+                pending[tp.partition] = [count, now]
+            else:
+                entry[0] += count
+
+    def _expire_key(self, key: bytes, partition: int) -> None:
+        """``key`` idle: its tombstone goes to changelog ``partition`` with that partition's next checkpoint."""
+        self._expired[key] = partition
+        self._pending.setdefault(partition, [0, time.monotonic()])
+
+    def _due(self) -> set[int]:
+        """The partitions due a checkpoint: ``checkpoint_partition_events`` events waiting, or the first of them
+        waiting ``checkpoint_partition_interval_s``."""
+        s = self.settings
+        events, interval = s.checkpoint_partition_events, s.checkpoint_partition_interval_s
+        now = time.monotonic()
+        return {partition for partition, (count, since) in self._pending.items()
+                if count >= events or now - since >= interval}
+
+    def _snapshot(self, partitions: set[int] | None = None
+                  ) -> tuple[list[asyncio.Future], dict[Any, int], dict[bytes, int]]:
+        """Take the sends so far, and the handled offsets, dirty keys (for encoding) and expired keys of
+        ``partitions`` (None: every partition); call with the lock held.
 
         The dirty states are encoded by the checkpoint
         (:meth:`streams.worker.states.States.encode_snapshot`) off the lock, and just before an event
-        changes one of them first: each is encoded as it was at this instant.
+        changes one of them first: each is encoded as it was at this instant. Every send so far is taken,
+        those of events of other partitions too: waiting for more acknowledgements than needed is safe,
+        and a later checkpoint of those partitions runs after this one has seen them acknowledged.
         """
         outputs, self._outputs = self._outputs, []
-        handled, self._handled = self._handled, {}
-        self.states.snapshot(self._dirty)
-        self._dirty = {}
-        expired, self._expired = self._expired, {}
-        self._since_snapshot = 0
+        if partitions is None:
+            handled, self._handled = self._handled, {}
+            dirty, self._dirty = self._dirty, {}
+            expired, self._expired = self._expired, {}
+            self._since_snapshot = 0
+            self._pending.clear()
+        else:
+            handled = _take(self._handled, lambda tp: tp.partition in partitions)
+            dirty = _take(self._dirty, lambda key: self._dirty[key] in partitions)
+            expired = _take(self._expired, lambda key: self._expired[key] in partitions)
+            for partition in partitions:
+                entry = self._pending.pop(partition, None)
+                if entry is not None:
+                    self._since_snapshot -= entry[0]
+        self.states.snapshot(dirty)
         return outputs, handled, expired
 
     def _fitting(self, writes: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
@@ -249,15 +302,19 @@ class Checkpoints:
                           key[:200], f"{len(value):,}", f"{MAX_CARRIED_BYTES:,}")
         return kept
 
-    def _start_checkpoint(self) -> None:
-        """Snapshot and checkpoint in the background, unless one is in flight or nothing happened."""
+    def _start_checkpoint(self, due_only: bool = False) -> None:
+        """Snapshot and checkpoint in the background (every partition with changes, or ``due_only`` those
+        :meth:`_due`), unless one is in flight or nothing happened."""
         if self._checkpoint is not None and not self._checkpoint.done():
             return
         if self._failed is not None or self._tainted or self.app.rebalancing or self._outage_since is not None:
             return
         if not (self._handled or self._outputs or self._dirty or self._expired):
             return
-        self._checkpoint = asyncio.ensure_future(self._background_checkpoint(*self._snapshot()))
+        partitions = self._due() if due_only else None
+        if partitions is not None and not partitions:
+            return
+        self._checkpoint = asyncio.ensure_future(self._background_checkpoint(*self._snapshot(partitions)))
 
     async def _background_checkpoint(self, *snapshot: Any) -> None:
         epoch = self._reader.epoch
@@ -380,7 +437,7 @@ class Checkpoints:
 
     async def _checkpoint_tick(self) -> None:
         async with self._lock:
-            self._start_checkpoint()
+            self._start_checkpoint(due_only=True)
 
     async def _wait_checkpoint(self) -> None:
         if self._checkpoint is not None:
@@ -412,6 +469,14 @@ async def _all_acknowledged(futures: list[asyncio.Future]) -> None:
         except BaseException:
             _failures_seen(futures[index + 1:])
             raise
+
+
+def _take(pending: dict, wanted: Any) -> dict:
+    """Remove and return the items of ``pending`` whose key is ``wanted``."""
+    taken = {key: value for key, value in pending.items() if wanted(key)}
+    for key in taken:
+        del pending[key]
+    return taken
 
 
 def _failures_seen(futures: list[asyncio.Future]) -> None:

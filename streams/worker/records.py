@@ -163,6 +163,8 @@ def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The loop events of a verdict record: one per finding of its ``decided_by``
     (:func:`streams.detection.decision.findings`), enforced or shadow, and the correction of a late
     result whose call loopwatch had refused (:func:`streams.detection.decision.correction`)."""
+    if record.get("decided_by", record) is None and "corrects" not in record:
+        return []  # the usual case, at a dict lookup's cost: nothing decided, nothing to correct
     found = findings(record)
     fix = correction(record)  # a late result: the block or abort of its call did not happen
     if fix is not None:

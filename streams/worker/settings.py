@@ -152,15 +152,27 @@ class WorkerSettings(BaseSettings):
     )
     checkpoint_interval_s: float = Field(
         0.5, gt=0,
-        description="Seconds between state checkpoints: wait for the verdicts published so far, write the changed "
-                    "states to the changelog, then let their input offsets be committed. Off the verdict path; "
-                    "after a crash up to this much input is re-applied (its verdicts may be sent again, "
-                    "byte-identical).",
+        description="Seconds between looks for partitions due a state checkpoint (see "
+                    "checkpoint_partition_events and checkpoint_partition_interval_s): wait for the verdicts "
+                    "published so far, write the partitions' changed states to the changelog, then let their input "
+                    "offsets be committed. Off the verdict path.",
+    )
+    checkpoint_partition_events: int = Field(
+        1000, ge=1,
+        description="Events of one partition handled since its last checkpoint that make it due at the next look "
+                    "(one Kafka transaction per partition and checkpoint: a partition with fewer waits up to "
+                    "checkpoint_partition_interval_s, so a quiet partition costs little).",
+    )
+    checkpoint_partition_interval_s: float = Field(
+        5.0, gt=0,
+        description="Longest a partition's handled events wait for their checkpoint. After a crash up to this "
+                    "much of a partition's input (or checkpoint_partition_events events) is re-applied (its "
+                    "verdicts may be sent again, byte-identical).",
     )
     checkpoint_max_events: int = Field(
         10000, ge=1,
-        description="Events handled since the last checkpoint that start one at once (bounds the memory "
-                    "and the re-applied input after a crash under load).",
+        description="Events handled since the last checkpoint that start one of every partition at once "
+                    "(bounds the memory and the re-applied input after a crash under load).",
     )
     fetch_max_wait_ms: float = Field(
         25.0, ge=1,

@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer
 from streams.worker.states import decode_state
 from tests.worker.test_rebalance import _events_applied, _wait_until, assert_every_verdict_once_as_offline
 from tests.worker.test_worker import ENABLED, _fleet_stream, _free_port, verdicts_by_source
-from tests.worker_harness import PacedProducer, WorkerProcess, create_topics, worker_settings
+from tests.worker_harness import PacedProducer, WorkerProcess, checkpoint_wait_s, create_topics, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -110,7 +110,7 @@ def test_a_worker_paused_past_its_session_timeout_writes_no_stale_state(kafka_bo
         time.sleep(shared.session_timeout_s)
         _wait_until(lambda: _events_applied(port_a) >= applied_a + 600, 60,
                     "A handles the paused worker's partitions too", worker_a)
-        time.sleep(2 * shared.checkpoint_interval_s)  # A's checkpoints write the newer states
+        time.sleep(checkpoint_wait_s(shared))  # A's checkpoints write the newer states
         os.kill(worker_b.proc.pid, signal.SIGCONT)
         paused = False
         finish.set()

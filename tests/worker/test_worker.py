@@ -596,16 +596,17 @@ _AFTER_STOP = 1500  # events produced after the stopped worker has exited (only 
 
 
 def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop: str, store: str = "memory://",
-                                     after_stop: Callable[[WorkerSettings], Any] = lambda settings: None) -> Any:
+                                     after_stop: Callable[[WorkerSettings], Any] = lambda settings: None,
+                                     **overrides: Any) -> Any:
     """``stop`` (``kill``: kill -9, ``stop``: SIGTERM) a worker while events flow, restart it, check every verdict.
 
     Asserts that every event has a verdict, repeated verdicts are byte-identical
     and all equal the offline replay. Returns what ``after_stop(settings)``
-    returned, called between the stop and the restart.
+    returned, called between the stop and the restart. ``overrides``: worker settings.
     """
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps(ENABLED))
-    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, store=store)
+    settings = worker_settings(kafka_bootstrap, tmp_path, partitions=4, config=config, store=store, **overrides)
     topic = settings.input_topics[0]
     asyncio.run(create_topics(kafka_bootstrap, [topic], 4))
 
@@ -659,6 +660,14 @@ def stopped_mid_stream_loses_nothing(kafka_bootstrap: str, tmp_path: Path, stop:
 def test_a_worker_stopped_mid_stream_loses_nothing_and_applies_nothing_twice(kafka_bootstrap, tmp_path, stop):
     """kill -9, or SIGTERM (a graceful stop), while events flow; then a restart."""
     stopped_mid_stream_loses_nothing(kafka_bootstrap, tmp_path, stop)
+
+
+@pytest.mark.timeout(170)
+def test_a_worker_killed_while_its_partitions_wait_for_their_checkpoints_loses_nothing(kafka_bootstrap, tmp_path):
+    """kill -9 with checkpoints by time only (5 s a partition, the default): up to 5 s of every partition's
+    events are not checkpointed when it dies; the restart applies them once more, nothing twice."""
+    stopped_mid_stream_loses_nothing(kafka_bootstrap, tmp_path, "kill", checkpoint_partition_interval_s=5.0,
+                                     checkpoint_partition_events=1_000_000)
 
 
 # ------------------------------------------------------------------------ idle expiry
