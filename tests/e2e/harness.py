@@ -184,6 +184,10 @@ class Pipeline:
         """The verdict records of ``session_id`` on the verdicts topic, in topic order (at least ``at_least``)."""
         return asyncio.run(_read_session(self.bootstrap, self.topics["verdicts"], session_id, at_least, timeout))
 
+    def wait_verdicts(self, count: int, timeout: float = 30.0) -> int:
+        """Wait until the verdicts topic holds ``count`` records (of any session); how many it holds."""
+        return asyncio.run(_count(self.bootstrap, self.topics["verdicts"], count, timeout))
+
     def events(self, session_id: str, at_least: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """The events of ``session_id`` as the gateway published them (the worker's input topic)."""
         return asyncio.run(_read_session(self.bootstrap, self.topics["events"], session_id, at_least, timeout))
@@ -195,6 +199,23 @@ def _answers(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+async def _count(bootstrap: str, topic: str, count: int, timeout: float) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    seen = 0
+    try:
+        deadline = time.monotonic() + timeout
+        while seen < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=300)
+            seen += sum(len(batch) for batch in batches.values())
+    finally:
+        await consumer.stop()
+    return seen
 
 
 async def _read_session(bootstrap: str, topic: str, session_id: str, at_least: int,

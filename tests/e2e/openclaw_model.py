@@ -28,7 +28,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["ScriptedModel", "serve", "main"]
 
@@ -38,11 +38,13 @@ MODEL_ID = "loop-model"
 class ScriptedModel:
     """The script: which tool to call with which arguments, how many calls at most, the log."""
 
-    def __init__(self, tool: str, args: dict[str, Any], max_calls: int, log: Path | None = None) -> None:
+    def __init__(self, tool: str, args: dict[str, Any], max_calls: int, log: Path | None = None,
+                 before_call: Callable[[int], None] | None = None) -> None:
         self.tool = tool
         self.args = args
         self.max_calls = max_calls
         self.log = log
+        self.before_call = before_call  # called with n before the answer with call n goes out (a test's fault)
         self.calls = 0
         self._requests = itertools.count(1)
         self._lock = threading.Lock()
@@ -64,6 +66,8 @@ class ScriptedModel:
                                          "last_tool": tool_results[-1] if tool_results else None}) + "\n")
         if call is None:
             return {"content": "I am stopping here.", "tool_calls": None}
+        if self.before_call is not None:
+            self.before_call(call)
         return {"content": None, "tool_calls": [{
             "id": f"call_{call}", "type": "function",
             "function": {"name": self.tool, "arguments": json.dumps(self.args)},
