@@ -29,6 +29,7 @@ test: venv test-js
 
 # The OpenClaw plugin's tests, with node's own test runner (the plugin has no npm dependencies).
 test-js:
+	@command -v node >/dev/null || { echo "make: make test needs Node.js 20+ (node) for the OpenClaw plugin's tests (README: Two commands)" >&2; exit 1; }
 	cd openclaw-plugin && node --test test/*.test.js
 
 # The HTML report in headless Chromium (marker browser; Debian's chromium package, or LOOPWATCH_CHROMIUM):
@@ -40,8 +41,9 @@ test-browser: venv
 docs-screenshots: venv
 	$(PY) bench/report_pages.py --out docs/img
 
-# The demo: broker (started here only if none answers; stopped again on exit), a worker on fresh
-# topics, the example fleet, live verdicts; Ctrl-C stops. Options: make run ARGS='--once --rate 5'.
+# The demo: broker (started here only if none answers, on KAFKA_PORT when exported, else 9092; stopped
+# again on exit), a worker on fresh topics, the example fleet, live verdicts; Ctrl-C stops.
+# Options: make run ARGS='--once --rate 5'.
 run: venv
 	.venv/bin/loopwatch demo $(ARGS)
 

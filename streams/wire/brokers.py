@@ -38,7 +38,8 @@ def bootstrap_servers(text: str) -> str:
     return ",".join(entries)
 
 
-def bootstrap_option(help: str = "Kafka bootstrap server(s), host:port[,host:port].") -> Any:
+def bootstrap_option(help: str = "Kafka bootstrap server(s), host:port[,host:port].",
+                     default: Any = DEFAULT_BOOTSTRAP, show_default: Any = True) -> Any:
     """The ``--bootstrap`` option of produce, tail and demo (env ``LOOPWATCH_BOOTSTRAP``), checked by
     :func:`bootstrap_servers`: the command gets aiokafka's form, or stops with a usage error naming the entry."""
 
@@ -48,5 +49,5 @@ def bootstrap_option(help: str = "Kafka bootstrap server(s), host:port[,host:por
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
-    return click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True, envvar="LOOPWATCH_BOOTSTRAP",
+    return click.option("--bootstrap", default=default, show_default=show_default, envvar="LOOPWATCH_BOOTSTRAP",
                         show_envvar=True, callback=check, help=help)

@@ -182,3 +182,20 @@ def test_demo_runs_kafka_sh_for_the_bootstrap_port_whatever_kafka_port_is_export
     demo_broker.stop_broker("127.0.0.1:9092")
     assert demo_broker.kafka_sh("start", 9092).returncode == 0
     assert (tmp_path / "calls").read_text() == "stop 9092\nstart 9092\n"
+
+
+def test_demo_starts_its_broker_on_an_exported_kafka_port(tmp_path, monkeypatch):
+    """``KAFKA_PORT=N make run``: the demo's default broker is 127.0.0.1:N, started there by kafka.sh."""
+    port = _closed_port()
+    script = tmp_path / "kafka.sh"
+    script.write_text(f'#!/bin/sh\necho "$1 $KAFKA_PORT" >> {tmp_path / "calls"}\nexit 3\n')  # a start that fails
+    script.chmod(0o755)
+    monkeypatch.setattr(demo_broker, "KAFKA_SH", script)
+    monkeypatch.delenv("LOOPWATCH_BOOTSTRAP", raising=False)
+    monkeypatch.setenv("KAFKA_PORT", str(port))
+    result = CliRunner().invoke(loopwatch, ["demo", "--metrics-port", "0", "--app-id", f"test-kafka-port-{port}"])
+    assert result.exit_code == 1
+    assert f"no broker at 127.0.0.1:{port}: starting one" in result.output
+    assert (tmp_path / "calls").read_text() == f"start {port}\n"
+    shown = " ".join(CliRunner().invoke(loopwatch, ["demo", "--help"]).output.split())
+    assert "default: (127.0.0.1:$KAFKA_PORT when KAFKA_PORT is exported, else 127.0.0.1:9092)" in shown

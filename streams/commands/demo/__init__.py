@@ -3,7 +3,8 @@
 Steps, each announced on stderr:
 
 1. a Kafka broker at ``--bootstrap``: used if it answers, else (for the
-   default local address) started with ``deploy/kafka/kafka.sh start``;
+   default local address, ``127.0.0.1:$KAFKA_PORT`` when ``KAFKA_PORT`` is
+   exported, else ``127.0.0.1:9092``) started with ``deploy/kafka/kafka.sh start``;
 2. a ``loopwatch worker`` subprocess with a fresh app id and fresh topics
    (``<app_id>.events``, ``.verdicts``, ``.loop-events``, ``.dead-letters``),
    so every demo starts clean; its log and data go under ``.work/demo/<app_id>``
@@ -37,7 +38,7 @@ import click
 
 from streams.assets import work_dir
 from streams.wire.brokers import bootstrap_option
-from .broker import delete_topics, ensure_broker, stop_broker
+from .broker import delete_topics, ensure_broker, local_default, stop_broker
 from .common import DEFAULT_CONFIG, DEFAULT_EVENTS, say
 from .session import run_session
 from .worker_process import DemoWorker
@@ -63,7 +64,9 @@ Examples:
   loopwatch demo --config my-openclaw.json --events my-fleet.jsonl --keep-topics
 """)
 @bootstrap_option(help="Kafka bootstrap server. At the default address a broker is started with "
-                       "deploy/kafka/kafka.sh when none answers (and stopped again on exit).")
+                       "deploy/kafka/kafka.sh when none answers (and stopped again on exit).",
+                  default=local_default, show_default="127.0.0.1:$KAFKA_PORT when KAFKA_PORT is exported, "
+                                                      "else 127.0.0.1:9092")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_CONFIG),
               show_default=True, help="OpenClaw config (JSON5) for the worker.")
 @click.option("--events", "events_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_EVENTS),

@@ -1,6 +1,7 @@
 """The demo's Kafka broker: the one at ``--bootstrap`` if it answers, else (at the default local
-address) one started with ``deploy/kafka/kafka.sh`` and stopped again on exit; and the demo's
-topics deleted at the end.
+address, ``127.0.0.1:$KAFKA_PORT`` when ``KAFKA_PORT`` is exported, else ``127.0.0.1:9092``) one
+started with ``deploy/kafka/kafka.sh`` and stopped again on exit; and the demo's topics deleted at
+the end.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from streams.assets import work_dir
 from streams.wire.brokers import DEFAULT_BOOTSTRAP
 from .common import KAFKA_SH, say, shown
 
-__all__ = ["ensure_broker", "stop_broker", "delete_topics", "no_broker_hint", "kafka_sh", "kafka_sh_start"]
+__all__ = ["local_default", "ensure_broker", "stop_broker", "delete_topics", "no_broker_hint", "kafka_sh", "kafka_sh_start"]
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -61,13 +62,20 @@ def kafka_sh(action: str, port: int) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(KAFKA_SH), action], stdout=sys.stderr, stderr=sys.stderr, env=env)
 
 
+def local_default() -> str:
+    """The demo's default broker: ``127.0.0.1:$KAFKA_PORT`` when ``KAFKA_PORT`` is exported (the
+    variable kafka.sh and ``make test`` take the port from), else :data:`DEFAULT_BOOTSTRAP`."""
+    port = os.environ.get("KAFKA_PORT", "").strip()
+    return f"127.0.0.1:{port}" if port.isdigit() and 0 < int(port) < 65536 else DEFAULT_BOOTSTRAP
+
+
 def ensure_broker(bootstrap: str) -> bool:
-    """Make sure a broker answers; returns True if this call started it."""
+    """Make sure a broker answers; returns True if this call started it (only at :func:`local_default`)."""
     host, port = split_bootstrap(bootstrap)
     if port_open(host, port):
         say(f"using the Kafka broker already running at {host}:{port}")
         return False
-    if bootstrap != DEFAULT_BOOTSTRAP or not KAFKA_SH.exists():
+    if bootstrap != local_default() or not KAFKA_SH.exists():
         raise click.ClickException(no_broker_hint(bootstrap))
     state = Path(os.environ.get("KAFKA_WORK") or work_dir() / "kafka") / f"port-{port}"
     say(f"no broker at {host}:{port}: starting one with {shown(KAFKA_SH)} start "
