@@ -25,6 +25,7 @@ import click
 from streams.wire.brokers import bootstrap_option, bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from streams.wire.keys import KEY_BY, record_key
+from streams.detection.engine import EventError, validate_event
 from streams.runners.completion import EventCompleter
 from .bad_input import SkipReport
 from .replay import event_records
@@ -73,9 +74,10 @@ class FileEvents(Iterator[dict[str, Any]]):
     for a folder.
     """
 
-    def __init__(self, paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> None:
+    def __init__(self, paths: Iterable[str], on_bad: Callable[[str, int, str], None], validate: bool = True) -> None:
         self._paths = paths
         self._on_bad = on_bad
+        self._validate = validate
         self._records: Iterator[tuple[str, int, dict | None, str | None]] | None = None
         self.path = "<events>"
         self.position = 0
@@ -84,6 +86,11 @@ class FileEvents(Iterator[dict[str, Any]]):
         if self._records is None:
             self._records = event_records("events", self._paths, progress=False)
         for path, position, event, error in self._records:
+            if event is not None and self._validate:
+                try:
+                    validate_event(event)  # what the worker would dead-letter as a schema error
+                except EventError as exc:
+                    event, error = None, f"invalid event: {exc}"
             if event is None:
                 self._on_bad(path, position, error or "unreadable")
             else:
@@ -92,10 +99,13 @@ class FileEvents(Iterator[dict[str, Any]]):
         raise StopIteration
 
 
-def file_events(paths: Iterable[str], on_bad: Callable[[str, int, str], None]) -> FileEvents:
+def file_events(paths: Iterable[str], on_bad: Callable[[str, int, str], None], validate: bool = True) -> FileEvents:
     """The events of JSON Lines / msgpack files (a :class:`FileEvents`); bad records go to
-    ``on_bad(path, position, reason)``. Iterating raises ``click.UsageError`` for a folder."""
-    return FileEvents(paths, on_bad)
+    ``on_bad(path, position, reason)``, with ``validate`` also events that do not fit the event
+    schema (:func:`streams.detection.validate_event`: an unknown ``type``, a field of the wrong type,
+    a call without a session), as ``invalid event: <why>``. Iterating raises ``click.UsageError``
+    for a folder."""
+    return FileEvents(paths, on_bad, validate)
 
 
 async def publish_events(
@@ -268,21 +278,27 @@ Examples:
               help="Send each event exactly as read. By default an event without session_key gets the one "
                    "its session_id was last sent with, and a tool_result without tool_name/args gets those "
                    "of its outcome_follows call, as OpenClaw's hooks have them (the client does the same).")
+@click.option("--no-validate", "no_validate", is_flag=True,
+              help="Send events that do not fit the event schema too (an unknown type, a field of the wrong "
+                   "type, a call without a session): the worker dead-letters them (to try the dead-letter "
+                   "path). By default each is reported with its file:line and skipped.")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress and no summary; bad records are still reported (the first 10, then a count).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | None, keep_ts: bool,
-            max_request_size: int, as_is: bool, quiet: bool, files: tuple[str, ...]) -> None:
+            max_request_size: int, as_is: bool, no_validate: bool, quiet: bool, files: tuple[str, ...]) -> None:
     """Publish the events of FILES to Kafka, one record per event.
 
     FILES are JSON Lines (one event object per line) or msgpack streams of
     event maps ('-' = standard input), in the event schema of `loopwatch
     replay`. Each record is keyed by the event's run id (falling back to its
     session key, then session id), so a run's events stay in order on one
-    partition. Events are not validated here: the worker dead-letters invalid
-    ones. A line that is not an event object, and an event too large for
-    Kafka (see --max-request-size), is counted and skipped; the first 10 are
-    reported with their file, line and reason, the rest in one line.
+    partition. A line that is not an event object, an event that does not
+    fit the event schema (what the worker would dead-letter: an unknown
+    `type`, a field of the wrong type; see --no-validate) and an event too
+    large for Kafka (see --max-request-size) is counted and skipped; the
+    first 10 are reported with their file, line and reason, the rest in one
+    line.
 
     Progress and a summary (events, keys, partitions, rate) go to stderr. Exit
     status 0 when every record was sent and acknowledged; 1 when any was
@@ -307,7 +323,8 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     from aiokafka.errors import KafkaConnectionError
 
     try:
-        asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad), codec=codec, key_by=key_by,
+        asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad, not no_validate), codec=codec,
+                                   key_by=key_by,
                                    rate=rate, stamp=not keep_ts, fill_ids=True, summary=summary,
                                    on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size,
                                    complete=not as_is))

@@ -207,6 +207,16 @@ def _shown(message: Any, record: dict[str, Any], formatter: Callable[..., str], 
     return formatter(record, message.timestamp)
 
 
+PROBE_RUN = "loopwatch-gateway-readyz"
+"""The run and session of the gateway's ``/readyz`` probe events
+(:attr:`streams.runners.gateway.health.Readiness.PROBE_RUN`): their records are hidden unless ``--show-probes``."""
+
+
+def is_probe(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` answers a gateway's ``/readyz`` probe (run or session :data:`PROBE_RUN`)."""
+    return record.get("run_id") == PROBE_RUN or record.get("session_id") == PROBE_RUN
+
+
 IDLE_NOTICE_S = 30.0
 """Seconds without a record before an interactive ``tail`` says it is still waiting (then again as often)."""
 
@@ -217,7 +227,7 @@ def _interactive() -> bool:
 
 
 async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, max_records: int | None,
-                idle_timeout: float | None, as_json: bool) -> int:
+                idle_timeout: float | None, as_json: bool, show_probes: bool = False) -> int:
     from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
@@ -260,6 +270,8 @@ async def _tail(bootstrap: str, topic: str, stream: str, from_beginning: bool, m
                     record = decode_event(message.value or b"")
                 except DecodeError as exc:
                     record = {"undecodable": str(exc), "value": message.value}
+                if not show_probes and isinstance(record, Mapping) and is_probe(record):
+                    continue  # a gateway's /readyz probe: health checking, not an agent's call
                 click.echo(_line(message, record, formatter, as_json))
                 count += 1
                 if max_records is not None and count >= max_records:
@@ -289,8 +301,10 @@ Examples:
               help="Stop after S seconds without a record.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print each record as one JSON object (with partition and offset) instead of a line of text.")
+@click.option("--show-probes", is_flag=True,
+              help=f"Also show the records of the gateway's /readyz probes (run {PROBE_RUN}), hidden by default.")
 def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, max_records: int | None,
-         idle_timeout: float | None, as_json: bool) -> None:
+         idle_timeout: float | None, as_json: bool, show_probes: bool) -> None:
     """Follow a loopwatch output topic live.
 
     STREAM is `verdicts` (default; one per event: time, run, tool, VERDICT,
@@ -301,6 +315,10 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     the reason and where they were) or `fleet-events` (fleet loops, calls the
     fleet breaker blocked or would block, breakers cleared).
 
+    The records of a gateway's /readyz probes (a compaction of run
+    loopwatch-gateway-readyz, sent while the gateway sees no traffic) are
+    hidden unless --show-probes.
+
     Reads without a consumer group and commits nothing, so it never affects
     the worker. Ctrl-C stops; so do --max and --idle-timeout. On a terminal
     it says what it follows, and every 30 s without a record that it is
@@ -310,7 +328,7 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
 
     try:
         count = asyncio.run(_tail(bootstrap, topic or STREAMS[stream], stream, from_beginning, max_records,
-                                  idle_timeout, as_json))
+                                  idle_timeout, as_json, show_probes))
     except KeyboardInterrupt:
         return
     except KafkaConnectionError as exc:

@@ -44,13 +44,16 @@ class DecodeError(ValueError):
     """A record that is not a msgpack map or JSON object; ``str()`` gives the reason."""
 
 
+_TOO_DEEP = "nested too deeply to decode"
+
+
 def json_loads(text: str | bytes) -> Any:
     """``json.loads``, where a document nested too deeply for Python (about 1,000 levels) raises
     ``json.JSONDecodeError`` ("nested too deeply to decode") like any other bad JSON, not ``RecursionError``."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to decode", text if isinstance(text, str) else "", 0) from None
+        raise json.JSONDecodeError(_TOO_DEEP, text if isinstance(text, str) else "", 0) from None
 
 
 def _looks_like_msgpack(first: int) -> bool:
@@ -99,9 +102,22 @@ def unpack_msgpack(data: bytes) -> Any:
 
 
 def _load_json(data: bytes) -> Any:
+    """The JSON value of one record (a JSON Lines line, or a Kafka record value).
+
+    Raises:
+        DecodeError: "invalid JSON at column C: <why>" (C counts characters from 1 in the record, so for
+            a line of a JSON Lines file the file's ``line:column`` is the reader's line and C; a record
+            value that spans lines says "at line L column C of the record"), or "invalid JSON: <why>"
+            without a position (not UTF-8, an integer of more than 4,300 digits, nested too deeply).
+    """
     try:
         return json_loads(data)
-    except Exception as exc:  # UnicodeDecodeError, JSONDecodeError, ValueError (an integer of >4,300 digits)
+    except json.JSONDecodeError as exc:
+        if exc.msg == _TOO_DEEP:  # no position: the whole document
+            raise DecodeError(f"invalid JSON: {exc.msg}") from None
+        where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno} of the record"
+        raise DecodeError(f"invalid JSON at {where}: {exc.msg}") from None
+    except Exception as exc:  # UnicodeDecodeError, ValueError (an integer of >4,300 digits)
         raise DecodeError(f"invalid JSON: {exc}") from None
 
 

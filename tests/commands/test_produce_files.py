@@ -14,7 +14,8 @@ from streams.commands.produce import FileEvents, ProduceSummary, file_events, pu
 
 def test_file_events_know_the_file_and_line_of_each_event(tmp_path):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    first.write_text('{"type": "tool_call", "n": 1}\n\n{not json\n{"type": "tool_call", "n": 2}\n')
+    first.write_text('{"type": "tool_call", "session_id": "s", "n": 1}\n\n{not json\n'
+                     '{"type": "tool_call", "session_id": "s", "n": 2}\n')
     second.write_text('[1]\n{"type": "tool_result", "n": 3}\n')
     bad: list = []
     events = file_events([str(first), str(second)], lambda path, position, reason: bad.append((path, position)))
@@ -50,13 +51,13 @@ def _publish_without_kafka(bootstrap, topic, events, *, summary, on_bad, **optio
 def test_produce_lists_the_first_ten_skipped_records_then_counts_the_rest(tmp_path, monkeypatch):
     monkeypatch.setattr(produce_module, "publish_events", _publish_without_kafka)
     events = tmp_path / "mixed.jsonl"
-    events.write_text("".join(["not json\n"] * 9 + ['{"type": "tool_call"}\n'] + ["[1]\n"] * 2990
-                              + ['{"type": "tool_call"}\n']), encoding="utf-8")
+    call = '{"type": "tool_call", "session_id": "s"}\n'
+    events.write_text("".join(["not json\n"] * 9 + [call] + ["[1]\n"] * 2990 + [call]), encoding="utf-8")
     result = CliRunner().invoke(loopwatch, ["produce", "--bootstrap", "127.0.0.1:1", str(events)])
     assert result.exit_code == 1, result.output  # records were skipped
     lines = result.stderr.splitlines()
     assert lines[:10] == [
-        *(f"loopwatch produce: {events}:{n}: skipped: invalid JSON: Expecting value: line 1 column 1 (char 0)"
+        *(f"loopwatch produce: {events}:{n}: skipped: invalid JSON at column 1: Expecting value"
           for n in range(1, 10)),
         f"loopwatch produce: {events}:11: skipped: an event must be an object, got list",
     ]
@@ -89,3 +90,37 @@ def test_publish_events_takes_a_kafka_prefix_as_its_docstring_says():
     with pytest.raises(KafkaConnectionError) as raised:
         asyncio.run(publish_events(f"kafka://127.0.0.1:{port}", "t", []))
     assert f"('127.0.0.1', {port}," in str(raised.value) and "kafka://" not in str(raised.value)
+
+
+def test_produce_skips_events_replay_would_reject_with_file_and_line(tmp_path, monkeypatch):
+    """An unknown ``type`` (or another schema error) is reported before anything is sent, as replay
+    reports it; ``--no-validate`` sends it for the worker to dead-letter."""
+    sent: list = []
+
+    def publish(bootstrap, topic, events, *, summary, **options):
+        async def run():
+            for event in events:
+                sent.append(event)
+                summary.sent += 1
+            return summary
+        return run()
+
+    monkeypatch.setattr(produce_module, "publish_events", publish)
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "tool_call", "session_id": "s", "tool_name": "read"}\n'
+                    '{"type": "toolcall", "session_id": "s"}\n'
+                    '{"type": "tool_call", "tool_name": "read"}\n')
+    result = CliRunner().invoke(loopwatch, ["produce", "-q", "--bootstrap", "127.0.0.1:1", str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        f"loopwatch produce: {path}:2: skipped: invalid event: type must be one of tool_call, tool_result, "
+        "compaction_retry, got 'toolcall'",
+        f"loopwatch produce: {path}:3: skipped: invalid event: an event needs a session_id (or a session_key)",
+    ]
+    assert [e["type"] for e in sent] == ["tool_call"]
+    replayed = CliRunner().invoke(loopwatch, ["replay", str(path)])
+    assert f"{path}:2: skipped: invalid event: type must be one of" in replayed.stderr  # the same words
+    sent.clear()
+    result = CliRunner().invoke(loopwatch, ["produce", "-q", "--no-validate", "--bootstrap", "127.0.0.1:1", str(path)])
+    assert result.exit_code == 0, result.output
+    assert [e["type"] for e in sent] == ["tool_call", "toolcall", "tool_call"]

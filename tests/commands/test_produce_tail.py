@@ -163,3 +163,34 @@ def test_tail_on_a_terminal_says_what_it_follows_and_that_it_is_still_waiting(ka
                         r"\(is a worker running, and are events being produced\?\)", waiting[0])
     assert result.stdout == ""
 
+
+
+@pytest.mark.timeout(60)
+def test_tail_hides_the_gateways_readyz_probes_unless_asked(kafka_bootstrap, unique_topic):
+    from aiokafka import AIOKafkaProducer
+
+    from streams.runners.gateway.health import Readiness
+
+    asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
+    probe = {"type": "compaction_retry", "run_id": Readiness.PROBE_RUN, "session_id": Readiness.PROBE_RUN,
+             "event_id": "p1", "verdict": "allow", "guard": {"armed": True, "remaining": 3}}
+    call = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_name": "read", "event_id": "c1",
+            "verdict": "allow", "detection": {"stuck": False}}
+
+    async def publish() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            for record in (probe, call, {**probe, "event_id": "p2"}):
+                await producer.send_and_wait(unique_topic, msgpack.packb(record))
+        finally:
+            await producer.stop()
+
+    asyncio.run(publish())
+    base = ["tail", "verdicts", "--topic", unique_topic, "--bootstrap", kafka_bootstrap, "--from-beginning",
+            "--json", "--idle-timeout", "2"]
+    shown = CliRunner().invoke(loopwatch, base)
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line)["event_id"] for line in shown.output.splitlines()] == ["c1"]
+    everything = CliRunner().invoke(loopwatch, [*base, "--show-probes"])
+    assert [json.loads(line)["event_id"] for line in everything.output.splitlines()] == ["p1", "c1", "p2"]

@@ -99,7 +99,7 @@ def test_replay_reports_bad_lines_and_continues(tmp_path):
     assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["e1", "e2", "e3", "e4"]
     assert json.loads(result.stdout.splitlines()[-1])["verdict"] == "abort"  # the run went on
     errors = result.stderr.splitlines()[1:]  # after the settings line
-    assert errors[0].startswith(f"loopwatch replay: {path}:2: skipped: invalid JSON: ")
+    assert errors[0] == f"loopwatch replay: {path}:2: skipped: invalid JSON at column 1: Expecting value"
     assert errors[1] == (f"loopwatch replay: {path}:4: skipped: invalid event: type must be one of tool_call, "
                          "tool_result, compaction_retry, got 'bogus'")
     assert errors[2] == f"loopwatch replay: {path}:5: skipped: an event must be an object, got list"
@@ -141,7 +141,7 @@ def test_replay_counts_invalid_events_with_unreadable_ones_and_quiet_keeps_the_l
     errors = result.stderr.splitlines()
     assert [line.split(": skipped: ")[0] for line in errors[:10]] == [
         f"loopwatch replay: {path}:{n}" for n in (1, 2, 3, 4, 5, 6, 8, 9, 10, 11)]
-    assert errors[5].endswith("skipped: invalid JSON: Expecting value: line 1 column 1 (char 0)")
+    assert errors[5].endswith("skipped: invalid JSON at column 1: Expecting value")
     assert errors[6].endswith("skipped: invalid event: type must be one of tool_call, tool_result, "
                               "compaction_retry, got 'bogus'")
     assert errors[10:] == ["loopwatch replay: 2 more skipped record(s) not listed"]

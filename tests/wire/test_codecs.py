@@ -57,9 +57,12 @@ def test_msgpack_whose_first_record_is_not_a_map_is_still_msgpack():
     (b"\xc1", "invalid msgpack: FormatError"),
     (b"[1]", "an event must be a map/object, got list"),
     (b'"just a string"', "an event must be a map/object, got str"),
-    (b"oops", "invalid JSON: Expecting value: line 1 column 1 (char 0)"),
+    (b"oops", "invalid JSON at column 1: Expecting value"),
+    (b'{"type": "tool_call",, }', "invalid JSON at column 22: Expecting property name enclosed in double quotes"),
+    (b'{"type":\n "tool_call" "x"}', "invalid JSON at line 2 column 14 of the record: Expecting ',' delimiter"),
     (msgpack.packb({"a": 1}) + b"x", "invalid msgpack: unpack(b) received extra data."),
-], ids=["empty", "reserved-byte", "array", "json-string", "text", "msgpack-extra-data"])
+], ids=["empty", "reserved-byte", "array", "json-string", "text", "bad-json-mid-line", "bad-json-second-line",
+        "msgpack-extra-data"])
 def test_record_values_that_are_not_events(value, reason):
     with pytest.raises(DecodeError, match="^" + reason.replace("(", r"\(").replace(")", r"\)") + "$"):
         decode_event(value)
