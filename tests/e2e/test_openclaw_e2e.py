@@ -15,7 +15,8 @@ plugin's fail mode, the calls run without a verdict reach loopwatch marked ``ran
 and the worker's verdicts once it is back equal the offline replay of the published events.
 
 Marker ``e2e`` (not in the default run): ``make e2e-openclaw`` (or ``make e2e``) installs what it
-needs into the cache folder and runs this file. About 4 minutes on 2 cores once installed.
+needs into the cache folder and runs this file. About 4 minutes on 2 cores once installed for the loop
+test, and about 6 minutes more per worker-stopped run (four runs).
 """
 
 from __future__ import annotations
