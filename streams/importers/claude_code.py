@@ -44,6 +44,9 @@ Mapping (in log order):
   its summary). When the progress records hold fewer tool calls than the ``Task`` result's
   ``totalToolUseCount``, or none, the sub-agent is reported as a
   :class:`~streams.importers.events.SessionFormatError` naming it and the calls missing.
+* ``model`` = the message's ``model``; ``usage`` = its API usage (the last record of the message's:
+  the whole output), ``{turn: message.id, input_tokens: input + cache writes + cache reads,
+  cached_input_tokens: cache reads, output_tokens}``, the same on every call of the message.
 * ``session_id`` = ``sessionId``; ``agent_id`` = ``main`` or the sub-agent's ``agentId``;
   ``session_key`` absent. Event ids are ``<sessionId>:<line>:<n>`` for the main log and
   ``<sessionId>/<agentId>:<line>:<n>`` for a sub-agent (its side file's lines, or the main log's
@@ -207,6 +210,7 @@ def _events(path: Path, session_id: str, sub_agent: str | None,
     main_run = run_id(session_id, sub_agent=sub_agent)
     owner: dict[str, tuple[str | None, Any]] = {}  # tool_use id -> (agent, message.id)
     events: list[dict[str, Any]] = []
+    usages = _usages(items)
 
     for ln, rec, agent in items:
         kind = rec["type"]
@@ -230,7 +234,7 @@ def _events(path: Path, session_id: str, sub_agent: str | None,
                              None)
                 call = {"type": "tool_call", **base, "tool_call_id": call_id, "tool_name": block.get("name"),
                         "args": block.get("input"), "result": None, "error": None,
-                        **({"outcome_follows": True} if found else {}), **tail}
+                        **({"outcome_follows": True} if found else {}), **_model_usage(rec, usages), **tail}
                 if found:
                     awaited[(found[0], call_id)] = call
                 owner[call_id] = message_id
@@ -246,6 +250,36 @@ def _events(path: Path, session_id: str, sub_agent: str | None,
                            "tool_name": call["tool_name"], "args": call["args"], **_outcome(block, rec), **tail})
     apart = {call_id for batch in batches.values() if len(batch) > 1 for call_id in batch}
     return fold_results(events, apart)
+
+
+def _usages(items: list[tuple[int, dict[str, Any], str | None]]) -> dict[Any, dict[str, Any]]:
+    """``message.id`` -> its API ``usage``: the last record's (Claude Code writes a message's blocks as records
+    of their own, each with the usage so far: the last has the whole output)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for _, rec, _ in items:
+        message = rec.get("message") if rec.get("type") == "assistant" else None
+        if isinstance(message, dict) and message.get("id") is not None and isinstance(message.get("usage"), dict):
+            out[message["id"]] = message["usage"]
+    return out
+
+
+def _model_usage(rec: dict[str, Any], usages: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """``model`` and ``usage`` of a tool call (docs/events-and-verdicts.md), from its message, when it has them:
+    input = input + cache writes + cache reads (every token the model read), cached = cache reads."""
+    message = rec.get("message") or {}
+    out: dict[str, Any] = {}
+    if isinstance(message.get("model"), str):
+        out["model"] = message["model"]
+    usage = usages.get(message.get("id"))
+    if usage is not None:
+        def n(key: str) -> int:
+            value = usage.get(key)
+            return value if type(value) is int and value >= 0 else 0
+
+        out["usage"] = {"turn": str(message["id"]), "output_tokens": n("output_tokens"),
+                        "input_tokens": n("input_tokens") + n("cache_creation_input_tokens")
+                        + n("cache_read_input_tokens"), "cached_input_tokens": n("cache_read_input_tokens")}
+    return out
 
 
 def _check_sub_agents(path: Path, records: list[tuple[int, dict[str, Any]]], events: list[dict[str, Any]],

@@ -31,6 +31,9 @@ session gives the live run ids, call ids and result hashes:
   (:func:`streams.importers.events.fold_results`), calls of one model response that all started
   before any outcome stay apart.
 * ``ts`` is the record's ``timestamp`` in epoch milliseconds.
+* ``model`` = the last ``turn_context``'s; ``usage`` = the ``last_token_usage`` of the first
+  ``token_count`` event after the call (the model response that asked for it),
+  ``{turn: "token_count@<line>", input_tokens, cached_input_tokens, output_tokens}``.
 * Sub-agents (``spawn_agent`` of the ``multi_agent_v1`` tools): Codex 0.171 writes each spawned thread
   to a rollout file of its own (``rollout-<time>-<thread id>.jsonl``, in the day folder of its start),
   whose ``session_meta`` has ``id`` = the sub-agent's thread, ``session_id`` = the session it belongs
@@ -49,6 +52,7 @@ reported (path, line) and skipped.
 
 from __future__ import annotations
 
+import bisect
 import json
 import shlex
 from dataclasses import dataclass
@@ -127,6 +131,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         elif kind == "response_item" and ptype in ("function_call_output", "custom_tool_call_output"):
             outputs.setdefault(str(payload.get("call_id")), (ln, _output_text(payload.get("output"))))
 
+    usage_at = _UsageLines(rows)
     events: list[dict[str, Any]] = []
     turn: str | int = 1
     calls: dict[str, dict[str, Any]] = {}
@@ -156,7 +161,8 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
                 tool, args = hook_tool_name(name, payload.get("namespace")), _arguments(payload.get("arguments"))
             outcome = _outcome(call_id, name, executed, outputs)
             call = {"type": "tool_call", **head, "tool_call_id": call_id, "tool_name": tool, "args": args,
-                    "result": None, "error": None, **({"outcome_follows": True} if outcome else {}), **tail}
+                    "result": None, "error": None, **({"outcome_follows": True} if outcome else {}),
+                    **usage_at.of(ln), **tail}
             calls[call_id] = call
             events.append(call)
             if outcome:
@@ -233,3 +239,36 @@ def _outcome(call_id: str, name: str, executed: dict, outputs: dict) -> tuple[in
     if found is None or BLOCKED_MARK in found[1] or found[1].rstrip().endswith(ABORTED_MARK):
         return None
     return found[0], text_result(found[1])
+
+
+class _UsageLines:
+    """``model`` and ``usage`` of a call at a line: the model of the last ``turn_context`` before it, and the
+    ``last_token_usage`` of the first ``token_count`` event after it (Codex writes it once the model response
+    that asked for the call is complete; the calls before the same ``token_count`` share it). Codex counts
+    cached input in ``input_tokens`` and reasoning in ``output_tokens``, as the usage of an event does."""
+
+    def __init__(self, rows: list[tuple[int, str, dict[str, Any], Any]]) -> None:
+        models = [(ln, p["model"]) for ln, kind, p, _ in rows
+                  if kind == "turn_context" and isinstance(p.get("model"), str)]
+        tokens = [(ln, p["info"]["last_token_usage"]) for ln, kind, p, _ in rows
+                  if kind == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict)
+                  and isinstance(p["info"].get("last_token_usage"), dict)]
+        self.model_lines, self.models = [ln for ln, _ in models], [m for _, m in models]
+        self.token_lines, self.tokens = [ln for ln, _ in tokens], [u for _, u in tokens]
+
+    def of(self, line: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        at = bisect.bisect_left(self.model_lines, line) - 1
+        if at >= 0:
+            out["model"] = self.models[at]
+        after = bisect.bisect_right(self.token_lines, line)
+        if after < len(self.tokens):
+            usage = self.tokens[after]
+
+            def n(key: str) -> int:
+                value = usage.get(key)
+                return value if type(value) is int and value >= 0 else 0
+
+            out["usage"] = {"turn": f"token_count@{self.token_lines[after]}", "input_tokens": n("input_tokens"),
+                            "cached_input_tokens": n("cached_input_tokens"), "output_tokens": n("output_tokens")}
+        return out

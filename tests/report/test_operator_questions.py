@@ -122,3 +122,28 @@ def test_backtest_by_run_with_shadow_and_breaker_beside_the_totals(sensitive_rec
     assert both.run_rows() == []
     page = render_html(comparison.a, comparison)
     assert '<table id="compare-runs">' in page and 'data-run="r1" data-differences="1"' in page
+
+
+def test_recorded_sessions_carry_model_and_usage_into_the_wasted_tokens():
+    from pathlib import Path
+
+    from streams.importers import read_files, session_files
+
+    runners = Path(__file__).resolve().parents[1] / "fixtures" / "runners"
+    events = list(read_files(session_files("auto", [runners / "codex-compaction.jsonl",
+                                                    runners / "claude-code-escalation.jsonl"])))
+    calls = [e for e in events if e["type"] == "tool_call"]
+    # Codex: the model of the turn context, the usage of the token_count after the call; Claude Code: the
+    # message's model and its last record's usage (cache reads and writes in the input)
+    assert {(e["runner"], e["model"]) for e in calls} == {("codex", "e2e-model"), ("claude-code", "claude-opus-5-5")}
+    codex = [e["usage"] for e in calls if e["runner"] == "codex"]
+    assert codex[2] == {"turn": "token_count@24", "input_tokens": 250_000, "cached_input_tokens": 0,
+                        "output_tokens": 5}
+    assert all(e["usage"]["turn"].startswith("msg_") for e in calls if e["runner"] == "claude-code")
+    report = build_report(_replay(events, {}))
+    # the guard aborts the Codex run after the compaction, its 4 later calls are refused: 5 wasted calls
+    # of one turn each (10 read, 5 written)
+    assert report.totals.wasted_calls == {"ran": 0, "blocked": 1, "refused": 4}
+    cost = report.usage.estimate()
+    assert (cost["wasted"], cost["wasted_input"], cost["wasted_output"], cost["wasted_without_usage"]) == (75, 50, 25, 0)
+    assert cost["tokens"] == sum(e["usage"]["input_tokens"] + e["usage"]["output_tokens"] for e in calls)
