@@ -13,7 +13,7 @@
 // Protocol on stdin/stdout, one JSON line each: it prints {"ready": events, "parse_cpu_us": ...} once the
 // file is parsed, then for every line "pass" on stdin runs one pass from empty states and prints
 // {"cpu_us": process CPU time of the pass, "wall_us": ..., "verdicts": {...}}. EOF on stdin ends it.
-import { readFileSync, readdirSync } from "node:fs";
+import { createReadStream, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
@@ -40,11 +40,15 @@ const { detectToolCallLoop, recordToolCall, recordToolCallOutcome } = await load
 const { normalizeToolName } = await load("tool-policy-", ["normalizeToolName"]);
 
 const config = { enabled: true };
-const lines = readFileSync(eventsPath, "utf8").split("\n").filter((line) => line);
-const parseStart = process.cpuUsage();
-const events = lines.map((line) => JSON.parse(line));
-const parsed = process.cpuUsage(parseStart);
-lines.length = 0;
+const events = [];
+let parseCpu = 0;
+for await (const line of createInterface({ input: createReadStream(eventsPath), crlfDelay: Infinity })) {
+  if (!line) continue;
+  const start = process.cpuUsage();
+  events.push(JSON.parse(line));
+  const spent = process.cpuUsage(start);
+  parseCpu += spent.user + spent.system;
+}
 
 // src/agents/agent-tools.before-tool-call.ts shouldEmitLoopWarning (bucket size 10, at most 256 keys)
 function shouldEmitLoopWarning(state, warningKey, count) {
@@ -93,7 +97,7 @@ function pass() {
   return { cpu_us: cpu.user + cpu.system, wall_us: wall, verdicts };
 }
 
-console.log(JSON.stringify({ ready: events.length, parse_cpu_us: parsed.user + parsed.system, node: process.version }));
+console.log(JSON.stringify({ ready: events.length, parse_cpu_us: parseCpu, node: process.version }));
 for await (const line of createInterface({ input: process.stdin })) {
   if (line.trim() === "pass") console.log(JSON.stringify(pass()));
 }

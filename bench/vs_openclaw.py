@@ -1,7 +1,7 @@
 """loopwatch's engine beside OpenClaw's own loop detection and a compiled reference, per event, in one run.
 
 Three engines take the same synthetic fleet (:mod:`bench.workload`, about
-200,000 events at the default ``--runs 7840``), each in its own process, in
+200,000 events at the default ``--runs 7850``), each in its own process, in
 alternating passes (the order rotates every round, so all see the same
 machine load):
 
@@ -61,8 +61,8 @@ def main() -> None:
                         help="OpenClaw's package directory (node_modules/openclaw; env LOOPWATCH_BENCH_OPENCLAW)")
     parser.add_argument("--node", default=os.environ.get("LOOPWATCH_BENCH_NODE") or shutil.which("node"),
                         help="node executable (default: env LOOPWATCH_BENCH_NODE, else node on PATH)")
-    parser.add_argument("--runs", type=positive(int), default=7840,
-                        help="agent runs in the workload (default 7840: about 200,000 events)")
+    parser.add_argument("--runs", type=positive(int), default=7850,
+                        help="agent runs in the workload (default 7850: about 200,000 events)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=positive(int), default=5, help="passes of each engine (default 5)")
     parser.add_argument("--no-reference", action="store_true", help="skip the compiled reference")

@@ -37,18 +37,35 @@
 #define MAX_DEPTH 200
 #define MAX_SAFE_INT 9007199254740992LL /* 2**53 */
 
+/* The output buffer starts in the caller's stack frame (STACK_BUF bytes: most tool payloads fit, so most
+ * calls allocate nothing) and moves to the heap when it outgrows it. */
+#define STACK_BUF 16384
+
 typedef struct {
     char *data;
     Py_ssize_t len;
     Py_ssize_t cap;
+    char *stack; /* the initial buffer, not to be freed */
 } Buf;
+
+#define BUF_ON_STACK(name, space) char space[STACK_BUF]; Buf name = {space, 0, STACK_BUF, space}
+
+static void buf_free(Buf *b) {
+    if (b->data != b->stack) PyMem_Free(b->data);
+}
 
 static int buf_grow(Buf *b, Py_ssize_t extra) {
     Py_ssize_t need = b->len + extra;
     if (need <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
+    Py_ssize_t cap = b->cap;
     while (cap < need) cap *= 2;
-    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    char *data;
+    if (b->data == b->stack) {
+        data = PyMem_Malloc((size_t)cap);
+        if (data) memcpy(data, b->data, (size_t)b->len);
+    } else {
+        data = PyMem_Realloc(b->data, (size_t)cap);
+    }
     if (!data) { PyErr_NoMemory(); return -1; }
     b->data = data;
     b->cap = cap;
@@ -313,18 +330,20 @@ static PyObject *canonical_bytes(PyObject *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "canonical_bytes(value, number_text, undefined)");
         return NULL;
     }
-    Buf b = {NULL, 0, 0};
+    BUF_ON_STACK(b, space);
     if (put_value(&b, args[0], args[1], args[2], 0) < 0) {
-        PyMem_Free(b.data);
+        buf_free(&b);
         return NULL;
     }
-    PyObject *out = PyBytes_FromStringAndSize(b.data ? b.data : "", b.len);
-    PyMem_Free(b.data);
+    PyObject *out = PyBytes_FromStringAndSize(b.data, b.len);
+    buf_free(&b);
     return out;
 }
 
 #ifdef LOOPWATCH_OPENSSL
 static EVP_MD *sha256_md = NULL; /* fetched once: implicit fetches cost per call in OpenSSL 3 */
+/* One digest context, reused: no Python code runs while it is in use (the GIL is held from init to final). */
+static EVP_MD_CTX *sha256_ctx = NULL;
 
 static int contains(const char *hay, Py_ssize_t hay_len, const char *needle, Py_ssize_t needle_len) {
     if (needle_len == 0) return 1;
@@ -342,20 +361,20 @@ static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "digest_hex(value, number_text, undefined, prefix: str[, needle: bytes])");
         return NULL;
     }
-    Buf b = {NULL, 0, 0};
+    BUF_ON_STACK(b, space);
     if (put_value(&b, args[0], args[1], args[2], 0) < 0) {
-        PyMem_Free(b.data);
+        buf_free(&b);
         return NULL;
     }
-    if (nargs == 5 && b.data
-            && contains(b.data, b.len, PyBytes_AS_STRING(args[4]), PyBytes_GET_SIZE(args[4]))) {
-        PyMem_Free(b.data);
+    if (nargs == 5 && contains(b.data, b.len, PyBytes_AS_STRING(args[4]), PyBytes_GET_SIZE(args[4]))) {
+        buf_free(&b);
         Py_RETURN_NONE;
     }
     unsigned char md[32];
     unsigned int md_len = 0;
-    int ok = EVP_Digest(b.data ? b.data : "", (size_t)b.len, md, &md_len, sha256_md, NULL);
-    PyMem_Free(b.data);
+    int ok = EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) && EVP_DigestUpdate(sha256_ctx, b.data, (size_t)b.len)
+             && EVP_DigestFinal_ex(sha256_ctx, md, &md_len);
+    buf_free(&b);
     if (!ok || md_len != 32) {
         PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
         return NULL;
@@ -400,7 +419,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_canonical", NULL, -
 PyMODINIT_FUNC PyInit__canonical(void) {
 #ifdef LOOPWATCH_OPENSSL
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (!sha256_md) {
+    sha256_ctx = EVP_MD_CTX_new();
+    if (!sha256_md || !sha256_ctx) {
         PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA256");
         return NULL;
     }

@@ -22,7 +22,8 @@ Where Python and JavaScript differ:
 * lone surrogates in strings are escaped (``\\ud800``), as ``JSON.stringify`` does.
 
 Speed: the C accelerator ``_canonical`` (built at install when a compiler is
-present; :data:`ACCELERATED` says whether it loaded) serialises the JSON data
+present; :data:`ACCELERATED` says whether it loaded; ``LOOPWATCH_NO_ACCELERATOR=1`` in the environment
+leaves it unloaded) serialises the JSON data
 model straight to UTF-8, calling back into :func:`js_number` for the rare
 floats and huge integers. Without it, the C JSON encoder serves the values on
 which it provably agrees with JavaScript. Anything else (bytes, cycles,
@@ -35,6 +36,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from typing import Any, Callable
 
@@ -241,11 +243,17 @@ def _fast_text(value: Any) -> str | None:
     return text
 
 
+# LOOPWATCH_NO_ACCELERATOR=1 leaves the accelerator unloaded (the tests compare both paths this way)
+_PURE = os.environ.get("LOOPWATCH_NO_ACCELERATOR") == "1"
 try:
+    if _PURE:
+        raise ImportError("LOOPWATCH_NO_ACCELERATOR=1")
     from ._canonical import canonical_bytes as _c_canonical_bytes
 except ImportError:  # no compiler at install time: same bytes, more slowly
     _c_canonical_bytes = None
 try:
+    if _PURE:
+        raise ImportError("LOOPWATCH_NO_ACCELERATOR=1")
     from ._canonical import digest_hex as _c_digest_hex
 except ImportError:  # built without OpenSSL's headers: hashlib hashes instead
     _c_digest_hex = None

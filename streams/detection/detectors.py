@@ -173,16 +173,12 @@ def detect(state: SessionState, run_id: str | None, tool: str, args_hash: str, k
         # (which needs this args hash in the history). Only an unknown-tool
         # streak of the run's newest records can still fire (2026.9.6: or exec's
         # terminal-failure walk, which only a critical can come of here).
-        for newest in reversed(history):
-            if newest.run_id == run_id:
-                if newest.tool != tool:
-                    return None
-                if newest.unknown_tool is None and (
-                        not other_args_count
-                        or _terminal_streak(history, run_id, tool, call_key)[0] < settings.critical_threshold):
-                    return None
-                break
-        else:
+        newest = state.newest_of_run.get(run_id)
+        if newest is None or newest.tool != tool:
+            return None
+        if newest.unknown_tool is None and (
+                not other_args_count
+                or _terminal_streak(history, run_id, tool, call_key)[0] < settings.critical_threshold):
             return None
     scoped = [record for record in history if record.run_id == run_id]
     if not scoped:

@@ -105,6 +105,7 @@ class EventError(ValueError):
 
 _STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id",
                   "blocked_by", "runner")
+_NUMBER_FIELDS = ("ts", "deadline")
 _BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
 
 
@@ -124,7 +125,7 @@ def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
             raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
     if kind != "tool_result" and not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
-    for field in ("ts", "deadline"):
+    for field in _NUMBER_FIELDS:
         value = get(field)
         if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
             raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
@@ -272,10 +273,18 @@ class Engine:
                 hold a value that is not JSON data (a msgpack extension type).
                 Either way ``state`` is unchanged: both are hashed before any change.
         """
-        kind = validate_event(event)
+        return self.process_valid(validate_event(event), event, state, ref, guards, blocked)
+
+    def process_valid(self, kind: str, event: Mapping[str, Any], state: SessionState | None, ref: Any = None,
+                      guards: MutableMapping[str, RunState] | None = None,
+                      blocked: MutableMapping[str, PendingCall] | None = None) -> dict[str, Any]:
+        """:meth:`process` of an event :func:`validate_event` accepted, ``kind`` being what it returned
+        (for a caller that validated the event already: it is not checked again)."""
         policies = self.policies
         if blocked is None:
             blocked = state.blocked
+        runs = guards if guards is not None else state.runs
+        own_key = guard_key(event)
         answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
         if kind == "tool_result":
             answered = _answered_call(event, state, blocked)
@@ -283,19 +292,20 @@ class Engine:
             # blocked call's that ran without its verdict
             applied = answered[1] is not None and event.get("judged") is not False and (
                 answered[0] is None or (event.get("ran_without_verdict") is True and has_session(event)))
-            run_key = answered[1].guard if applied else guard_key(event)
+            run_key = answered[1].guard if applied else own_key
         else:
-            run_key = guard_key(event)
-        ended = self.run_end(event, state, guards)  # before this event
+            run_key = own_key
+        run = runs.get(own_key)
+        ended = run.ended if run is not None else None  # before this event (Engine.run_end)
         try:
             if policies is not None:
                 event = policies.prepare(event)
             if kind == "tool_call":
-                verdict = self._tool_call(event, state, ref, guards, blocked)
+                verdict = self._tool_call(event, state, ref, guards, blocked, run_key)
             elif kind == "tool_result":
-                verdict = self._tool_result(event, state, ref, guards, blocked, *answered)
+                verdict = self._tool_result(event, state, ref, guards, blocked, *answered, run_key)
             else:
-                verdict = self._compaction_retry(event, state, guards)
+                verdict = self._compaction_retry(event, state, guards, run_key)
         except RecursionError:
             raise EventError("args or result nested too deeply to hash") from None
         except NotJSONData as exc:  # e.g. a msgpack timestamp or other extension type
@@ -313,7 +323,7 @@ class Engine:
         else:
             end = ending(verdict)
             if end is not None and run_key is not None:  # every path above created the run's state
-                (guards if guards is not None else state.runs)[run_key].ended = (*end, ref)
+                runs[run_key].ended = (*end, ref)
         set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
         if kind == "tool_call" and verdict["verdict"] in _REFUSALS and event.get("outcome_follows") is True:
             _note_refusal(event, state, blocked, verdict)
@@ -337,13 +347,10 @@ class Engine:
         return settings, raw_run, run_id
 
     @staticmethod
-    def _run(event: Mapping[str, Any] | None, state: SessionState | None,
-             guards: MutableMapping[str, RunState] | None, settings: LoopDetectionSettings,
-             key: str | None = None) -> RunState:
-        """The guard of ``event``, or the one of identity ``key`` (docs/detection-rules.md §7), created on first sight
-        with its agent's guard config. No identity (a sessionless result): a fresh guard nothing keeps."""
-        if event is not None:
-            key = guard_key(event)
+    def _run(state: SessionState | None, guards: MutableMapping[str, RunState] | None,
+             settings: LoopDetectionSettings, key: str | None) -> RunState:
+        """The guard of identity ``key`` (docs/detection-rules.md §7: :func:`guard_key`, or a pending call's), created
+        on first sight with its agent's guard config. No identity (a sessionless result): a fresh guard nothing keeps."""
         if key is None:
             return RunState(settings.guard_enabled, settings.window_size)
         if guards is None:
@@ -355,7 +362,7 @@ class Engine:
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any,
                    guards: MutableMapping[str, RunState] | None,
-                   blocked: MutableMapping[str, PendingCall]) -> dict[str, Any]:
+                   blocked: MutableMapping[str, PendingCall], run_key: str | None) -> dict[str, Any]:
         call_id = event.get("tool_call_id")
         settings, raw_run, run_id = self._context(event)
         is_2026_9 = settings.is_2026_9
@@ -382,9 +389,9 @@ class Engine:
             key = blocked_key(raw_run, call_id) if follows else None
             if key is not None:  # its result is ignored when it comes (docs/detection-rules.md §9)
                 profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
-                remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
+                remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, run_key,
                                                            event.get("agent_id"), event.get("profile")))
-            run = self._run(event, state, guards, settings)
+            run = self._run(state, guards, settings, run_key)
             if is_2026_9:  # docs/detection-rules.md §11.3.1 step 3: a recorded veto, with one recovery chance per attempt
                 return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
                                   marks)
@@ -401,7 +408,7 @@ class Engine:
         # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
         can_record = not follows and (keyed or bool(session_id))
         outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if can_record else None
-        run = self._run(event, state, guards, settings)
+        run = self._run(state, guards, settings, run_key)
         warning = None
         decision = "allow"
         if detection is not None:
@@ -413,11 +420,12 @@ class Engine:
         if is_2026_9 and state.maybe_pending and settings.enabled is True and (keyed or session_id):
             _rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
         recorded_call = keyed and settings.records_calls
-        if recorded_call:
+        # the call's record with its outcome at once: what attaching the outcome to it would leave
+        fresh = recorded_call and not follows and outcome is not None
+        if recorded_call and not fresh:
             state.append(CallRecord(tool, call_hash, call_id, run_id, None, None, ref, args_key=call_key),
                          settings.history_size)
-            if follows or outcome is None:
-                state.maybe_pending = True  # the record stays pending (for now)
+            state.maybe_pending = True  # the record stays pending (for now)
         verdict: dict[str, Any] = {
             "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": decision,
             "detection": detection.as_dict() if detection is not None else {"stuck": False},
@@ -425,14 +433,15 @@ class Engine:
         }
         if follows:
             if call_id:  # its result is recorded as this call's: run, agent, guard (docs/detection-rules.md §9)
-                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, guard_key(event),
+                state.remember_call(call_id, PendingCall(tool, call_hash, run_id, profile, run_key,
                                                          event.get("agent_id"), event.get("profile")))
             verdict["outcome"] = {"deferred": True}
             verdict["guard"] = guard_status(run)
             verdict["run_aborted"] = run.aborted
             verdict["verdict"] = decision
         else:
-            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref)
+            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref,
+                                 call_key=call_key, fresh=fresh)
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
         if is_2026_9:
             verdict["run_terminated"] = run.terminated
@@ -444,7 +453,7 @@ class Engine:
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState | None, ref: Any,
                      guards: MutableMapping[str, RunState] | None, blocked: MutableMapping[str, PendingCall],
-                     blocked_hit: str | None, call: PendingCall | None) -> dict[str, Any]:
+                     blocked_hit: str | None, call: PendingCall | None, run_key: str | None) -> dict[str, Any]:
         """docs/detection-rules.md §9: a result for a blocked call, for a pending call, or for no pending call.
 
         ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
@@ -464,7 +473,7 @@ class Engine:
         """
         call_id = event.get("tool_call_id")
         if event.get("judged") is False:
-            return self._unjudged_result(event, state, guards, self._context(event)[0])
+            return self._unjudged_result(event, state, guards, self._context(event)[0], run_key)
         sessionful = has_session(event)
         if blocked_hit is not None:
             del blocked[blocked_hit]  # the first such result uses the entry up
@@ -473,7 +482,7 @@ class Engine:
                 settings = self._context(event)[0]
                 tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
                 call_hash = args_hash(tool, event.get("args", UNDEFINED))
-                run = self._run(event, state, guards, settings)
+                run = self._run(state, guards, settings, run_key)
                 ignored = {
                     "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
                     "ignored": BLOCKED_RESULT_IGNORED, "run_aborted": run.aborted, "verdict": "ignore",
@@ -494,12 +503,12 @@ class Engine:
             args = event.get("args", UNDEFINED)
             call_hash = args_hash(tool, args)
             profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
-            run = self._run(event, state, guards, settings)
+            run = self._run(state, guards, settings, run_key)
         else:
             settings = self.config.for_agent(call.agent, call.behaviour)
             is_2026_9 = settings.is_2026_9
             tool, call_hash, record_run, profile = call.tool, call.args_hash, call.run_id, call.profile
-            run = self._run(None, state, guards, settings, call.guard)
+            run = self._run(state, guards, settings, run_key)
         outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if sessionful else None
         if call is not None and blocked_hit is None:
             del state.calls[call_id]
@@ -516,11 +525,11 @@ class Engine:
 
     def _unjudged_result(self, event: Mapping[str, Any], state: SessionState,
                          guards: MutableMapping[str, RunState] | None,
-                         settings: LoopDetectionSettings) -> dict[str, Any]:
+                         settings: LoopDetectionSettings, run_key: str | None) -> dict[str, Any]:
         """A result of a call loopwatch never judged: not applied (docs/detection-rules.md §9, as for a blocked call)."""
         tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
         call_hash = args_hash(tool, event.get("args", UNDEFINED))  # before any change (RecursionError)
-        run = self._run(event, state, guards, settings)
+        run = self._run(state, guards, settings, run_key)
         by = event.get("blocked_by")
         ignored = {
             "type": "tool_result", "tool_name": tool, "args_hash": call_hash,
@@ -532,13 +541,13 @@ class Engine:
         return ignored
 
     def _compaction_retry(self, event: Mapping[str, Any], state: SessionState | None,
-                          guards: MutableMapping[str, RunState] | None) -> dict[str, Any]:
+                          guards: MutableMapping[str, RunState] | None, run_key: str | None) -> dict[str, Any]:
         """Arms the event's guard (docs/detection-rules.md §7); no session state is read or changed (docs/detection-rules.md §8.1).
 
         Under 2026.9.6 the retry is a new attempt: it clears the run's recovery flag (docs/detection-rules.md §11.3.3).
         """
         settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
-        run = self._run(event, state, guards, settings)
+        run = self._run(state, guards, settings, run_key)
         arm(run)
         if settings.is_2026_9:
             run.recovery = False
@@ -594,7 +603,8 @@ class Engine:
     @staticmethod
     def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                         run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
-                        outcome: Outcome | None, ref: Any, append_call_id: str | None = None) -> None:
+                        outcome: Outcome | None, ref: Any, append_call_id: str | None = None,
+                        call_key: str | None = None, fresh: bool = False) -> None:
         """docs/detection-rules.md §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
 
         ``append_call_id`` is the call id a record appended here carries (a
@@ -602,7 +612,8 @@ class Engine:
         trimmed to ``settings.history_size`` either way (docs/detection-rules.md §8.1). A record with an
         outcome kind is never matched, and only an outcome with a result hash is
         observed by the guard (docs/detection-rules.md §11.3.1 steps 6-7; under 2026.7 every
-        recorded outcome has a hash and no kind).
+        recorded outcome has a hash and no kind). ``fresh``: the call itself is recorded now, with this
+        outcome (the record it would attach to is its own, newest of all); ``call_key`` is ``hash_key(call_hash)``.
         """
         if outcome is None:
             verdict["outcome"] = dict(_NOT_RECORDED)
@@ -610,21 +621,16 @@ class Engine:
             verdict["run_aborted"] = run.aborted
             return
         result_hash, unknown, kind, no_progress, failure_hash = outcome
-        call_key = hash_key(call_hash)
-        for record in reversed(state.history):
-            if (record.result_key is None and record.run_id == run_id and record.tool == tool
-                    and record.args_key == call_key and (not call_id or record.call_id == call_id)
-                    and not record.kind):
-                record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
-                # trimmed after an attached outcome too: after a merge, or under a smaller cap
-                if len(state.history) > settings.history_size:
-                    state.trim(settings.history_size)
-                break
-        else:
-            state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref, kind=kind,
-                                    no_progress=no_progress,
+        if call_key is None:
+            call_key = hash_key(call_hash)
+        if fresh:
+            state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref, args_key=call_key,
+                                    kind=kind, no_progress=no_progress,
                                     failure_key=hash_key(failure_hash) if failure_hash is not None else None),
                          settings.history_size)
+        else:
+            _attach_or_append(state, settings, tool, call_hash, call_key, call_id, run_id, outcome, ref,
+                              append_call_id)
         shown = verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
         if no_progress:
             shown["no_progress"] = True
@@ -637,6 +643,28 @@ class Engine:
         verdict["run_aborted"] = run.aborted
         if verdict["guard"]["abort"]:
             verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
+
+
+def _attach_or_append(state: SessionState, settings: LoopDetectionSettings, tool: str, call_hash: str,
+                      call_key: str, call_id: str | None, run_id: str | None, outcome: Outcome, ref: Any,
+                      append_call_id: str | None) -> None:
+    """docs/detection-rules.md §3 step 6: the outcome attaches to the newest pending record of the same run, tool,
+    args (and call id, when the outcome has one) without an outcome kind, else it is appended as a record of its own."""
+    result_hash, unknown, kind, no_progress, failure_hash = outcome
+    for record in reversed(state.history):
+        if (record.result_key is None and record.run_id == run_id and record.tool == tool
+                and record.args_key == call_key and (not call_id or record.call_id == call_id)
+                and not record.kind):
+            record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
+            # trimmed after an attached outcome too: after a merge, or under a smaller cap
+            if len(state.history) > settings.history_size:
+                state.trim(settings.history_size)
+            break
+    else:
+        state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref, kind=kind,
+                                no_progress=no_progress,
+                                failure_key=hash_key(failure_hash) if failure_hash is not None else None),
+                     settings.history_size)
 
 
 def _unveto(state: SessionState, call_id: str) -> None:

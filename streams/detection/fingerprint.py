@@ -190,6 +190,12 @@ def _is_number(value: Any) -> bool:
 
 def _content_text(result: dict) -> str:
     content = result.get("content")
+    if type(content) is list and len(content) == 1:  # the usual one text block: no list, no join
+        block = content[0]
+        if type(block) is dict:
+            text = block.get("text")
+            if type(text) is str and type(block.get("type")) is str:
+                return text.strip(_JS_WHITESPACE)
     if not isinstance(content, list):
         return ""
     texts = [

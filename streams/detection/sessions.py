@@ -134,8 +134,8 @@ class SessionStore:
         """
         kind = validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
         if kind == "compaction_retry" or (kind == "tool_result" and not has_session(event)):
-            return self.engine.process(event, None, ref, self.guards, self.blocked)
-        return self.engine.process(event, self.state_for(event), ref, self.guards, self.blocked)
+            return self.engine.process_valid(kind, event, None, ref, self.guards, self.blocked)
+        return self.engine.process_valid(kind, event, self.state_for(event), ref, self.guards, self.blocked)
 
     # ------------------------------------------------------------------ helpers
 

@@ -280,8 +280,8 @@ class SessionState:
     """Mutable per-partition-key state; see the module docstring."""
 
     __slots__ = ("history", "warning_buckets", "runs", "calls", "blocked", "last_offsets", "args_counts",
-                 "policy_runs", "maybe_pending")
-    _COMPARED = __slots__[:-1]  # maybe_pending is a hint, not state
+                 "policy_runs", "maybe_pending", "newest_of_run")
+    _COMPARED = __slots__[:-2]  # maybe_pending is a hint, newest_of_run an index of history: not state
 
     def __init__(self) -> None:
         # Change ``history`` only through append/trim/reindex: ``args_counts``
@@ -289,6 +289,9 @@ class SessionState:
         # repeats nothing without scanning the history.
         self.history: list[CallRecord] = []
         self.args_counts: dict[str, int] = {}
+        # trimmed run id -> its newest record in ``history``: the detectors' first look at a call that
+        # repeats nothing, without walking the other runs' records of the session
+        self.newest_of_run: dict[str | None, CallRecord] = {}
         self.warning_buckets: dict[str, int] = {}
         self.runs: dict[str, RunState] = {}
         self.calls: dict[str, PendingCall] = {}
@@ -318,6 +321,7 @@ class SessionState:
     def append(self, record: CallRecord, history_size: int) -> None:
         """Add a record, then drop the oldest beyond ``history_size`` (docs/detection-rules.md §3 steps 4 and 6)."""
         self.history.append(record)
+        self.newest_of_run[record.run_id] = record
         counts = self.args_counts
         counts[record.args_key] = counts.get(record.args_key, 0) + 1
         if len(self.history) > history_size:
@@ -328,12 +332,15 @@ class SessionState:
         excess = len(self.history) - history_size
         if excess > 0:
             counts = self.args_counts
+            newest = self.newest_of_run
             for record in self.history[:excess]:
                 left = counts[record.args_key] - 1
                 if left:
                     counts[record.args_key] = left
                 else:
                     del counts[record.args_key]
+                if newest.get(record.run_id) is record:  # its run has no record left
+                    del newest[record.run_id]
             del self.history[:excess]
 
     def rebind(self, record: CallRecord, args_hash: str) -> None:
@@ -349,15 +356,18 @@ class SessionState:
         counts[record.args_key] = counts.get(record.args_key, 0) + 1
 
     def reindex(self) -> None:
-        """Recount ``args_counts`` after ``history`` was replaced or extended wholesale."""
+        """Recount ``args_counts`` (and ``newest_of_run``) after ``history`` was replaced or extended wholesale."""
         counts: dict[str, int] = {}
+        newest: dict[str | None, CallRecord] = {}
         pending = False
         for record in self.history:
             counts[record.args_key] = counts.get(record.args_key, 0) + 1
+            newest[record.run_id] = record
             if record.result_key is None and not record.kind:
                 pending = True
         self.maybe_pending = pending
         self.args_counts = counts
+        self.newest_of_run = newest
 
     def store_warning_bucket(self, key: str, bucket: int) -> None:
         """Set a dedupe bucket; a new 257th key evicts the first-inserted one (docs/detection-rules.md §6)."""
