@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from streams.wire.codecs import encode_json, encode_msgpack
-from streams.importers import AUTO, FORMATS, NotASession, SessionFormatError, read_files, session_files
+from streams.importers import AUTO, FORMATS, ConfigFile, FileNotRead, SessionFormatError, read_files
 
-from .bad_input import SkipReport, exit_without_events
+from .bad_input import LeftOut, SkipReport, exit_without_events, session_paths
 from .progress import file_progress, progress_option
 
 __all__ = ["import_"]
@@ -50,7 +50,7 @@ Examples:
               help="Write a stream of msgpack maps instead of JSON Lines (an event holding a lone surrogate "
                    "is reported and skipped: msgpack cannot carry it).")
 @progress_option
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
 def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, paths: tuple[str, ...]) -> None:
     """Convert recorded agent sessions into loopwatch events.
 
@@ -67,26 +67,31 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
     from the main log's progress records, and the summary names it (the first 10, then a count). A malformed line (not UTF-8, not JSON,
     not a record of the format), and an event --msgpack cannot carry (a string holding a
     lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
-    reported on stderr with file:line and reason, the rest in one line. The summary on stderr
-    has a line per format (files, events, runs). The exit status is
-    1 when there was any such error or file left out, or when no event was found.
+    reported on stderr with file:line and reason, the rest in one line. A file that is
+    not a session (no known format, a configuration file) or cannot be opened, and a PATH
+    that does not exist while others do, is listed as left out and is no error. The summary
+    on stderr has a line per format (files, events, runs). The exit status is 0 when every
+    session read was read whole; 1 when a line or record of a session was skipped, a
+    session file could be read only in part, or no event was found; 2 for bad usage or
+    when no PATH exists (docs/offline.md, "Exit status").
     """
-    try:
-        files = session_files(fmt, paths)
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.UsageError(str(exc)) from None
     errors = SkipReport("import", label="")  # the reasons are the importers' errors
+    files = session_paths("import", fmt, paths, errors)
     by_type: Counter[str] = Counter()
     runs: set[tuple[Any, Any]] = set()
     per_format: dict[str, _Tally] = {}
-    not_read = 0
+    not_read = configs = 0
     from_progress: Counter[tuple[str, Any, Any]] = Counter()  # (file, session, sub-agent) -> events
     encode = _msgpack if use_msgpack else _json_line
 
     def on_error(err: SessionFormatError) -> None:
-        nonlocal not_read
-        not_read += isinstance(err, NotASession)
-        errors(err.path, err.line, err.reason)
+        nonlocal not_read, configs
+        if isinstance(err, FileNotRead):  # a whole file, no session data lost: listed, not an error
+            not_read += 1
+            configs += isinstance(err, ConfigFile)
+            errors(err.path, err.line, LeftOut(err.reason))
+        else:
+            errors(err.path, err.line, err.reason)
 
     with errors, click.open_file(output, "wb") as sink, file_progress(len(files), progress, "import") as bar:
         for item in files:
@@ -117,8 +122,11 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
         for name, tally in sorted(per_format.items()):
             click.echo(f"loopwatch import: {name}: {tally.files} file(s), {tally.events} event(s), "
                        f"{len(tally.runs)} run(s)", err=True)
-        if not_read:
-            click.echo(f"loopwatch import: {not_read} file(s) not read (no known format, or unreadable)", err=True)
+    if not_read or errors.left_out > not_read:
+        config_note = f", {configs} of them configuration files" if configs else ""
+        click.echo(f"loopwatch import: {not_read} file(s) left out (not sessions, or unreadable{config_note})"
+                   + (f", {errors.left_out - not_read} path(s) not found" if errors.left_out > not_read else ""),
+                   err=True)
     for (path, session, agent), count in sorted(from_progress.items(), key=str)[:_LISTED]:
         click.echo(f"loopwatch import: sub-agent {agent} of session {session} has no side file: "
                    f"{count} event(s) read from its progress records in {path}", err=True)

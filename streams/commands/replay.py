@@ -13,11 +13,10 @@ from streams.wire.codecs import encode_json, read_event_file
 from ..detection import ConfigError, Engine, EventError, load_config
 from ..detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 from ..detection.profiles import DEFAULT_PROFILE, PROFILES
-from ..importers import AUTO, FORMATS, SessionFile, SessionFormatError, read_files
-from ..importers import session_files as _session_files
+from ..importers import AUTO, FORMATS, FileNotRead, SessionFile, SessionFormatError, read_files
 from streams.wire.keys import KEY_BY
 from streams.offline.replay import Replayer
-from .bad_input import SkipReport, exit_without_events
+from .bad_input import LeftOut, SkipReport, exit_without_events, session_paths
 from .config_line import announce_config
 from .progress import file_progress, progress_option
 
@@ -125,11 +124,16 @@ def _session_events(files: list[SessionFile], progress: bool | None
         for event in read_files(_counted(files, bar), on_error=errors.append):
             while errors:
                 err = errors.pop(0)
-                yield err.path, err.line, None, err.reason
+                yield err.path, err.line, None, _reason(err)
             source = event.get("source") or {}
             yield str(source.get("path", "?")), int(source.get("line", 0) or 0), event, None
         for err in errors:
-            yield err.path, err.line, None, err.reason
+            yield err.path, err.line, None, _reason(err)
+
+
+def _reason(err: SessionFormatError) -> str:
+    """The error's reason; a :class:`~streams.commands.bad_input.LeftOut` for a file left out whole."""
+    return LeftOut(err.reason) if isinstance(err, FileNotRead) else err.reason
 
 
 def _counted(files: list[SessionFile], bar: Any) -> Iterator[SessionFile]:
@@ -171,7 +175,7 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True,
               help="No summary on stderr; bad records are still reported (the first 10, then a count).")
 @progress_option
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
 def replay(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, key_by: str, output: str,
            fleet_output: str | None, quiet: bool, progress: bool | None, files: tuple[str, ...]) -> None:
     """Run events through the detection engine and write one verdict per event.
@@ -196,13 +200,14 @@ def replay(config_path: str | None, config_validate: bool, profile: str | None, 
     whole input) or, with --format, when no event was found (as `loopwatch
     import`: is --format right?), or 2 for an invalid configuration.
     """
+    skipped = SkipReport("replay")
+    inputs = session_files(fmt, files, skipped) if fmt != "events" else existing_files("replay", files)
     engine = Engine(load_config_or_exit(config_path, strict=config_validate, profile=profile))
     announce_config("replay", config_path, engine, quiet)
     replayer = Replayer(engine, key_by=key_by)
-    inputs = session_files(fmt, files) if fmt != "events" else files
     records = event_records(fmt, inputs, progress)
     read = 0
-    with SkipReport("replay") as skipped, click.open_file(output, "wb") as sink:
+    with skipped, click.open_file(output, "wb") as sink:
         for path, position, event, error in records:
             if event is not None:
                 read += 1
@@ -216,7 +221,8 @@ def replay(config_path: str | None, config_validate: bool, profile: str | None, 
                 else:
                     sink.write(json_line(record))
                     continue
-            replayer.skip()
+            if not isinstance(error, LeftOut):
+                replayer.skip()
             skipped(path, position, error or "unreadable")
     if fleet_output:
         with click.open_file(fleet_output, "wb") as sink:
@@ -243,13 +249,20 @@ def json_line(record: dict) -> bytes:
         return encode_json({**record, "source": reprlib.repr(record["source"])}) + b"\n"
 
 
-def session_files(fmt: str, paths: tuple[str, ...]) -> list[SessionFile]:
+def session_files(fmt: str, paths: tuple[str, ...], skipped: SkipReport) -> list[SessionFile]:
     """The session files under ``paths`` with their formats (replay's and report's FILES with a session --format
-    or ``auto``: :func:`streams.importers.session_files`); ``-`` (recorded sessions are files) or a path the
-    importers cannot search is a usage error."""
+    or ``auto``: :func:`streams.commands.bad_input.session_paths`: a path that does not exist is left out, listed
+    on ``skipped``, unless none exists); ``-`` (recorded sessions are files) is a usage error."""
     if "-" in paths:
         raise click.UsageError("recorded sessions are read from files or folders, not standard input")
-    try:
-        return _session_files(fmt, paths)
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.UsageError(str(exc)) from None
+    return session_paths(skipped.command, fmt, paths, skipped)
+
+
+def existing_files(command: str, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """``paths`` (event or verdict files; ``-`` is standard input) when each exists; else the command says
+    which does not in one line and exits with status 2."""
+    absent = [p for p in paths if p != "-" and not os.path.exists(p)]
+    if absent:
+        click.echo(f"loopwatch {command}: no such file or directory: {', '.join(absent)}", err=True)
+        sys.exit(2)
+    return paths

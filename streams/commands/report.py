@@ -22,7 +22,7 @@ from .bad_input import SkipReport, exit_without_events
 from .config_line import announce_config
 from .progress import progress_option
 from .replay import (config_option, config_validate_option, event_records, load_config_or_exit, profile_option,
-                     reject_folders, session_files)
+                     existing_files, reject_folders, session_files)
 
 __all__ = ["report"]
 
@@ -105,7 +105,7 @@ def _load_events(fmt: str, paths: tuple[str, ...], skipped: SkipReport, progress
                  ) -> list[tuple[str, int, dict]]:
     """The events of event files or (a session ``fmt``) recorded sessions; a bad record is reported to
     ``skipped``. Recorded sessions without any event exit with status 1, as replay and import do."""
-    inputs = session_files(fmt, paths) if fmt != "events" else paths
+    inputs = session_files(fmt, paths, skipped) if fmt != "events" else existing_files("report", paths)
     out = []
     for path, position, event, error in event_records(fmt, inputs, progress):
         if event is None:
@@ -201,7 +201,7 @@ Examples:
                    "shown in detail; 0 = all.")
 @click.option("-q", "--quiet", is_flag=True, help="No text report on stdout (with --html).")
 @progress_option
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
 def report(config_path: str | None, config_validate: bool, profile: str | None, fmt: str, compare_path: str | None,
            compare_profile: str | None, key_by: str, html_path: str | None, top: int, quiet: bool,
            progress: bool | None, files: tuple[str, ...]) -> None:
@@ -253,7 +253,7 @@ def report(config_path: str | None, config_validate: bool, profile: str | None, 
             if typed("config_validate") is ParameterSource.COMMANDLINE:
                 click.echo("loopwatch report: --config-validate ignored: verdict files are reported as recorded "
                            "(it applies when --format events or a session format replays events)", err=True)
-            records = list(_verdict_records(files, skipped))
+            records = list(_verdict_records(existing_files("report", files), skipped))
             if not records and skipped.count:
                 raise click.UsageError("no verdict records in FILES; to replay events or recorded sessions "
                                        "give --format events (or auto, openclaw, claude-code, codex, swe-agent)")

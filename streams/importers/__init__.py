@@ -23,9 +23,9 @@ from typing import Any
 from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, openclaw_export, openclaw_sqlite, swe_agent
 from .compressed import open_binary, plain_name
-from .events import ErrorHandler, SessionFormatError
+from .events import ErrorHandler, FileNotRead, SessionFormatError
 
-__all__ = ["FORMATS", "Format", "SessionFormatError", "import_paths", "iter_files", "detect_format", "AUTO",
+__all__ = ["FORMATS", "Format", "SessionFormatError", "FileNotRead", "ConfigFile", "import_paths", "iter_files", "detect_format", "AUTO",
            "SessionFile", "NotASession", "session_files", "read_files", "stdin_file"]
 
 
@@ -156,5 +156,5 @@ def detect_format(path: str | Path) -> str | None:
 
 
 # after FORMATS, iter_files and stdin_file, which they use
-from .inputs import AUTO, SQLITE_FORMAT, NotASession, SessionFile, read_files, session_files  # noqa: E402
+from .inputs import AUTO, SQLITE_FORMAT, ConfigFile, NotASession, SessionFile, read_files, session_files  # noqa: E402
 from .sniff import sniff  # noqa: E402

@@ -40,6 +40,7 @@ from streams.wire.codecs import json_loads
 
 __all__ = [
     "SessionFormatError",
+    "FileNotRead",
     "ErrorHandler",
     "EventIds",
     "read_jsonl",
@@ -70,6 +71,13 @@ class SessionFormatError(ValueError):
         self.reason = reason
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
+
+
+class FileNotRead(SessionFormatError):
+    """A file left out whole, and no session data lost with it: not a session this can read (no known
+    format, a configuration file, an SQLite database that is not OpenClaw's), or one that cannot be
+    opened. ``line`` is None. The commands list these and do not count them as damaged input
+    (docs/offline.md, "Exit status"); every other :class:`SessionFormatError` is session data lost."""
 
 
 # Called with each recoverable format error; when an importer has none it raises instead.

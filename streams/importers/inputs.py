@@ -5,6 +5,9 @@ A mixed fleet (``--format auto``): every file under the paths given is sniffed
 format's importer; files of no known format are listed with the reason, not read. With an
 explicit format every file the format's ``discover`` finds is read as that format.
 
+Files left out whole (no known format, a configuration file, a file that cannot be opened) are
+reported as :class:`~streams.importers.events.FileNotRead`: nothing of a session is lost with them.
+
 Reading is per file: an importer that stops on a file (an ``OSError``, a damaged database, an
 importer's own failure on input it did not foresee) costs the rest of that file only. The
 events it gave before are kept, the failure is reported as a
@@ -20,7 +23,7 @@ files are passed on as they are (with ``source`` ``{path, line}`` when they had 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +31,11 @@ from typing import Any
 from streams.wire.codecs import read_event_file
 from . import FORMATS, iter_files, stdin_file
 from .compressed import CompressedDataError, local_copy
-from .events import ErrorHandler, SessionFormatError, report
+from .events import ErrorHandler, FileNotRead, SessionFormatError, report
 from .openclaw_sqlite import owning_database
 from .sniff import EVENTS, main_file_present, sniff
 
-__all__ = ["AUTO", "SessionFile", "NotASession", "session_files", "read_files", "SQLITE_FORMAT"]
+__all__ = ["AUTO", "SessionFile", "NotASession", "ConfigFile", "session_files", "read_files", "SQLITE_FORMAT"]
 
 AUTO = "auto"
 """The ``--format`` that sniffs every file (a mixed fleet)."""
@@ -41,8 +44,12 @@ SQLITE_FORMAT = "openclaw"
 (:mod:`streams.importers.openclaw_sqlite`)."""
 
 
-class NotASession(SessionFormatError):
+class NotASession(FileNotRead):
     """A file ``--format auto`` did not read: no known format, or it cannot be read (``line`` None)."""
+
+
+class ConfigFile(NotASession):
+    """A file ``--format auto`` left out as a runner's or loopwatch's configuration file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +60,36 @@ class SessionFile:
     path: Path
     format: str | None
     reason: str | None = None
+    config: bool = False
 
 
-def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
+def session_files(fmt: str, paths: Iterable[str | Path],
+                  missing: Callable[[str], None] | None = None) -> list[SessionFile]:
     """The files ``paths`` name (files, or directories searched recursively), each with its format.
 
     ``fmt`` :data:`AUTO`: each file's format is sniffed; a directory is walked in sorted order
     (a path without its suffix first, so a Claude Code main log comes before its sub-agents' side
-    files), leaving out names starting with ``.``, companion files whose main file is there
-    (:func:`~streams.importers.sniff.companion_of`) and configuration files (``Sniffed.config``); a session file named alone comes with its
+    files), leaving out names starting with ``.`` and companion files whose main file is there
+    (:func:`~streams.importers.sniff.companion_of`; a configuration file is listed, ``config`` set, and
+    read as a :class:`ConfigFile`); a session file named alone comes with its
     companions (a Claude Code main log with its sub-agents' side files). Another ``fmt``: the files
     :func:`~streams.importers.iter_files` finds. ``-`` is standard input, read as one file.
 
+    ``missing``: called with each path that does not exist, which is then left out (a fleet's folders:
+    one runner may not be installed); without it a missing path raises.
+
     Raises:
-        ValueError: unknown format. FileNotFoundError: a path that does not exist.
+        ValueError: unknown format. FileNotFoundError: a path that does not exist (without ``missing``;
+        with it, when no path exists).
     """
+    paths = [str(p) for p in paths]
+    if missing is not None:
+        absent = [p for p in paths if p != "-" and not Path(p).expanduser().exists()]
+        if absent and len(absent) == len(paths):
+            raise FileNotFoundError(f"no such file or directory: {', '.join(absent)}")
+        for path in absent:
+            missing(path)
+        paths = [p for p in paths if p not in absent]
     if fmt != AUTO:
         return [SessionFile(path, fmt) for path in iter_files(fmt, paths)]
     out: list[SessionFile] = []
@@ -94,7 +116,7 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
                 for path in FORMATS[sniffed.format].discover(root):
                     add(SessionFile(path, sniffed.format))
             else:
-                add(SessionFile(root, sniffed.format, sniffed.reason))
+                add(SessionFile(root, sniffed.format, sniffed.reason, sniffed.config))
             continue
         for path in sorted(_walk(root), key=_order):
             if owning_database(path) is not None:
@@ -102,9 +124,7 @@ def session_files(fmt: str, paths: Iterable[str | Path]) -> list[SessionFile]:
             sniffed = sniff(path, SQLITE_FORMAT)
             if sniffed.format is None and sniffed.companion is not None and main_file_present(sniffed.companion):
                 continue  # read with its main file
-            if sniffed.config:
-                continue  # an openclaw.json beside the sessions: not a session, not an unknown file either
-            add(SessionFile(path, sniffed.format, sniffed.reason))
+            add(SessionFile(path, sniffed.format, sniffed.reason, sniffed.config))
     return out
 
 
@@ -134,7 +154,8 @@ def read_files(files: Iterable[SessionFile], on_error: ErrorHandler | None = Non
     """
     for item in files:
         if item.format is None:
-            report(NotASession(item.path, None, item.reason or "no known format"), on_error)
+            kind = ConfigFile if item.config else NotASession
+            report(kind(item.path, None, item.reason or "no known format"), on_error)
         else:
             yield from _read_one(item, on_error)
 
@@ -142,15 +163,18 @@ def read_files(files: Iterable[SessionFile], on_error: ErrorHandler | None = Non
 def _read_one(item: SessionFile, on_error: ErrorHandler | None) -> Iterator[dict[str, Any]]:
     runner = None if item.format == EVENTS else item.format
     read = _read_events if item.format == EVENTS else FORMATS[item.format].read
+    started = False
     try:
         for event in read(item.path, on_error):
             if runner is not None:
                 event["runner"] = runner
+            started = True
             yield event
     except SessionFormatError as exc:
         report(exc, on_error)
-    except OSError as exc:
-        report(SessionFormatError(item.path, None, f"cannot read: {exc.strerror or exc}"), on_error)
+    except OSError as exc:  # cannot be opened: left out; stopped part way: the rest is lost
+        kind = SessionFormatError if started else FileNotRead
+        report(kind(item.path, None, f"cannot read: {exc.strerror or exc}"), on_error)
     except CompressedDataError as exc:
         report(SessionFormatError(item.path, None, f"cannot read further: {exc}"), on_error)
     except Exception as exc:  # an importer failing on input it did not foresee costs this file only

@@ -67,7 +67,7 @@ from typing import Any
 
 from streams.wire.codecs import json_loads
 from .compressed import CompressedDataError, local_copy, open_binary
-from .events import ErrorHandler, EventIds, SessionFormatError, discover_files, report
+from .events import ErrorHandler, EventIds, FileNotRead, SessionFormatError, discover_files, report
 from .openclaw import emit_events, live_entries
 from .openclaw_runs import message_runs
 
@@ -126,6 +126,10 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class _NotAgentDatabase(sqlite3.DatabaseError):
+    """A readable SQLite database without OpenClaw's session tables (another program's)."""
+
+
 @dataclass(slots=True)
 class _Session:
     """One session to read: its ids, its transcript rows ``[(seq, event_json, event_zstd, size)]`` in
@@ -145,6 +149,9 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
     try:
         with local_copy(path) as database:
             sessions, agent_id = _load(database)
+    except _NotAgentDatabase as exc:
+        report(FileNotRead(path, None, f"an SQLite database, not OpenClaw's agent database ({exc})"), on_error)
+        return
     except (sqlite3.DatabaseError, UnicodeDecodeError, MemoryError, CompressedDataError) as exc:
         # a damaged schema can fail to decode
         report(SessionFormatError(path, None, f"not a readable OpenClaw agent database: {exc}"), on_error)
@@ -197,7 +204,7 @@ def _load(path: Path) -> tuple[list[_Session], str | None]:
         tables = {_text(name) for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         missing = {"session_windows", "transcript_events"} - tables
         if missing:
-            raise sqlite3.DatabaseError(f"no {', '.join(sorted(missing))} table (not an OpenClaw 2026.9 agent database)")
+            raise _NotAgentDatabase(f"no {', '.join(sorted(missing))} table")
         agent_id = None
         if "schema_meta" in tables:
             row = conn.execute("SELECT agent_id FROM schema_meta WHERE role = 'agent' AND agent_id IS NOT NULL "

@@ -29,10 +29,12 @@ apart, below):
 * a first line that is not a whole JSON value: ``swe-agent`` when the head is a JSON object with a
   ``"trajectory": [`` key (SWE-agent writes ``.traj`` files pretty-printed), else unknown.
 
-A configuration file (an ``openclaw.json``, JSON5 or JSON: an object with ``tools``, ``agents``,
-``policies`` or ``options`` at the top and no ``type``) is not a session either: ``config`` is set,
-and a folder walk (:func:`streams.importers.inputs.session_files`) leaves it out instead of
-listing it as a file of no known format.
+A configuration file is not a session either: a JSON, JSON5 (OpenClaw's and loopwatch's
+``openclaw.json``, with comments) or TOML file (Codex's ``config.toml``) of at most 256 KB whose
+top-level object has one of a runner's configuration keys and no ``type`` (:func:`config_kind`:
+``tools``, ``agents``, ``policies``, ``options``, ... for OpenClaw and loopwatch; ``hooks``,
+``permissions``, ... for Claude Code; ``model_provider``, ``approval_policy``, ... for Codex).
+``config`` is set and the reason names it; the commands list it as left out, not as an error.
 
 Companion files (never sessions themselves, so never "unknown" when their main file is there):
 OpenClaw trajectory sidecars (``<id>.trajectory.jsonl``) and SQLite's ``-wal``, ``-shm`` and
@@ -48,14 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import json5
 import msgpack
 
 from streams.wire.codecs import json_loads
 from . import claude_code, codex, openclaw, swe_agent
 from .compressed import CompressedDataError, compression, plain_name
 
-__all__ = ["Sniffed", "sniff", "read_head", "EVENTS", "HEAD_BYTES", "SQLITE_MAGIC", "companion_of", "main_file_present"]
+__all__ = ["Sniffed", "sniff", "read_head", "config_kind", "EVENTS", "HEAD_BYTES", "SQLITE_MAGIC", "companion_of", "main_file_present"]
 
 EVENTS = "events"
 """The format name of loopwatch event files (JSON Lines or msgpack), beside the session formats."""
@@ -71,6 +72,7 @@ _SIDECAR_SCHEMA = "openclaw-trajectory"
 _CLAUDE_CODE_TYPE = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _TRAJECTORY_KEY = re.compile(rb'^\s*\{.*?"trajectory"\s*:\s*\[', re.DOTALL)
 _SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+_CONFIG_MAX_BYTES = 256 * 1024  # a configuration file is parsed whole (JSON5 is slow): larger files are no config
 _SIDECAR = "an OpenClaw trajectory sidecar (read with its transcript, which is not there)"
 
 
@@ -81,13 +83,13 @@ class Sniffed:
     ``format``: a key of :data:`streams.importers.FORMATS`, :data:`EVENTS`, or None (not a
     recording this can read); ``reason``: why None, in words; ``companion``: the file this one is
     read with (an OpenClaw transcript for its sidecar, a database for its WAL), when ``format`` is None
-    because the file is a companion.
+    because the file is a companion; ``config``: the file is a configuration file (:func:`config_kind`).
     """
 
     format: str | None
     reason: str | None = None
     companion: Path | None = None
-    config: bool = False  # a configuration file (openclaw.json), not a session
+    config: bool = False
 
 
 def companion_of(path: Path) -> Path | None:
@@ -178,10 +180,12 @@ def _sniff_head(head: bytes, sqlite_format: str | None) -> Sniffed:
     except json.JSONDecodeError as exc:
         if _TRAJECTORY_KEY.match(stripped):
             return Sniffed("swe-agent")
+        if len(head) <= _CONFIG_MAX_BYTES:  # the whole file: a pretty-printed, JSON5 or TOML configuration?
+            found = _config_document(stripped)
+            if found is not None:
+                return found
         if newline < 0 and len(head) >= HEAD_BYTES:
             return _unknown(f"first line longer than {HEAD_BYTES:,} bytes and not a SWE-agent trajectory")
-        if len(head) < HEAD_BYTES and _is_config(stripped):
-            return _CONFIG
         return _unknown(f"first line is not JSON ({exc.msg})")
     return _sniff_json(first)
 
@@ -201,12 +205,63 @@ def _sniff_json(first: Any) -> Sniffed:
         return Sniffed("swe-agent")
     if first.get("type") in _EVENT_TYPES:
         return Sniffed(EVENTS)
-    if "type" not in first and not _CONFIG_KEYS.isdisjoint(first):
-        return _CONFIG
     if isinstance(first.get("verdict"), str):
         return Sniffed(None, "a verdict file, not recorded sessions (give it to loopwatch report)")
+    if config_kind(first) is not None:
+        return _config(first)
     keys = ", ".join(repr(k) for k in list(first)[:5]) or "none"
     return _unknown(f"first record is no known session format (its keys: {keys})")
+
+
+# top-level keys of the configuration files a fleet folder holds beside sessions: OpenClaw's openclaw.json (and
+# loopwatch's, which adds policies and options), Claude Code's settings.json, Codex's config.toml
+_CONFIG_KEYS = {
+    "OpenClaw or loopwatch": frozenset({"tools", "policies", "options", "agents", "models", "gateway", "plugins",
+                                        "channels", "skills"}),
+    "Claude Code": frozenset({"hooks", "permissions", "enabledPlugins", "statusLine", "apiKeyHelper"}),
+    "Codex": frozenset({"model_provider", "model_providers", "approval_policy", "sandbox_mode", "mcp_servers",
+                        "profiles", "features", "notify"}),
+}
+
+
+def config_kind(document: Any) -> str | None:
+    """Whose configuration file a parsed document looks like (``OpenClaw or loopwatch``, ``Claude Code``,
+    ``Codex``), by its top-level keys, or None: an object with one of the keys only that runner's
+    configuration has at its top, and no ``type`` (a record)."""
+    if not isinstance(document, dict) or "type" in document:
+        return None
+    return next((kind for kind, keys in _CONFIG_KEYS.items() if keys & document.keys()), None)
+
+
+def _config(document: dict) -> Sniffed:
+    kind = config_kind(document)
+    keys = ", ".join(sorted(k for k in document if k in _CONFIG_KEYS[kind])[:4])
+    return Sniffed(None, f"a configuration file ({kind}: {keys}), not a session", config=True)
+
+
+def _config_document(text: bytes) -> Sniffed | None:
+    """A whole file that parses as JSON5 (JSON with comments, pretty-printed JSON) or TOML and is a
+    configuration (:func:`config_kind`), else None."""
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    document: Any = None
+    if decoded[:1] in ("{", "/"):
+        import json5
+
+        try:
+            document = json5.loads(decoded)
+        except (ValueError, RecursionError):
+            return None
+    else:
+        import tomllib
+
+        try:
+            document = tomllib.loads(decoded)
+        except (tomllib.TOMLDecodeError, RecursionError):
+            return None
+    return _config(document) if config_kind(document) is not None else None
 
 
 def _sniff_msgpack(data: bytes) -> Sniffed:
@@ -221,20 +276,6 @@ def _sniff_msgpack(data: bytes) -> Sniffed:
     if isinstance(first, dict) and first.get("type") in _EVENT_TYPES:
         return Sniffed(EVENTS)
     return _BINARY
-
-
-# top-level keys of an openclaw.json (OpenClaw's, and loopwatch's policies and options)
-_CONFIG_KEYS = frozenset({"tools", "agents", "policies", "options"})
-_CONFIG = Sniffed(None, "a configuration file (openclaw.json), not a recorded session", config=True)
-
-
-def _is_config(text: bytes) -> bool:
-    """Whether a whole file's text is a JSON5 object with a configuration's top-level keys and no ``type``."""
-    try:
-        value = json5.loads(text.decode("utf-8"))
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return False
-    return isinstance(value, dict) and "type" not in value and not _CONFIG_KEYS.isdisjoint(value)
 
 
 def _unknown(detail: str) -> Sniffed:

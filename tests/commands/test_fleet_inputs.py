@@ -49,18 +49,70 @@ def test_import_of_a_fleet_gives_a_line_per_format(fleet):
                                                                           if e["runner"] == "openclaw"]
 
 
-def test_files_of_no_known_format_are_listed_and_the_status_is_1(fleet):
+def test_files_that_are_no_sessions_are_listed_and_the_import_goes_on_with_status_0(fleet):
     (fleet / "NOTES.md").write_text("# notes\n")
     (fleet / "codex" / "broken.jsonl").write_bytes(b"\xff\xfe\n")
+    shutil.copy(EXAMPLES / "openclaw.json", fleet / "openclaw.json")
+    (fleet / "config.toml").write_text('model = "gpt"\napproval_policy = "never"\n')
+    res = run("import", "-o", "/dev/null", fleet)
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert (f"loopwatch import: {fleet / 'NOTES.md'}: left out: no known format (first line is not JSON "
+            "(Expecting value))") in lines
+    assert (f"loopwatch import: {fleet / 'codex' / 'broken.jsonl'}: left out: no known format (binary, neither "
+            "SQLite nor msgpack events)") in lines
+    assert (f"loopwatch import: {fleet / 'openclaw.json'}: left out: a configuration file (OpenClaw or loopwatch: "
+            "agents, tools), not a session") in lines
+    assert (f"loopwatch import: {fleet / 'config.toml'}: left out: a configuration file (Codex: approval_policy), "
+            "not a session") in lines
+    assert "loopwatch import: 14 file(s), 74 event(s) (4 compaction_retry, 52 tool_call, 18 tool_result), " \
+           "16 run(s), 0 error(s)" in lines
+    assert ("loopwatch import: 4 file(s) left out (not sessions, or unreadable, 2 of them configuration files)"
+            in lines)
+
+
+def test_a_damaged_session_is_an_error_and_the_status_1(fleet):
+    rollout = fleet / "codex" / "rollout-1.jsonl"
+    rollout.write_bytes(rollout.read_bytes().replace(b"\n", b"\n{cut", 1))
     res = run("import", "-o", "/dev/null", fleet)
     assert res.exit_code == 1
-    lines = res.stderr.splitlines()
-    assert f"loopwatch import: {fleet / 'NOTES.md'}: no known format (first line is not JSON (Expecting value))" in lines
-    assert (f"loopwatch import: {fleet / 'codex' / 'broken.jsonl'}: no known format (binary, neither SQLite nor "
-            "msgpack events)") in lines
-    assert "loopwatch import: 12 file(s), 74 event(s) (4 compaction_retry, 52 tool_call, 18 tool_result), " \
-           "16 run(s), 2 error(s)" in lines
-    assert "loopwatch import: 2 file(s) not read (no known format, or unreadable)" in lines
+    assert f"loopwatch import: {rollout}:2: not JSON: Expecting property name enclosed in double quotes" in \
+        res.stderr.splitlines()
+    summary = next(ln for ln in res.stderr.splitlines() if ln.startswith("loopwatch import: 10 file(s)"))
+    assert summary.endswith(", 1 error(s)") and "left out" not in res.stderr
+
+
+def test_a_path_that_does_not_exist_is_left_out_while_another_exists_and_one_line_when_none_does(fleet, tmp_path):
+    gone = tmp_path / "no-such-runner"
+    res = run("import", "-o", "/dev/null", fleet, gone)
+    assert res.exit_code == 0, res.output
+    assert f"loopwatch import: {gone}: left out: no such file or directory" in res.stderr.splitlines()
+    for command in (["import"], ["replay", "--format", "auto"], ["report", "--format", "auto"]):
+        res = run(*command, gone, tmp_path / "also-gone")
+        assert res.exit_code == 2
+        assert res.stderr.splitlines() == [
+            f"loopwatch {command[0]}: no such file or directory: {gone}, {tmp_path / 'also-gone'}"]
+    res = run("replay", gone)  # an event file
+    assert res.exit_code == 2 and res.stderr.splitlines() == [f"loopwatch replay: no such file or directory: {gone}"]
+
+
+def test_the_readmes_fleet_report_runs_as_printed(fleet, tmp_path, monkeypatch):
+    """README: ``report --format auto --config examples/openclaw.json ~/.codex/sessions ~/.claude/projects
+    ~/.openclaw/agents`` on a machine with Codex and OpenClaw only."""
+    home = tmp_path / "home"
+    shutil.copytree(fleet / "codex", home / ".codex" / "sessions")
+    shutil.copytree(fleet / "openclaw" / "agents", home / ".openclaw" / "agents")
+    monkeypatch.setenv("HOME", str(home))
+    readme = (TESTS.parent / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if "report --format auto" in ln)
+    args = line.split("#")[0].split()[1:]
+    assert args[0] == "report" and "~/.claude/projects" in args
+    monkeypatch.chdir(TESTS.parent)
+    res = run(*[str(Path(a).expanduser()) if a.startswith("~") else a for a in args])
+    assert res.exit_code == 0, res.output
+    assert f"loopwatch report: {home / '.claude' / 'projects'}: left out: no such file or directory" in \
+        res.stderr.splitlines()
+    assert "calls" in res.stdout
 
 
 def test_a_folder_without_any_session_says_so(tmp_path):
@@ -68,7 +120,7 @@ def test_a_folder_without_any_session_says_so(tmp_path):
     res = run("import", tmp_path)
     assert res.exit_code == 1
     assert res.stderr.splitlines()[-2:] == [
-        f"loopwatch import: 1 file(s) not read (no known format, or unreadable)",
+        f"loopwatch import: 1 file(s) left out (not sessions, or unreadable)",
         f"loopwatch import: no session or event files of a known format found in {tmp_path}"]
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -95,11 +147,22 @@ def test_replay_of_a_fleet_counts_per_runner_and_verdicts_carry_the_runner(fleet
 
 def test_report_of_a_fleet_reads_every_runner(fleet):
     (fleet / "NOTES.md").write_text("# notes\n")
+    shutil.copytree(EXAMPLES, fleet / "examples")  # config files beside the sessions
     res = run("report", "--format", "auto", fleet)
-    assert res.exit_code == 1  # NOTES.md was left out
-    assert f"loopwatch report: {fleet / 'NOTES.md'}: skipped: no known format (first line is not JSON " \
-           "(Expecting value))" in res.stderr.splitlines()
+    assert res.exit_code == 0, res.output  # NOTES.md and the config files left out: no session data lost
+    lines = res.stderr.splitlines()
+    assert f"loopwatch report: {fleet / 'NOTES.md'}: left out: no known format (first line is not JSON " \
+           "(Expecting value))" in lines
+    assert (f"loopwatch report: {fleet / 'examples' / 'policies' / 'policies.json'}: left out: a configuration file "
+            "(OpenClaw or loopwatch: policies, tools), not a session") in lines
     assert "calls" in res.stdout
+    examples = run("report", "--format", "auto", EXAMPLES)
+    assert examples.exit_code == 0, examples.output
+    assert [ln for ln in examples.stderr.splitlines() if "left out" in ln] == [
+        f"loopwatch report: {EXAMPLES / 'openclaw.json'}: left out: a configuration file (OpenClaw or loopwatch: "
+        "agents, tools), not a session",
+        f"loopwatch report: {EXAMPLES / 'policies' / 'policies.json'}: left out: a configuration file (OpenClaw or "
+        "loopwatch: policies, tools), not a session"]
 
 
 def test_progress_bar_on_request_only(fleet):

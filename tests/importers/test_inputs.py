@@ -141,10 +141,14 @@ def test_configuration_files_beside_the_sessions_are_left_out_of_a_folder_walk(t
     shutil.copy(EXAMPLES / "openclaw.json", tmp_path / "openclaw.json")  # JSON5, comments and all
     (tmp_path / "one-line.json").write_text(json.dumps({"tools": {"loopDetection": {"enabled": True}}}))
     (tmp_path / "other.json").write_text('{\n  "name": "not a config"\n}\n')  # no config key: still unknown
-    found = {path.name: (fmt, reason) for path, fmt, reason in
-             ((f.path, f.format, f.reason) for f in session_files("auto", [tmp_path]))}
-    assert set(found) == {"events.jsonl", "other.json"} and found["events.jsonl"][0] == "events"
-    assert found["other.json"][0] is None and found["other.json"][1].startswith("no known format")
-    # named alone, a configuration file is said to be one
-    [alone] = session_files("auto", [tmp_path / "openclaw.json"])
-    assert (alone.format, alone.reason) == (None, "a configuration file (openclaw.json), not a recorded session")
+    found = {path.name: (fmt, reason, config) for path, fmt, reason, config in
+             ((f.path, f.format, f.reason, f.config) for f in session_files("auto", [tmp_path]))}
+    assert found["events.jsonl"][0] == "events"
+    assert found["other.json"][:3:2] == (None, False) and found["other.json"][1].startswith("no known format")
+    # listed as configuration files (the commands say so and go on), not as files of no known format
+    assert found["openclaw.json"] == (None, "a configuration file (OpenClaw or loopwatch: agents, tools), not a "
+                                            "session", True)
+    assert found["one-line.json"] == (None, "a configuration file (OpenClaw or loopwatch: tools), not a session", True)
+    errors: list = []
+    assert list(read_files(session_files("auto", [tmp_path / "openclaw.json"]), errors.append)) == []
+    assert [type(e).__name__ for e in errors] == ["ConfigFile"]
