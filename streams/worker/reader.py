@@ -15,6 +15,16 @@ offset order from the given offset (aiokafka discards a fetch in flight
 across it); gaps in the offsets are the log's own (transaction markers,
 compaction, retention). A batch fetched before an assign or revoke carries an
 older :attr:`InputReader.epoch` and must be refused by the handler.
+
+Idle partitions cost a fetch request each ``fetch_max_wait_ms`` (25 ms), and
+a fetch request costs CPU per partition it names: with nothing to read for
+:data:`IDLE_AFTER_S`, the broker is asked to hold each fetch up to
+:data:`IDLE_FETCH_WAIT_MS` instead (a record arriving on any partition still
+ends it at once). The first response that brings records sets the wait back
+before the next request is built (:class:`_PacedFetcher`), so a partition
+left out of a request because its records were being handled never waits
+behind an idle-length fetch; a partition just resumed (after a rebalance) may
+wait up to :data:`IDLE_FETCH_WAIT_MS` for its first fetch.
 """
 
 from __future__ import annotations
@@ -23,7 +33,10 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
+import time
+
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.consumer.fetcher import Fetcher
 
 from streams.wire.outages import Backoff, stop_consumer
 
@@ -35,6 +48,22 @@ Batch = Sequence[tuple[TopicPartition, Sequence[Any]]]  # (partition, aiokafka C
 BatchHandler = Callable[[Batch, int], Awaitable[None]]  # (batch, epoch it was fetched in)
 
 _IDLE_S = 0.05  # nothing assigned or ready: look again after this long
+IDLE_AFTER_S = 1.0  # no record for this long: fetches are held up to IDLE_FETCH_WAIT_MS
+IDLE_FETCH_WAIT_MS = 250
+
+
+class _PacedFetcher(Fetcher):
+    """aiokafka's fetcher, back to the busy fetch wait as soon as a response brings records (before its
+    routine builds the next request). Relies on aiokafka internals: ``_proc_fetch_request`` returns whether
+    records were added, and each request is built with ``_fetch_max_wait_ms``."""
+
+    busy_wait_ms = 25
+
+    async def _proc_fetch_request(self, assignment: Any, node_id: Any, request: Any) -> bool:
+        got = await super()._proc_fetch_request(assignment, node_id, request)
+        if got:
+            self._fetch_max_wait_ms = self.busy_wait_ms
+        return got
 
 
 class InputReader:
@@ -87,6 +116,9 @@ class InputReader:
                                         **self._options)
             self._backoff.apply(consumer._client)
             await consumer.start()
+            fetcher = consumer._fetcher  # aiokafka internals: built by start(), its routine already running
+            fetcher.__class__ = _PacedFetcher
+            fetcher.busy_wait_ms = fetcher._fetch_max_wait_ms
             self._consumer = consumer
             self._task = asyncio.ensure_future(self._run())
 
@@ -160,6 +192,8 @@ class InputReader:
 
     async def _run(self) -> None:
         consumer = self._live()
+        fetcher = consumer._fetcher
+        busy, last_records = fetcher._fetch_max_wait_ms, time.monotonic()
         try:
             while True:
                 if not self._resume_ready(consumer):
@@ -168,7 +202,10 @@ class InputReader:
                 epoch = self.epoch
                 records = await consumer.getmany(timeout_ms=int(_IDLE_S * 1000))
                 if not records:
+                    if time.monotonic() - last_records >= IDLE_AFTER_S:
+                        fetcher._fetch_max_wait_ms = max(busy, IDLE_FETCH_WAIT_MS)
                     continue
+                last_records = time.monotonic()
                 # Fetched across an assign or revoke (from another task): dropped. An assign
                 # seeks every partition it gives; a revoke holds them until the next assign.
                 if epoch == self.epoch:
@@ -191,6 +228,7 @@ class InputReader:
         if len(self._fetching) < len(assigned):
             ready = [tp for tp in assigned if tp not in self._fetching and self._ready(tp)]
             if ready:
+                consumer._fetcher._fetch_max_wait_ms = consumer._fetcher.busy_wait_ms  # their first fetch soon
                 consumer.resume(*ready)
                 self._fetching.update(ready)
         return bool(self._fetching)

@@ -438,3 +438,39 @@ def test_highwater_is_the_end_offset_after_a_fetch(kafka_bootstrap: str) -> None
         assert reader.highwater(topic, 0) is None  # stopped
 
     run(scenario())
+
+
+# ---------------------------------------------------------------------------------------- idle fetches
+
+
+@pytest.mark.timeout(60)
+def test_idle_partitions_are_fetched_with_a_long_wait_and_a_record_brings_the_short_one_back(
+        kafka_bootstrap: str) -> None:
+    """Nothing to read for IDLE_AFTER_S: the broker holds each fetch up to IDLE_FETCH_WAIT_MS (fewer requests);
+    the response bringing a record sets 25 ms back before the next request, and the record is handed over at
+    once (a fetch held long ends when a record arrives)."""
+    from streams.worker.reader import IDLE_AFTER_S, IDLE_FETCH_WAIT_MS
+
+    topic = new_topic("idle")
+
+    async def scenario() -> None:
+        await create_topics(kafka_bootstrap, [topic], 2)
+        deliveries = Deliveries()
+        async with running_reader(kafka_bootstrap, deliveries) as reader:
+            reader.assign({(topic, 0): 0, (topic, 1): 0})
+            fetcher = reader._consumer._fetcher
+            await deliveries.until(lambda: fetcher._fetch_max_wait_ms == IDLE_FETCH_WAIT_MS, "the idle wait",
+                                   timeout=IDLE_AFTER_S + 5)
+            await asyncio.sleep(IDLE_FETCH_WAIT_MS / 1000.0)  # a request with the idle wait is in flight
+            sent = time.monotonic()
+            await produce_to(kafka_bootstrap, topic, 1, ["after-idle"])
+            await deliveries.until(lambda: deliveries.keys(topic, 1) == ["after-idle"], "the record")
+            delivered = time.monotonic()
+            assert delivered - sent < 5  # not held for the fetch's wait (on a loaded machine: generous)
+            # short again (unless this machine stalled us for IDLE_AFTER_S since: idle again, rightly)
+            assert fetcher._fetch_max_wait_ms == 25 or time.monotonic() - delivered >= IDLE_AFTER_S
+            # the next record of the same partition, right after: its fetch was built with the short wait
+            await produce_to(kafka_bootstrap, topic, 1, ["next"])
+            await deliveries.until(lambda: deliveries.keys(topic, 1) == ["after-idle", "next"], "the next record")
+
+    run(scenario())
