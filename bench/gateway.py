@@ -180,6 +180,11 @@ async def _through_gateway(gateway: Gateway, rate: float, duration: float) -> di
         return await _paced(rate, duration, one)
 
 
+def _sent(phase: dict[str, Any]) -> int:
+    """Requests a phase made, the 20 of its warm-up included: answered or not in time, each was served."""
+    return phase["answered"] + phase["failed"] + 20
+
+
 def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
     """CPU µs per request between two readings of a process's CPU time (None off Linux)."""
     return None if before is None or after is None or not requests else (after - before) / requests * 1e6
@@ -269,15 +274,15 @@ def main() -> None:
                       f"{' and '.join(map(str, processes))} process(es), {options.duration:g} s each ...", flush=True)
                 mine = _cpu_seconds(os.getpid())
                 direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
-                direct.update(cpu_us=_per_request(mine, _cpu_seconds(os.getpid()), direct["answered"] + 20),
+                direct.update(cpu_us=_per_request(mine, _cpu_seconds(os.getpid()), _sent(direct)),
                               load=os.getloadavg()[0])
                 print(f"  direct {json.dumps(direct)}", flush=True)
                 phase: dict[str, Any] = {"direct": direct, "gateway": {}}
                 for n, gateway in gateways.items():
                     served, mine = gateway.cpu_seconds(), _cpu_seconds(os.getpid())
                     through = asyncio.run(_through_gateway(gateway, rate, options.duration))
-                    through.update(cpu_us=_per_request(served, gateway.cpu_seconds(), through["answered"] + 20),
-                                   loadgen_us=_per_request(mine, _cpu_seconds(os.getpid()), through["answered"] + 20),
+                    through.update(cpu_us=_per_request(served, gateway.cpu_seconds(), _sent(through)),
+                                   loadgen_us=_per_request(mine, _cpu_seconds(os.getpid()), _sent(through)),
                                    load=os.getloadavg()[0])
                     print(f"  gateway x{n} {json.dumps(through)}", flush=True)
                     phase["gateway"][n] = through

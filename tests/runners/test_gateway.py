@@ -7,10 +7,11 @@ with verdicts computed by the engine itself (tests/runners/gateway_support.Engin
 from __future__ import annotations
 
 import asyncio
+import json
 
 from streams.runners.gateway import GatewayConfig
 from streams.runners.gateway.health import KafkaProbe
-from tests.runners.gateway_support import EngineSource, call, result, served
+from tests.runners.gateway_support import JSON, EngineSource, call, result, served
 
 
 def _run(coro):
@@ -312,3 +313,38 @@ def test_the_gateway_runs_on_the_event_loop_asked_for():
     assert not issubclass(run(loop_type(), "asyncio"), uvloop.Loop)
     with pytest.raises(ValueError, match="loop must be one of"):
         run(loop_type(), "trio")
+
+
+def test_bodies_the_gateway_does_not_probe_are_far_too_shallow_for_the_engine_to_refuse():
+    """Bodies with fewer than SHALLOW_BRACKETS brackets skip the engine's probe: the engine must hash
+    anything that shallow, with room for the stack of a request handler (hundreds of frames)."""
+    from streams.detection import Engine, EventError, SessionState
+    from streams.runners.gateway.app import SHALLOW_BRACKETS
+
+    def refused(depth: int) -> bool:
+        nested: list = []
+        inner = nested
+        for _ in range(depth):
+            inner.append([])
+            inner = inner[0]
+        event = {**call("r", 0), "args": {"a": nested}}
+        try:
+            Engine().process(event, SessionState())
+        except EventError:
+            return True
+        return False
+
+    assert not refused(4 * SHALLOW_BRACKETS)
+    assert refused(1200)  # the engine's limit exists: the probe still runs on bodies with this many brackets
+
+    async def main():
+        async with served(EngineSource()) as client:
+            deep = {"session_id": "s", "transcript_path": "/nonexistent", "hook_event_name": "PreToolUse",
+                    "tool_name": "Read", "tool_use_id": "t1", "tool_input": {"a": [[[[[[]]]]]]}}
+            body = json.dumps(deep).replace("[[[[[[]]]]]]", "[" * 1200 + "]" * 1200).encode()
+            refused_hook = await client.post("/v1/hooks/claude-code", data=body, headers=JSON)
+            shallow = await client.post("/v1/hooks/claude-code", data=json.dumps(deep).encode(), headers=JSON)
+            return refused_hook.status, (await refused_hook.json())["error"], shallow.status
+
+    status, error, shallow = _run(main())
+    assert status == 400 and "nested too deeply" in error and shallow == 200

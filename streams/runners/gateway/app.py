@@ -53,6 +53,9 @@ __all__ = ["GatewayConfig", "create_app", "VerdictSource", "DEFAULT_MAX_BODY_BYT
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 HOOK_MARGIN_S = 0.25  # of a command hook's timeout, left for its HTTP round trip to the gateway
 MIN_HOOK_WAIT_S = 0.05
+# A JSON body nests at most as deep as it has brackets; a hook's mapping adds a few levels. Python's
+# recursion limit (1,000 frames) is what an event too deep to hash meets: far above this.
+SHALLOW_BRACKETS = 200
 METRICS_KEY: web.AppKey = web.AppKey("metrics", GatewayMetrics)
 DRAIN_KEY: web.AppKey = web.AppKey("draining", asyncio.Event)
 """``app[DRAIN_KEY].set()`` starts a drain: new requests get 503 (connection closed), those in flight are answered."""
@@ -224,13 +227,16 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
     # The client checks an event's fields; whether its args and outcome can be hashed (nesting about
     # 1,000 deep is too deep for Python) only the engine finds out: one pass over an empty state here
     # refuses with 400 what the worker would dead-letter, instead of a wait for the on_timeout answer.
+    # A body with fewer than SHALLOW_BRACKETS brackets cannot nest that deep: it is not probed.
     probe_engine = Engine()
 
-    async def verdict_of(event: dict[str, Any], endpoint: str, timeout: float | None = None) -> dict[str, Any]:
-        try:
-            probe_engine.process(event, SessionState())
-        except EventError as exc:
-            raise BadRequest(400, f"invalid event (the worker would dead-letter it): {exc}") from None
+    async def verdict_of(event: dict[str, Any], endpoint: str, timeout: float | None = None,
+                         shallow: bool = False) -> dict[str, Any]:
+        if not shallow:
+            try:
+                probe_engine.process(event, SessionState())
+            except EventError as exc:
+                raise BadRequest(400, f"invalid event (the worker would dead-letter it): {exc}") from None
         started = time.monotonic()
         try:
             future = await client.publish(event, timeout=timeout or config.timeout)
@@ -256,8 +262,8 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             return "send_error"
         return answer["decision"]
 
-    async def event_call(payload: dict[str, Any], wait: float | None) -> dict[str, Any]:
-        answer = await verdict_of(payload, "/v1/events")
+    async def event_call(payload: dict[str, Any], wait: float | None, shallow: bool) -> dict[str, Any]:
+        answer = await verdict_of(payload, "/v1/events", shallow=shallow)
         metrics.requests.labels("/v1/events", outcome_of(answer)).inc()
         return answer
 
@@ -273,11 +279,11 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             return config.timeout
         return max(MIN_HOOK_WAIT_S, min(config.timeout, hook - HOOK_MARGIN_S))
 
-    def hook_call(runner: str) -> Callable[[dict[str, Any], float | None], Awaitable[dict[str, Any]]]:
+    def hook_call(runner: str) -> Callable[[dict[str, Any], float | None, bool], Awaitable[dict[str, Any]]]:
         hooks = mappers[runner]
         endpoint = f"/v1/hooks/{runner}"
 
-        async def handle(payload: dict[str, Any], wait: float | None) -> dict[str, Any]:
+        async def handle(payload: dict[str, Any], wait: float | None, shallow: bool) -> dict[str, Any]:
             try:
                 event = hooks.event(payload)
             except HookInputError as exc:
@@ -285,7 +291,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
             if event is None:  # no event, but the answer may still stop the runner (an ended run)
                 metrics.requests.labels(endpoint, "none").inc()
                 return hooks.answer(payload, None)
-            answer = await verdict_of(event, endpoint, wait)
+            answer = await verdict_of(event, endpoint, wait, shallow)
             metrics.requests.labels(endpoint, outcome_of(answer)).inc()
             return hooks.answer(payload, answer)
 
@@ -293,10 +299,12 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
 
     calls = {"/v1/events": event_call, **{f"/v1/hooks/{runner}": hook_call(runner) for runner in mappers}}
 
-    async def answer(endpoint: str, payload: dict[str, Any], wait: float | None) -> tuple[int, bytes]:
-        """Answer a POST to ``endpoint`` here, its doors passed: ``(status, JSON body)``, a refusal counted."""
+    async def answer(endpoint: str, payload: dict[str, Any], wait: float | None, raw: bytes) -> tuple[int, bytes]:
+        """Answer a POST to ``endpoint`` here, its doors passed (``raw`` its body, ``payload`` parsed):
+        ``(status, JSON body)``, a refusal counted."""
+        shallow = raw.count(b"[") + raw.count(b"{") < SHALLOW_BRACKETS
         try:
-            return 200, encode_json(await calls[endpoint](payload, wait))
+            return 200, encode_json(await calls[endpoint](payload, wait, shallow))
         except BadRequest as exc:
             metrics.requests.labels(endpoint, _OUTCOMES.get(exc.status, "bad_request")).inc()
             return exc.status, encode_json({"error": exc.reason})
@@ -305,7 +313,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         """Answer a request another process of this gateway read (:mod:`.peers`): this process owns its session."""
         in_flight.enter()
         try:
-            return await answer(endpoint, parse_object(raw), wait)
+            return await answer(endpoint, parse_object(raw), wait, raw)
         except BadRequest as exc:
             return exc.status, encode_json({"error": exc.reason})
         finally:
@@ -320,7 +328,7 @@ def create_app(client: VerdictSource, config: GatewayConfig, *, probe: KafkaProb
         if owner is not None and owner != peers.index:
             status, data = await peers.ask(owner, endpoint, wait, raw)
         else:
-            status, data = await answer(endpoint, payload, wait)
+            status, data = await answer(endpoint, payload, wait, raw)
         return web.Response(status=status, body=data, content_type="application/json")
 
     def status(**fields: Any) -> dict[str, Any]:
