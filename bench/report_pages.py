@@ -107,7 +107,8 @@ def screenshot(browser: str, page: str | os.PathLike, png: str | os.PathLike, wi
         with open(target, encoding="utf-8") as handle:
             html = handle.read()
         target = f"{os.path.splitext(target)[0]}-{only}.html"
-        hide = f"<style>main > :not(h1):not(.sub):not(#{only}) {{ display: none; }}</style></head>"
+        hide = (f"<style>main > :not(h1):not(#{only}) {{ display: none; }} main > h1 + .sub {{ display: block !important; }}"
+                "</style></head>")
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(html.replace("</head>", hide, 1))
     res = load(browser, target, f"--screenshot={os.path.abspath(png)}", f"--window-size={width},{height}")

@@ -54,7 +54,7 @@ def finding_text(finding: Mapping[str, Any]) -> str:
     """One finding of a ``decided_by`` (:mod:`streams.detection.decision`) as text:
     ``generic_repeat critical x6``, ``ping_pong warning x3 (suppressed)``,
     ``escalation critical x3 (escalation)``, ``would block: fleet_loop critical x5 (fleet: <signature>, shadow)``,
-    ``run ended (compaction_loop_persisted)``."""
+    ``run ended (compaction_loop_persisted)``, ``generic_repeat warning x10 (policy: perTool[0] tool=x, exempted)``."""
     kind, action = finding.get("kind") or "detection", str(finding.get("action"))  # no kind: an older worker's
     if kind == "run_end":
         return f"run ended ({finding.get('detector')})"
@@ -71,6 +71,8 @@ def finding_text(finding: Mapping[str, Any]) -> str:
         notes.append(f"{kind}: {rule}" if rule and rule != finding.get("detector") else str(kind))
     if action == "suppressed":
         notes.append("suppressed")
+    elif action == "allow":  # a perTool exemption: the rule let through what OpenClaw's thresholds flag
+        notes.append("exempted")
     if finding.get("recovery"):
         notes.append(str(finding["recovery"]))
     if finding.get("enforced") is False:

@@ -70,6 +70,7 @@ td.zero { color: #cbd5e1; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; margin-left: 4px; }
 .badge.warn, .badge.suppressed { background: #fef3c7; color: #92400e; }
 .badge.block { background: #fee2e2; color: #991b1b; } .badge.abort { background: #ede9fe; color: #5b21b6; }
+.badge.refused { background: #f5f3ff; color: #6d28d9; box-shadow: inset 0 0 0 1px var(--refused); }
 .badge.clean { background: #dcfce7; color: #166534; } .badge.late { background: #e0f2fe; color: #075985; }
 .run { display: grid; grid-template-columns: 250px 1fr; gap: 10px; padding: 4px 0; border-top: 1px dashed #eef2f7; }
 .run-label { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; color: #475569;

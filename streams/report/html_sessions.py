@@ -165,7 +165,7 @@ def session_section(index: int, session: SessionReport, relative_to: str | None)
     single = len(session.files) == 1  # the header names the file: the table shows line numbers
     if rows:
         table_rows = "".join(
-            f'<tr data-action="{esc(r.action)}"><td class="mono l" title="run {esc(r.run_id)}">{esc(_short(r.run_id))}</td>'
+            f'<tr data-action="{esc(r.action)}"><td class="mono l src" title="run {esc(r.run_id)}">{esc(_short(r.run_id))}</td>'
             f'<td class="mono src" title="{esc(r.where(relative_to))}">'
             f'{esc(_position(r, single, relative_to))}</td><td class="l">{esc(r.tool)}</td><td class="l">{esc(r.detector)}</td><td class="l">{esc(r.level)}</td>'
             f'<td class="l">{esc(r.action)}</td><td>{esc("" if r.count is None else r.count)}</td>'

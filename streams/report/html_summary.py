@@ -240,9 +240,13 @@ def over_time_section(report: Report) -> str:
                      + "".join(bars) + "</g>")
     line = " ".join(f"{_PAD + (i + 0.5) * width:.1f},{_H - 20 - (_H - 40) * n / top_calls:.1f}"
                     for i, n in enumerate(calls))
-    labels = [(0, buckets[0][0]), (len(buckets) // 2, buckets[len(buckets) // 2][0]), (len(buckets) - 1, buckets[-1][0])]
-    ticks = "".join(f'<text x="{_PAD + (i + 0.5) * width:.1f}" y="{_H - 4}" text-anchor="middle">{esc(utc(ms, seconds=secs))}</text>'
-                    for i, ms in (labels if len(buckets) > 2 else labels[:1]))
+    # the first and the last bucket's start under the chart's ends, the middle one under its bucket
+    labels = [(_PAD, "start", buckets[0][0]), (_W - _PAD, "end", buckets[-1][0])]
+    if len(buckets) > 2:
+        middle = len(buckets) // 2
+        labels.append((_PAD + (middle + 0.5) * width, "middle", buckets[middle][0]))
+    ticks = "".join(f'<text x="{x:.1f}" y="{_H - 4}" text-anchor="{anchor}">{esc(utc(ms, seconds=secs))}</text>'
+                    for x, anchor, ms in (labels if len(buckets) > 1 else labels[:1]))
     svg = (f'<svg id="over-time" class="chart" viewBox="0 0 {_W} {_H}" role="img" data-buckets="{len(buckets)}" '
            f'data-step="{step}" aria-label="calls in loops per {size} of event time">'
            f'<text x="{_PAD - 4}" y="26" text-anchor="end">{top_loops:,}</text>'

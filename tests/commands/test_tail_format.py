@@ -59,3 +59,19 @@ def test_tail_shows_a_late_results_correction():
     assert format_verdict(result, ts=0).endswith("ALLOW  LATE: ran without a verdict (its block did not stop it)")
     line = format_loop_event({**correction(result), "run_id": "r", "tool_name": "read"}, ts=0)
     assert " RAN " in line and "block of call c3 did not happen (generic_repeat): the runner ran call c3" in line
+
+
+def test_tail_shows_a_per_tool_exemption_as_the_rule_that_allowed_the_call():
+    from streams.commands.tail import format_loop_event, format_verdict
+    from streams.detection import Engine, OpenClawConfig, SessionState
+
+    config = {"tools": {"loopDetection": {"enabled": True}},
+              "policies": {"perTool": [{"tool": "exec", "detectors": {"genericRepeat": False}}]}}
+    engine, state = Engine(OpenClawConfig(config)), SessionState()
+    records = [engine.process({"type": "tool_call", "run_id": "r", "session_id": "s", "tool_call_id": f"c{i}",
+                               "tool_name": "exec", "args": {"cmd": "ls"}, "result": "same"}, state) for i in range(11)]
+    line = format_verdict({**records[10], "run_id": "r"})
+    assert "ALLOW" in line and line.endswith("generic_repeat warning x10 (policy: perTool[0] tool=exec, exempted)")
+    event = {**records[10]["decided_by"], "run_id": "r", "tool_name": "exec"}
+    assert "ALLOW" in format_loop_event(event) and "exempted): perTool[0] tool=exec: allowed a call" in \
+        format_loop_event(event)

@@ -64,6 +64,51 @@ def test_compose_has_the_five_services():
     assert int(env["KAFKA_NUM_PARTITIONS"]) == int(worker_env["LOOPWATCH_PARTITIONS"])
 
 
+SETUP = ROOT / "docs" / "setup.md"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+
+
+def test_compose_gives_what_the_docs_promise():
+    """docs/setup.md and the compose file's own header promise a URL per service, on 127.0.0.1: each is
+    published by that service (container port = the port it listens on); the images are pinned; the
+    worker and the gateway run the loopwatch image's entry point with their sub-command."""
+    compose = _compose()
+    services = compose["services"]
+    setup = " ".join(SETUP.read_text().split())
+    # what docs/setup.md names: the five services, and where three of them answer
+    for words in ("brings up Kafka, the worker, the HTTP gateway (http://localhost:8787",
+                  "Prometheus with loopwatch's alert rules (http://localhost:9090",
+                  "Grafana (dashboard on http://localhost:3000"):
+        assert words in setup, words
+    listening = {"gateway": int(services["gateway"]["environment"]["LOOPWATCH_GATEWAY_PORT"]),
+                 "prometheus": 9090, "grafana": 3000,  # the images' own ports
+                 "worker": int(services["worker"]["environment"]["LOOPWATCH_METRICS_PORT"]), "kafka": 9092}
+    header = [line for line in COMPOSE.read_text().splitlines() if line.startswith("#")]
+    promised = {int(port) for line in header + [setup] for port in re.findall(r"localhost:(\d+)", line)}
+    published = {}
+    for name, service in services.items():
+        for mapping in service.get("ports", []):
+            address, host, container = mapping.split(":")
+            assert address == "127.0.0.1", f"{name}: {mapping} is not on 127.0.0.1 only"
+            published[int(host)] = name
+            assert int(container) == listening[name], f"{name} listens on {listening[name]}, not {container}"
+    assert promised == {8787, 9090, 3000, 9464, 9092} and promised <= set(published)
+    assert {published[p] for p in promised} == set(services)  # every service answers where the docs say
+    # images: pinned versions; loopwatch's own built from deploy/Dockerfile, one image for worker and gateway
+    for name in ("kafka", "prometheus", "grafana"):
+        image, _, tag = services[name]["image"].partition(":")
+        assert tag and tag != "latest" and re.fullmatch(r"v?\d+(\.\d+)+", tag), services[name]["image"]
+    assert services["worker"]["image"] == services["gateway"]["image"] == "loopwatch:dev"
+    assert services["worker"]["build"] == services["gateway"]["build"] == {"context": ".",
+                                                                          "dockerfile": "deploy/Dockerfile"}
+    dockerfile = DOCKERFILE.read_text()
+    assert 'ENTRYPOINT ["loopwatch"]' in dockerfile
+    assert (services["worker"]["command"], services["gateway"]["command"]) == (["worker"], ["gateway"])
+    # the worker's metrics reachable from the prometheus container (docs/metrics.md: the Docker set-up uses 0.0.0.0)
+    assert services["worker"]["environment"]["LOOPWATCH_METRICS_ADDR"] == "0.0.0.0"
+    assert "the Docker set-up uses 0.0.0.0" in (ROOT / "docs" / "metrics.md").read_text()
+
+
 def test_compose_references_files_that_exist():
     compose = _compose()
     checked = 0
@@ -141,6 +186,37 @@ def test_dashboard_queries_name_only_real_metrics(path):
     assert all('enforced="' in e for e in exprs if "loopwatch_detections_total" in e)
     assert any(e.startswith("histogram_quantile(0.99") for e in exprs)
     assert any(e.startswith("histogram_quantile(0.5") for e in exprs)
+
+
+def _label_names() -> dict[str, set[str]]:
+    """Series name -> its label names, from the worker's and the gateway's metric definitions (a labelled
+    gauge such as the consumer lag has no series before it is set; a histogram's buckets add ``le``)."""
+    from streams.worker import metrics
+
+    out: dict[str, set[str]] = {}
+    for registry in (metrics.REGISTRY, GatewayMetrics().registry):
+        for collector, names in registry._collector_to_names.items():  # prometheus_client has no public way
+            labels = set(getattr(collector, "_labelnames", ()))
+            for name in names:
+                out[name] = labels | ({"le"} if name.endswith("_bucket") else set())
+    return out
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
+def test_dashboard_selectors_name_only_labels_the_metrics_have(path):
+    known = _label_names()
+    selectors = [(name, body) for expr in _exprs(json.loads(path.read_text()))
+                 for name, body in re.findall(r"\b(loopwatch_[a-z_]+)\{([^}]*)\}", expr)]
+    assert len(selectors) >= 5
+    for name, body in selectors:
+        used = set(re.findall(r"([a-z_]+)\s*(?:=~|!~|!=|=)", body))
+        assert used <= known[name], f"{name}{{{body}}}: no label {used - known[name]}"
+    # sum by (...) / by (...) clauses group by labels the summed metric has
+    for expr in _exprs(json.loads(path.read_text())):
+        for by in re.findall(r"\bby\s*\(([^)]*)\)", expr):
+            names = set(METRIC.findall(expr))
+            labels = {label.strip() for label in by.split(",") if label.strip()}
+            assert any(labels <= known[n] for n in names), f"{expr}: by ({by})"
 
 
 def test_metric_regex_sees_every_name():
