@@ -165,8 +165,11 @@ Examples:
                    "sessions read through an importer (see `loopwatch import`); auto: files and folders of "
                    "any runner's sessions and event files, each file's format told from its first bytes.")
 @click.option("--key-by", type=click.Choice(KEY_BY), default="session", show_default=True,
-              help="State scoping: 'session' is OpenClaw's own (history and dedupe shared by a "
-                   "session's runs); 'run' is what the Kafka worker does by default.")
+              help="How state is scoped. 'session' (the default) is OpenClaw's own: one history and warning "
+                   "dedupe per session, shared by its runs; the conformance vectors check it. 'run' is one state "
+                   "per run, as the worker keys its records by default (Kafka keeps a run's events in order on "
+                   "one partition). The two agree when each session's events belong to one run (the hooks' and "
+                   "the plugin's usual case; docs/keying.md); to compare with a worker's verdicts, use 'run'.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               show_default=True, help="Where to write verdict records as JSON Lines ('-' = stdout).")
 @click.option("--fleet-output", type=click.Path(dir_okay=False, allow_dash=True),

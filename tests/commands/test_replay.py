@@ -317,7 +317,8 @@ def test_replay_unparsable_config_exits_2(tmp_path):
     config.write_text("{tools: {loopDetection: {enabled: true", encoding="utf-8")
     result = run("replay", "--config", str(config), str(write_jsonl(tmp_path / "events.jsonl", EVENTS)))
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"loopwatch: invalid configuration:\n{config}: (file): not valid JSON5: ")
+    assert result.stderr.startswith(f"loopwatch: invalid configuration:\n{config}:1:39: not valid JSON5: "
+                                    "Unexpected end of input")
 
 
 # ------------------------------------------------------------------ conformance
@@ -416,3 +417,12 @@ def test_replay_profile_option_and_conformance_files_of_both_profiles(tmp_path):
     own = Path(__file__).resolve().parents[1] / "fixtures" / "vectors-2026.9-own.jsonl"
     both = runner.invoke(loopwatch, ["conformance", str(VECTORS), str(own)])
     assert both.exit_code == 0 and both.stdout.splitlines()[-1] == "100 passed, 0 failed"
+
+
+def test_replay_help_says_why_it_keys_by_session_and_the_worker_by_run():
+    shown = " ".join(CliRunner().invoke(loopwatch, ["replay", "--help"]).output.split())
+    assert "'session' (the default) is OpenClaw's own" in shown and "the conformance vectors check it" in shown
+    assert "as the worker keys its records by default" in shown
+    assert "to compare with a worker's verdicts, use 'run'" in shown
+    worker = " ".join(CliRunner().invoke(loopwatch, ["worker", "--help"]).output.split())
+    assert "[default: run]" in worker and "docs/keying.md" in worker

@@ -162,7 +162,7 @@ class Pipeline:
         self._worker_log = log
         start = log.stat().st_size if log.exists() else 0
         self.worker = subprocess.Popen(
-            [LOOPWATCH, "worker", "--broker", self.bootstrap, "--app-id", f"e2e-{self.tag}",
+            [LOOPWATCH, "worker", "--bootstrap", self.bootstrap, "--app-id", f"e2e-{self.tag}",
              "--input-topics", self.topics["events"], "--verdicts-topic", self.topics["verdicts"],
              "--loop-events-topic", self.topics["loop-events"], "--dead-letters-topic", self.topics["dead-letters"],
              "--fleet-events-topic", self.topics["fleet-events"], "--partitions", "1",

@@ -43,14 +43,18 @@ def test_invalid_values(field, value):
         WorkerSettings(**{field: value})
 
 
-def test_every_setting_is_a_flag_naming_its_env_var_and_default():
+def test_every_setting_is_a_flag_naming_its_default_and_the_docs_name_its_env_var():
+    from streams.commands.worker import settings_reference
+
     result = CliRunner().invoke(loopwatch, ["worker", "--help"], terminal_width=200)
     assert result.exit_code == 0
     text = " ".join(result.output.split())
+    reference = settings_reference()
     for name, field in WorkerSettings.model_fields.items():
-        assert f"--{name.replace('_', '-')}" in text
-        assert f"env: LOOPWATCH_{name.upper()};" in text
-        assert field.description.split()[0] in text
+        flag = "--bootstrap" if name == "broker" else f"--{name.replace('_', '-')}"
+        assert flag in text
+        assert f"`LOOPWATCH_{name.upper()}" in reference and field.description in reference
+    assert "--state-ttl-s is LOOPWATCH_STATE_TTL_S, and so on for every flag" in text
     assert "default: kafka://127.0.0.1:9092" in text and "default: 1800.0" in text
 
 
@@ -215,3 +219,32 @@ def test_metrics_endpoint_binds_loopback_unless_told_otherwise(monkeypatch):
     assert WorkerSettings().metrics_addr == "127.0.0.1"
     monkeypatch.setenv("LOOPWATCH_METRICS_ADDR", "0.0.0.0")
     assert WorkerSettings().metrics_addr == "0.0.0.0"
+
+
+def test_worker_help_groups_every_setting_and_the_docs_have_each_in_full():
+    """--help: every WorkerSettings field under a section heading with one line; docs/worker.md's
+    "Every setting" is the generated reference (so a new setting shows up in both or this fails)."""
+    from pathlib import Path
+
+    from streams.commands import worker as worker_command
+
+    placed = [name for fields in worker_command.SECTIONS.values() for name in fields]
+    assert sorted(placed) == sorted(WorkerSettings.model_fields) and len(placed) == len(set(placed))
+    shown = CliRunner().invoke(loopwatch, ["worker", "--help"]).output
+    headings = [line[:-1] for line in shown.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert headings == [*worker_command.SECTIONS, "Other options"]
+    assert len(shown.splitlines()) < 130  # was 236: one line of purpose per flag, the full text in the docs
+    assert "--bootstrap, --broker TEXT" in shown and "docs/worker.md" in shown
+    page = (Path(__file__).resolve().parents[2] / "docs" / "worker.md").read_text(encoding="utf-8")
+    assert worker_command.settings_reference() in page
+
+
+def test_worker_takes_the_broker_as_bootstrap_and_broker_is_its_alias(monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the worker command trims sys.argv for faust
+    port = _closed_port()
+    for flag in ("--bootstrap", "--broker"):
+        result = CliRunner().invoke(loopwatch, ["worker", *_NO_METRICS, flag, f"127.0.0.1:{port}"])
+        assert result.exit_code == 1, result.output
+        assert f"cannot reach Kafka at 127.0.0.1:{port}" in result.output
+    bad = CliRunner().invoke(loopwatch, ["worker", "--bootstrap", "http://127.0.0.1:9092"])
+    assert bad.exit_code == 2 and "--bootstrap (LOOPWATCH_BROKER, else LOOPWATCH_BOOTSTRAP)" in bad.output
