@@ -1,6 +1,7 @@
 """docs/runners/claude-code.md, "See it work", run: six identical ``npm test`` calls through the Claude Code
 hook's mapping, the engine with the page's config and the gateway's answer. The first five answer ``{}``
-(the 4th and 5th are warnings OpenClaw's dedupe keeps back), the sixth is the deny the page prints."""
+(the command hook prints nothing; the 4th and 5th are warnings OpenClaw's dedupe keeps back), the sixth is
+the deny the page prints."""
 
 from __future__ import annotations
 
@@ -49,4 +50,4 @@ def test_see_it_work_answers_as_the_page_says():
     # the 4th and 5th calls are warning-level detections that OpenClaw's dedupe keeps back: nothing shown
     assert [(r["decided_by"] or {}).get("action") for r in records] == \
         [None, None, None, "suppressed", "suppressed", "block"]
-    assert "answer `{}`" in section and "dedupe" in section
+    assert "print nothing (exit 0)" in section and "dedupe" in section
