@@ -50,7 +50,7 @@ from bench.options import positive  # noqa: E402
 from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, SessionState  # noqa: E402
 from streams.detection.canonical import ACCELERATED  # noqa: E402
-from streams.detection.engine import state_key  # noqa: E402
+from streams.detection.events import state_key  # noqa: E402
 
 _HERE = Path(__file__).resolve().parent
 

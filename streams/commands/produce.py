@@ -25,7 +25,7 @@ import click
 from streams.wire.brokers import bootstrap_option, bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
 from streams.wire.keys import KEY_BY, record_key
-from streams.detection.engine import EventError, validate_event
+from streams.detection.events import EventError, validate_event
 from streams.runners.completion import EventCompleter
 from .bad_input import SkipReport
 from .replay import event_records

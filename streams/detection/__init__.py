@@ -7,7 +7,8 @@ Entry points: :class:`Engine` (one event against one state),
 
 from .canonical import UNDEFINED, digest, stable_stringify
 from .config import ConfigError, LoopDetectionSettings, OpenClawConfig, load_config, validate
-from .engine import EVENT_TYPES, Engine, EventError, state_key
+from .engine import Engine
+from .events import EVENT_TYPES, EventError, state_key
 from .sessions import SessionStore
 from .state import SessionState
 

@@ -5,25 +5,8 @@ partition key and returns the verdict record. It is deterministic, does no
 I/O and changes nothing but ``state``. The Faust worker, the offline replay and
 the conformance runner all call it.
 
-Event shapes (docs/detection-rules.md §10, the conformance vectors' schema):
-
-* ``tool_call``: ``run_id``, ``session_id``, optional ``session_key``
-  (defaults to ``session_id``; explicit null = no session key), optional
-  ``agent_id``, ``tool_call_id``, ``tool_name``, ``args`` (absent =
-  JavaScript undefined), ``result`` (null = returned nothing), ``error``
-  (string = thrown Error message; other non-null = thrown value), optional
-  ``outcome_follows``;
-* ``tool_result``: ``run_id``, ``session_id``, optional ``session_key``,
-  ``tool_call_id`` (may be null or absent, docs/detection-rules.md §9), optional ``tool_name``
-  and ``args`` (the call's, as OpenClaw's after-tool-call hook has them),
-  ``result``, ``error``; optional ``ran_without_verdict`` and ``judged`` (see
-  below). It may have neither session id nor session key (docs/detection-rules.md §8.1: it
-  then reads and changes no session state);
-* ``compaction_retry``: ``run_id``, ``session_id``, optional ``session_key``,
-  optional ``agent_id``.
-
-Any event may carry ``runner`` (a string: which runner recorded it, ``openclaw``,
-``claude-code``, ``codex``, ...; the importers set it), which no rule reads.
+Event shapes and the schema: :mod:`~streams.detection.events`; what an event leaves in the
+session (outcome records, warning buckets, pending and blocked calls): :mod:`~streams.detection.recording`.
 
 Guards (docs/detection-rules.md §7) are not part of a session's state: :meth:`Engine.process`
 takes the map of guards apart from the state, keyed by :func:`guard_key`
@@ -79,154 +62,20 @@ from .canonical import UNDEFINED, NotJSONData
 from .config import LoopDetectionSettings, OpenClawConfig
 from .decision import set_decided_by
 from .detectors import CRITICAL, Detection, detect, is_known_poll
-from .fingerprint import (KIND_VETO, OUTCOME_KINDS, Outcome, args_hash, js_trim, normalize_tool_name, outcome_2026_9,
-                          outcome_hash, outcome_profile, unknown_tool_name)
+from .events import EventError, blocked_key, guard_key, has_session, has_session_key, validate_event
+from .fingerprint import KIND_VETO, args_hash, js_trim, normalize_tool_name, outcome_profile
 from .policies import Policies, build as build_policies
-from .post_compaction_guard import abort_evidence, arm, guard_status, observe
-from .profiles import check_profile
+from .post_compaction_guard import arm, guard_status
+from .recording import (NOT_RECORDED, REFUSALS, answered_call, correction, dedupe, evidence_refs, note_refusal,
+                        outcome_of, rebind_pending, record_outcome, unveto)
 from .recovery import block_text, warning_note
 from .run_end import ending, refuse
-from .state import CallRecord, PendingCall, RunState, SessionState, hash_key, remember_blocked
+from .state import CallRecord, PendingCall, RunState, SessionState, remember_blocked
 
-__all__ = ["Engine", "EventError", "EVENT_TYPES", "validate_event", "state_key", "guard_key", "has_session_key",
-           "has_session", "blocked_key", "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
-
-EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
+__all__ = ["Engine", "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
 
 BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw"
 UNJUDGED_RESULT_IGNORED = "loopwatch never judged this tool call (judged: false); its result is not applied"
-
-_NOT_RECORDED = {"recorded": False, "result_hash": None, "unknown_tool_name": None}
-
-
-class EventError(ValueError):
-    """An event that does not fit the schema; ``str()`` says which field and why."""
-
-
-_STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_id", "tool_name", "event_id",
-                  "blocked_by", "runner")
-_NUMBER_FIELDS = ("ts", "deadline")
-_BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
-
-
-def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
-    """Field types every event kind shares, and a session to belong to.
-
-    Raises EventError. Absent and null are allowed where OpenClaw has a default
-    (docs/detection-rules.md §10: ``session_key`` null = no session key; a missing tool name is
-    ``tool``). A ``tool_call`` or ``compaction_retry`` with neither session id
-    nor session key belongs to no session at all and is rejected; a
-    ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1).
-    """
-    get = event.get
-    for field in _STRING_FIELDS:
-        value = get(field)
-        if value is not None and type(value) is not str:
-            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
-    if kind != "tool_result" and not (get("session_id") or get("session_key")):
-        raise EventError("an event needs a session_id (or a session_key)")
-    for field in _NUMBER_FIELDS:
-        value = get(field)
-        if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
-            raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
-    for field in _BOOL_FIELDS:
-        value = get(field)
-        if value is not None and type(value) is not bool:
-            raise EventError(f"{field} must be true or false, got {type(value).__name__}")
-    if get("judged") is False and get("ran_without_verdict") is True:
-        raise EventError("judged: false (loopwatch was never asked) contradicts ran_without_verdict: true "
-                         "(asked, not waited for)")
-    profile = get("profile")
-    if profile is not None:
-        problem = check_profile(profile)
-        if problem:
-            raise EventError(f"profile: {problem}")
-
-
-def validate_event(event: Any) -> str:
-    """Check ``event`` against the schema as :meth:`Engine.process` does, and return its type.
-
-    These are all the rules the engine rejects an event by (the worker
-    dead-letters such an event with reason class ``schema``): an object,
-    ``type`` one of :data:`EVENT_TYPES`, the shared field types and, except
-    for a ``tool_result``, a session (see :func:`_check_envelope`). A
-    ``tool_result`` needs no ``tool_call_id`` (docs/detection-rules.md §9) and no session
-    (docs/detection-rules.md §8.1). An event that passes is accepted by the engine whatever
-    state it meets.
-
-    Raises:
-        EventError: the first rule the event breaks (``str()`` names the field).
-    """
-    if type(event) is not dict and not isinstance(event, Mapping):
-        raise EventError(f"an event must be an object, got {type(event).__name__}")
-    kind = event.get("type")
-    if kind not in EVENT_TYPES:
-        raise EventError(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
-    _check_envelope(event, kind)
-    return kind
-
-
-def state_key(event: Mapping[str, Any]) -> str | None:
-    """OpenClaw's session-state key for an event: the session key, else the session id (docs/detection-rules.md §8.1).
-
-    Only an absent or null ``session_key`` falls back (JavaScript's ``??``):
-    ``session_key: ""`` is the key ``""``. None when the event has
-    neither (the store then uses ``"unknown"``).
-    """
-    key = event.get("session_key")
-    return event.get("session_id") if key is None else key
-
-
-def has_session_key(event: Mapping[str, Any]) -> bool:
-    """Whether the event has a session key: ``session_key`` non-empty, or absent with a session id (docs/detection-rules.md §8.1, §10).
-
-    Only such calls are checked by the detectors and recorded before execution;
-    an explicit ``session_key: null`` (or ``""``) makes the event keyless.
-    """
-    return bool(event["session_key"] if "session_key" in event else event.get("session_id"))
-
-
-def has_session(event: Mapping[str, Any]) -> bool:
-    """Whether the event has a session key or a session id, either non-empty (docs/detection-rules.md §3 step 6, §8.1).
-
-    Outcomes are recorded only for such events; a ``tool_result`` without
-    either reads and changes no session state.
-    """
-    return bool(event.get("session_key") or event.get("session_id"))
-
-
-def blocked_key(raw_run: Any, call_id: Any) -> str | None:
-    """The key a blocked call is remembered by (docs/detection-rules.md §9); None: never remembered.
-
-    The run id as sent (untrimmed) joined by ``:`` with the ``tool_call_id``
-    when the run id is not blank, else the call id alone; a call without an id
-    (null, absent or empty) has no key.
-    """
-    if not call_id:
-        return None
-    if raw_run and js_trim(raw_run):
-        return f"{raw_run}:{call_id}"
-    return call_id
-
-
-def guard_key(event: Mapping[str, Any]) -> str | None:
-    """The identity of the post-compaction guard an event belongs to (docs/detection-rules.md §7).
-
-    A run id that is not blank identifies its guard as sent, untrimmed
-    (``"r1"`` and ``" r1"`` are two guards), in whatever session. For a blank
-    (absent, null, empty or whitespace-only) run id: the ``session_key`` when
-    the field is present and not null (even ``""``), else the ``session_id``.
-    Both kinds share one namespace of strings, as OpenClaw's own map does.
-    None for a blank run id with neither (only a ``tool_result`` can have
-    neither: it gets a guard of its own that nothing keeps).
-    """
-    raw_run = event.get("run_id")
-    if raw_run and js_trim(raw_run):
-        return raw_run
-    session_key = event.get("session_key")
-    if session_key is not None:
-        return session_key
-    return event.get("session_id")
 
 
 class Engine:
@@ -287,7 +136,7 @@ class Engine:
         own_key = guard_key(event)
         answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
         if kind == "tool_result":
-            answered = _answered_call(event, state, blocked)
+            answered = answered_call(event, state, blocked)
             # a result applied as its call's belongs to the call's run (docs/detection-rules.md §9): a pending call's, or a
             # blocked call's that ran without its verdict
             applied = answered[1] is not None and event.get("judged") is not False and (
@@ -317,7 +166,7 @@ class Engine:
         if kind == "tool_result" and event.get("ran_without_verdict") is True:
             verdict["late"] = True
             if applied and answered[1].refused:  # the call's block or abort did not stop it: say so
-                verdict["corrects"] = _correction(answered[1].refused, event.get("tool_call_id"))
+                verdict["corrects"] = correction(answered[1].refused, event.get("tool_call_id"))
         if ended is not None:
             verdict = refuse(verdict, ended)
         else:
@@ -325,8 +174,8 @@ class Engine:
             if end is not None and run_key is not None:  # every path above created the run's state
                 runs[run_key].ended = (*end, ref)
         set_decided_by(verdict)  # what decided, in one field (streams.detection.decision)
-        if kind == "tool_call" and verdict["verdict"] in _REFUSALS and event.get("outcome_follows") is True:
-            _note_refusal(event, state, blocked, verdict)
+        if kind == "tool_call" and verdict["verdict"] in REFUSALS and event.get("outcome_follows") is True:
+            note_refusal(event, state, blocked, verdict)
         return verdict
 
     @staticmethod
@@ -369,7 +218,7 @@ class Engine:
         tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
         args = event.get("args", UNDEFINED)
         call_hash = args_hash(tool, args)  # may raise RecursionError: before any change to state
-        call_key = hash_key(call_hash)
+        call_key = call_hash[:-32]  # hash_key, inlined (hot)
         session_id = event.get("session_id")
         keyed = has_session_key(event)
 
@@ -399,26 +248,26 @@ class Engine:
             return {
                 "type": "tool_call", "tool_name": tool, "args_hash": call_hash, "decision": "block",
                 "detection": detection.as_dict(), "warning": None, "blocked": True,
-                "block_reason": detection.message, "recorded_call": False, "outcome": dict(_NOT_RECORDED),
+                "block_reason": detection.message, "recorded_call": False, "outcome": dict(NOT_RECORDED),
                 "guard": guard_status(run), "run_aborted": run.aborted, "verdict": "block",
-                "evidence": _evidence(detection.evidence), **marks,
+                "evidence": evidence_refs(detection.evidence), **marks,
             }
 
         profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
         # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
         can_record = not follows and (keyed or bool(session_id))
-        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if can_record else None
+        outcome = outcome_of(profile, event.get("result"), event.get("error"), is_2026_9) if can_record else None
         run = self._run(state, guards, settings, run_key)
         warning = None
         decision = "allow"
         if detection is not None:
-            warning = self._dedupe(state, raw_run, detection)
+            warning = dedupe(state, raw_run, detection)
             if warning["emitted"]:
                 decision = "warn"
                 if is_2026_9 and call_id is not None:  # docs/detection-rules.md §11.3.1 step 4: the model sees a note
                     warning["note"] = warning_note(detection.count)
         if is_2026_9 and state.maybe_pending and settings.enabled is True and (keyed or session_id):
-            _rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
+            rebind_pending(state, run_id, tool, call_id, call_hash, call_key)
         recorded_call = keyed and settings.records_calls
         # the call's record with its outcome at once: what attaching the outcome to it would leave
         fresh = recorded_call and not follows and outcome is not None
@@ -440,13 +289,13 @@ class Engine:
             verdict["run_aborted"] = run.aborted
             verdict["verdict"] = decision
         else:
-            self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref,
+            record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref,
                                  call_key=call_key, fresh=fresh)
             verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
         if is_2026_9:
             verdict["run_terminated"] = run.terminated
         if "evidence" not in verdict:
-            verdict["evidence"] = _evidence(detection.evidence) if detection is not None else []
+            verdict["evidence"] = evidence_refs(detection.evidence) if detection is not None else []
         if marks:
             verdict.update(marks)
         return verdict
@@ -456,7 +305,7 @@ class Engine:
                      blocked_hit: str | None, call: PendingCall | None, run_key: str | None) -> dict[str, Any]:
         """docs/detection-rules.md §9: a result for a blocked call, for a pending call, or for no pending call.
 
-        ``blocked_hit`` and ``call`` are what :func:`_answered_call` found. A
+        ``blocked_hit`` and ``call`` are what :func:`answered_call` found. A
         pending call (by ``tool_call_id``, in the session's state) gets its
         outcome recorded as that call's: its run id, agent config, tool, args
         and guard, whatever run id the result carries. Else a result whose run
@@ -509,13 +358,13 @@ class Engine:
             is_2026_9 = settings.is_2026_9
             tool, call_hash, record_run, profile = call.tool, call.args_hash, call.run_id, call.profile
             run = self._run(state, guards, settings, run_key)
-        outcome = _outcome(profile, event.get("result"), event.get("error"), is_2026_9) if sessionful else None
+        outcome = outcome_of(profile, event.get("result"), event.get("error"), is_2026_9) if sessionful else None
         if call is not None and blocked_hit is None:
             del state.calls[call_id]
         elif blocked_hit is not None and is_2026_9:  # ran without its verdict: its veto record becomes its record
-            _unveto(state, call_id)
+            unveto(state, call_id)
         verdict: dict[str, Any] = {"type": "tool_result", "tool_name": tool, "args_hash": call_hash}
-        self._record_outcome(verdict, state, settings, run, tool, call_hash, call_id, record_run, outcome, ref,
+        record_outcome(verdict, state, settings, run, tool, call_hash, call_id, record_run, outcome, ref,
                              append_call_id=(call_id or None) if call is None else None)
         verdict["verdict"] = "abort" if verdict["guard"]["abort"] else "allow"
         verdict.setdefault("evidence", [])
@@ -583,176 +432,7 @@ class Engine:
             "block_reason": detection.message,
             "block_text": block_text(detection.message, terminal, call_id is not None),
             "tool_loop_recovery": "terminal" if terminal else "recovery", "veto_recorded": True,
-            "recorded_call": False, "outcome": dict(_NOT_RECORDED), "guard": guard_status(run),
+            "recorded_call": False, "outcome": dict(NOT_RECORDED), "guard": guard_status(run),
             "run_aborted": run.aborted, "run_terminated": run.terminated, "verdict": "abort" if terminal else "block",
-            "evidence": _evidence(detection.evidence), **marks,
+            "evidence": evidence_refs(detection.evidence), **marks,
         }
-
-    # ------------------------------------------------------------------- helpers
-
-    @staticmethod
-    def _dedupe(state: SessionState, raw_run: str | None, detection: Detection) -> dict[str, Any]:
-        """docs/detection-rules.md §6: emit a warning only when its bucket (count // 10) rises."""
-        key = f"{raw_run}:{detection.warning_key}" if raw_run else detection.warning_key
-        bucket = detection.count // 10
-        emitted = bucket > state.warning_buckets.get(key, 0)
-        if emitted:
-            state.store_warning_bucket(key, bucket)
-        return {"emitted": emitted, "key": key, "bucket": bucket}
-
-    @staticmethod
-    def _record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
-                        run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
-                        outcome: Outcome | None, ref: Any, append_call_id: str | None = None,
-                        call_key: str | None = None, fresh: bool = False) -> None:
-        """docs/detection-rules.md §3 steps 6-7: attach or append the outcome (:func:`_outcome`; None: none recorded), feed the guard.
-
-        ``append_call_id`` is the call id a record appended here carries (a
-        result with no pending call keeps the event's, docs/detection-rules.md §9). The history is
-        trimmed to ``settings.history_size`` either way (docs/detection-rules.md §8.1). A record with an
-        outcome kind is never matched, and only an outcome with a result hash is
-        observed by the guard (docs/detection-rules.md §11.3.1 steps 6-7; under 2026.7 every
-        recorded outcome has a hash and no kind). ``fresh``: the call itself is recorded now, with this
-        outcome (the record it would attach to is its own, newest of all); ``call_key`` is ``hash_key(call_hash)``.
-        """
-        if outcome is None:
-            verdict["outcome"] = dict(_NOT_RECORDED)
-            verdict["guard"] = guard_status(run)
-            verdict["run_aborted"] = run.aborted
-            return
-        result_hash, unknown, kind, no_progress, failure_hash = outcome
-        if call_key is None:
-            call_key = hash_key(call_hash)
-        if fresh:
-            state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref, args_key=call_key,
-                                    kind=kind, no_progress=no_progress,
-                                    failure_key=hash_key(failure_hash) if failure_hash is not None else None),
-                         settings.history_size)
-        else:
-            _attach_or_append(state, settings, tool, call_hash, call_key, call_id, run_id, outcome, ref,
-                              append_call_id)
-        shown = verdict["outcome"] = {"recorded": True, "result_hash": result_hash, "unknown_tool_name": unknown}
-        if no_progress:
-            shown["no_progress"] = True
-        if kind:
-            shown["outcome_kind"] = OUTCOME_KINDS[kind]
-        if failure_hash is not None:
-            shown["failure_identity_hash"] = failure_hash
-        verdict["guard"] = observe(run, tool, call_hash, result_hash, ref) if result_hash is not None \
-            else guard_status(run)
-        verdict["run_aborted"] = run.aborted
-        if verdict["guard"]["abort"]:
-            verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
-
-
-def _attach_or_append(state: SessionState, settings: LoopDetectionSettings, tool: str, call_hash: str,
-                      call_key: str, call_id: str | None, run_id: str | None, outcome: Outcome, ref: Any,
-                      append_call_id: str | None) -> None:
-    """docs/detection-rules.md §3 step 6: the outcome attaches to the newest pending record of the same run, tool,
-    args (and call id, when the outcome has one) without an outcome kind, else it is appended as a record of its own."""
-    result_hash, unknown, kind, no_progress, failure_hash = outcome
-    for record in reversed(state.history):
-        if (record.result_key is None and record.run_id == run_id and record.tool == tool
-                and record.args_key == call_key and (not call_id or record.call_id == call_id)
-                and not record.kind):
-            record.set_result(result_hash, unknown, ref, kind, no_progress, failure_hash)
-            # trimmed after an attached outcome too: after a merge, or under a smaller cap
-            if len(state.history) > settings.history_size:
-                state.trim(settings.history_size)
-            break
-    else:
-        state.append(CallRecord(tool, call_hash, append_call_id, run_id, result_hash, unknown, ref, kind=kind,
-                                no_progress=no_progress,
-                                failure_key=hash_key(failure_hash) if failure_hash is not None else None),
-                     settings.history_size)
-
-
-def _unveto(state: SessionState, call_id: str) -> None:
-    """2026.9.6: the newest veto record of ``call_id``, still without an outcome, turns into its call's record."""
-    for record in reversed(state.history):
-        if record.call_id == call_id and record.kind == KIND_VETO and record.result_key is None:
-            record.unveto()
-            state.maybe_pending = True
-            return
-
-
-def _outcome(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> Outcome | None:
-    """The :class:`~streams.detection.fingerprint.Outcome` to record (docs/detection-rules.md §4.3, §4.4; docs/detection-rules.md §11.4.3 for
-    ``is_2026_9``); None when nothing is recorded.
-
-    Raises RecursionError for a result or thrown value nested too deeply to hash.
-    """
-    if is_2026_9:
-        return outcome_2026_9(profile, result, error)
-    result_hash = outcome_hash(profile, result, error)
-    if result_hash is None:
-        return None
-    return Outcome(result_hash, unknown_tool_name(error) if error is not None else None, 0, False, None)
-
-
-def _rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id: str | None, call_hash: str,
-                    call_key: str) -> None:
-    """docs/detection-rules.md §11.3.1 step 5(a): before this call's record exists, the run's newest pending record of the same
-    tool (no result hash, no outcome kind) and the same call id (any, when this call has none) takes this call's
-    args hash. Called only while ``state.maybe_pending``."""
-    pending = False
-    for record in reversed(state.history):
-        if record.result_key is None and not record.kind:
-            pending = True
-            if record.run_id == run_id and record.tool == tool and (not call_id or record.call_id == call_id):
-                if record.args_key != call_key:
-                    state.rebind(record, call_hash)
-                return
-    state.maybe_pending = pending
-
-
-def _answered_call(event: Mapping[str, Any], state: SessionState | None,
-                   blocked: Mapping[str, PendingCall]) -> tuple[str | None, PendingCall | None]:
-    """What a ``tool_result`` answers (docs/detection-rules.md §9), in OpenClaw's order: ``(None, call)``
-    for the pending call of its ``tool_call_id`` in its session's state (none without a call id or a
-    session); else ``(blocked key, the blocked call)`` when its run id and call id give the key of a
-    remembered blocked call, in whatever session; else ``(None, None)``."""
-    call_id = event.get("tool_call_id")
-    if not call_id:
-        return None, None
-    if state is not None and has_session(event):
-        pending = state.calls.get(call_id)
-        if pending is not None:
-            return None, pending
-    key = blocked_key(event.get("run_id"), call_id)
-    hit = blocked.get(key)
-    return (key, hit) if hit is not None else (None, None)
-
-
-_REFUSALS = ("block", "abort")
-
-
-def _note_refusal(event: Mapping[str, Any], state: SessionState | None, blocked: Mapping[str, PendingCall],
-                  verdict: Mapping[str, Any]) -> None:
-    """Remember on a deferred call's entry that loopwatch refused it (``verdict`` ``block`` or ``abort``).
-
-    The entry is the one this call just made: the blocked call's (by :func:`blocked_key`) when the
-    engine blocked it, else the pending call's (by call id) when a loopwatch rule or the run's end
-    refused a call OpenClaw allows. A call without an id has neither, and nothing is remembered.
-    """
-    call_id = event.get("tool_call_id")
-    if not call_id:
-        return
-    if verdict.get("blocked") is True:
-        entry = blocked.get(blocked_key(event.get("run_id"), call_id))
-    else:
-        entry = state.calls.get(call_id) if state is not None else None
-    if entry is not None:
-        by = verdict.get("decided_by") or {}
-        entry.refused = [verdict["verdict"], event.get("event_id"), by.get("detector")]
-
-
-def _correction(refused: list, call_id: Any) -> dict[str, Any]:
-    """The ``corrects`` field of a late result whose call loopwatch had refused: which verdict, of which
-    call event, did not happen (the runner ran the call). ``refused`` as :class:`PendingCall` keeps it."""
-    verdict, event_id, by = refused
-    return {"event_id": event_id, "tool_call_id": call_id, "verdict": verdict, "by": by}
-
-
-def _evidence(records: list[CallRecord]) -> list[Any]:
-    return [record.ref for record in records if record.ref is not None]

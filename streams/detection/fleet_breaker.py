@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .canonical import UNDEFINED
 from .fingerprint import args_hash, js_trim, normalize_tool_name
-from .engine import validate_event
+from .events import validate_event
 from .decision import set_decided_by
 from .state import hash_key
 from .run_end import refuse

@@ -4,7 +4,7 @@ OpenClaw ends a run in its own process (the post-compaction guard's abort, docs/
 terminal block, ``run_terminated``). loopwatch answers runners that may go on calling tools after
 they were told to stop (a hook answer a runner ignores, several calls of one model message), so it
 keeps the end as state, in the run's :class:`~streams.detection.state.RunState` (the guard's
-identity, :func:`~streams.detection.engine.guard_key`, docs/detection-rules.md §7), and refuses every later event of
+identity, :func:`~streams.detection.events.guard_key`, docs/detection-rules.md §7), and refuses every later event of
 that run.
 
 What ends a run (:func:`ending`), read from the verdict of the event, in this order:

@@ -15,9 +15,9 @@ part of OpenClaw's in-process map, holding every state in one place:
 * a ``compaction_retry`` touches no session state, nor does a
   ``tool_result`` with neither session id nor session key;
 * the post-compaction guards live beside the states, one map for all
-  sessions, by :func:`~streams.detection.engine.guard_key` (docs/detection-rules.md §7): they
+  sessions, by :func:`~streams.detection.events.guard_key` (docs/detection-rules.md §7): they
   never move or merge with a session's state; so do the blocked deferred
-  calls, by :func:`~streams.detection.engine.blocked_key` (docs/detection-rules.md §9).
+  calls, by :func:`~streams.detection.events.blocked_key` (docs/detection-rules.md §9).
 
 Idle states are not pruned: a store lives for one input.
 """
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from .engine import Engine, has_session, has_session_key, state_key, validate_event
+from .engine import Engine
+from .events import has_session, has_session_key, state_key, validate_event
 from .state import PendingCall, RunState, SessionState, remember_blocked
 
 __all__ = ["SessionStore", "merge_states"]

@@ -8,13 +8,13 @@ A :class:`SessionState` holds (docs/detection-rules.md §1, §6, §7):
   256 keys, first-inserted key evicted (docs/detection-rules.md §6);
 * ``runs`` -- the post-compaction guards (with OpenClaw's aborted flag and loopwatch's run end) of the events
   applied to this state, by guard identity (docs/detection-rules.md §7,
-  :func:`~streams.detection.engine.guard_key`), when the caller keeps them
+  :func:`~streams.detection.events.guard_key`), when the caller keeps them
   with the state (the stream processor does; the offline store keeps one map
   for all sessions instead);
 * ``calls`` -- calls whose outcome is still to come (``outcome_follows``),
   by tool-call id, so a later ``tool_result`` is recorded as theirs (docs/detection-rules.md §9);
 * ``blocked`` -- deferred calls that were blocked, by run id and call id
-  (:func:`~streams.detection.engine.blocked_key`), so their result is ignored
+  (:func:`~streams.detection.events.blocked_key`), so their result is ignored
   (docs/detection-rules.md §9), when the caller keeps them with the state (the stream
   processor does; the offline store keeps one map for all sessions).
 
@@ -102,11 +102,11 @@ class CallRecord:
                  no_progress: bool = False, failure_key: str | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash
-        self.args_key = args_key if args_key is not None else hash_key(args_hash)
+        self.args_key = args_key if args_key is not None else args_hash[:-32]  # hash_key, inlined (hot)
         self.call_id = call_id
         self.run_id = run_id
         self.result_hash = result_hash
-        self.result_key = result_key if result_key is not None or result_hash is None else hash_key(result_hash)
+        self.result_key = result_key if result_key is not None or result_hash is None else result_hash[:-32]
         self.unknown_tool = unknown_tool
         self.ref = ref
         self.kind = kind
@@ -122,7 +122,7 @@ class CallRecord:
         is kept when the record has none yet.
         """
         self.result_hash = result_hash
-        self.result_key = hash_key(result_hash) if result_hash is not None else None
+        self.result_key = result_hash[:-32] if result_hash is not None else None  # hash_key, inlined (hot)
         self.unknown_tool = unknown_tool
         self.kind = kind
         self.no_progress = no_progress
@@ -229,7 +229,7 @@ class PendingCall:
     when blank), ``tool`` and ``args_hash``; ``profile`` is the outcome rule
     chosen from the call's tool and args
     (:func:`~streams.detection.fingerprint.outcome_profile`); ``guard`` the
-    identity of the call's guard (:func:`~streams.detection.engine.guard_key`)
+    identity of the call's guard (:func:`~streams.detection.events.guard_key`)
     and ``agent`` and ``behaviour`` the call's ``agent_id`` and behaviour
     ``profile`` field (they pick the settings the outcome is recorded with).
     ``refused`` is ``[verdict, event id, by]`` when loopwatch's verdict of the call was

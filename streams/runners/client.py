@@ -35,7 +35,7 @@ the event has is changed.
 Validation
 ----------
 Events are checked before anything is sent, with the engine's own schema
-check (:func:`streams.detection.engine.validate_event`, the rules by which
+check (:func:`streams.detection.events.validate_event`, the rules by which
 the worker dead-letters an event): an invalid event raises
 :class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
 instead of being dead-lettered while the caller waits out its timeout.
@@ -114,7 +114,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from streams.wire.brokers import bootstrap_servers
 from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
-from streams.detection.engine import EventError, validate_event
+from streams.detection.events import EventError, validate_event
 from streams.wire.keys import KEY_BY, record_key
 from .completion import EventCompleter
 from .late import LateCalls

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from streams.detection.engine import EventError, validate_event
+from streams.detection.events import EventError, validate_event
 
 __all__ = ["EventCompleter", "MAX_CALLS", "MAX_SESSIONS"]
 
@@ -52,7 +52,7 @@ class EventCompleter:
     def complete(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
         """``event`` with the missing fields added (a new dict), or ``event`` itself when nothing is missing.
 
-        An event the worker would dead-letter (:func:`~streams.detection.engine.validate_event`)
+        An event the worker would dead-letter (:func:`~streams.detection.events.validate_event`)
         is returned as it is and teaches nothing, so what is added always has the right type.
         """
         try:

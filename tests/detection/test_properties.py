@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from streams.detection import UNDEFINED, Engine, OpenClawConfig, SessionState, digest, stable_stringify
 from streams.detection.canonical import _exact_text, _fast_text, canonical_bytes
 from streams.detection.detectors import detect, is_known_poll
-from streams.detection.engine import guard_key
+from streams.detection.events import guard_key
 from streams.detection.fingerprint import args_hash, js_trim, normalize_tool_name
 
 from ._support import OMIT, SAME_RESULT, compaction, text_result, tool_call, tool_result

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 from aiohttp.test_utils import TestClient, TestServer
 
 from streams.detection import Engine, OpenClawConfig
-from streams.detection.engine import validate_event
+from streams.detection.events import validate_event
 from streams.offline.replay import Replayer
 from streams.runners.client import Verdict
 from streams.runners.gateway import GatewayConfig, create_app

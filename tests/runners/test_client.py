@@ -18,7 +18,7 @@ from streams.runners.client import ClientClosedError, LoopwatchClient, Verdict
 from streams.wire.keys import verdict_partition
 from streams.wire.codecs import decode_event, encode_msgpack
 from streams.detection import Engine, EventError, SessionState
-from streams.detection.engine import validate_event
+from streams.detection.events import validate_event
 from streams.worker.processor import APPLIED, DEAD_LETTER, Processor
 from streams.worker.records import Source
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from streams.detection.engine import guard_key
+from streams.detection.events import guard_key
 from streams.wire.keys import partition_key, record_key
 
 
