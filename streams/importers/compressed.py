@@ -15,11 +15,8 @@ file as unreadable.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import os
-import shutil
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,6 +129,8 @@ def open_binary(path: str | Path) -> BinaryIO:
         kind = compression(raw.read(4))
         raw.seek(0)
         if kind == "gzip":
+            import gzip  # these imports only when a compressed file is met: they cost the command memory
+
             inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")
         elif kind == "zstd":
             inner = _ZstdReader(raw)
@@ -157,6 +156,9 @@ def local_copy(path: str | Path) -> Iterator[Path]:
     if kind is None:
         yield path
         return
+    import shutil
+    import tempfile
+
     fd, name = tempfile.mkstemp(prefix="loopwatch-", suffix="-" + plain_name(path.name))
     try:
         with os.fdopen(fd, "wb") as out, open_binary(path) as src:

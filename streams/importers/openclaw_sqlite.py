@@ -57,7 +57,6 @@ first (SQLite opens files only).
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -263,6 +262,8 @@ def _with_cold_rows(path: Path, session: _Session, on_error: ErrorHandler | None
         data = cold["blob"]
         if cold["storage"] != "sqlite":
             data = (_artifact_directory(path) / "cold" / cold["name"]).read_bytes()
+        import hashlib
+
         if cold["sha256"] and hashlib.sha256(data).hexdigest() != cold["sha256"]:
             raise ValueError("its SHA-256 is not the one the database recorded")
         records = _zstd(data, MAX_ARCHIVE_BYTES).split(b"\n")

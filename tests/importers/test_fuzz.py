@@ -7,7 +7,15 @@ place hypothesis picks) and reads it in a folder beside an intact file of anothe
 * nothing raises: every problem is a :class:`SessionFormatError` naming the damaged file, with a reason;
 * the intact file's events are all there, exactly as when it is read alone;
 * in a JSON Lines format, every call recorded on a line before the first damaged byte is still
-  imported (a one-document format, a SWE-agent trajectory or an SQLite database, may lose the file).
+  imported (a one-document format, a SWE-agent trajectory or an SQLite database, may lose the file);
+* a record cut short or broken is said (an error for the damaged file), and so is a compressed
+  file (gzip, Zstandard) cut short.
+
+The files cover every importer and what reaches it: Claude Code, Codex rollouts (a sub-agent's
+too) and ``codex exec --json``, OpenClaw transcripts, export-trajectory bundles and 2026.9.6
+databases (one holding a deleted session's archive; that archive's published ``.zst`` file alone),
+SWE-agent trajectories, loopwatch event files, and gzip / Zstandard files damaged in their
+compressed bytes (a rollout, a Claude Code log, a database, a trajectory).
 
 The examples are bounded and derandomised so CI runs the same ones fast;
 ``LOOPWATCH_FUZZ_EXAMPLES=2000`` runs that many fresh random ones per case.
@@ -25,6 +33,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,11 +56,17 @@ class Case:
     name: str  # the file's name in the folder (some formats are found by name)
     data_path: Path
     lines: bool  # a JSON Lines format: the lines before the damage must still import
-    gz: bool = False
+    gz: bool = False  # the fixture is stored gzipped: decompressed first
+    pack: str | None = None  # the file is damaged compressed: "gzip" or "zstd" (read through its decompression)
 
     def data(self) -> bytes:
         raw = self.data_path.read_bytes()
-        return gzip.decompress(raw) if self.gz else raw
+        raw = gzip.decompress(raw) if self.gz else raw
+        if self.pack == "gzip":
+            return gzip.compress(raw, mtime=0)
+        if self.pack == "zstd":
+            return zstandard.ZstdCompressor(write_checksum=True).compress(raw)
+        return raw
 
 
 CASES = {
@@ -65,6 +80,20 @@ CASES = {
                             False, gz=True),
     "swe-agent": Case("swe-agent", "t.traj", FIX / "swe-agent" / "demo__repo-1.traj", False),
     "events": Case("events", "events.jsonl", EXAMPLES / "events.jsonl", True),
+    # a Codex sub-agent's rollout (its session is its parent's)
+    "codex-subagent": Case("codex", "rollout-child.jsonl", next(RUNNERS.glob("codex-subagent/rollout-*636a*.jsonl")),
+                           True),
+    # an OpenClaw 2026.9.6 database holding a deleted session's archive, and that archive's published .zst copy
+    "openclaw-sqlite-archive": Case("openclaw", "openclaw-agent.sqlite", OPENCLAW / "deleted-session-2026.9.6.sqlite.gz",
+                                    False, gz=True),
+    "openclaw-archive-zst": Case("openclaw", "s.jsonl.deleted.2026-12-03T10-33-49.154Z.g.zst",
+                                 next(OPENCLAW.glob("*.jsonl.deleted.*.zst")), False),
+    # compressed files damaged in their compressed bytes
+    "codex-rollout-gz": Case("codex", "rollout.jsonl.gz", RUNNERS / "codex-compaction.jsonl", False, pack="gzip"),
+    "claude-code-zst": Case("claude-code", "cc.jsonl.zst", FIX / "claude-code" / "cc-s1.jsonl", False, pack="zstd"),
+    "openclaw-sqlite-gz": Case("openclaw", "openclaw-agent.sqlite.gz", OPENCLAW / "builtin-loop-2026.9.6.sqlite.gz",
+                               False, gz=True, pack="gzip"),
+    "swe-agent-gz": Case("swe-agent", "t.traj.gz", FIX / "swe-agent" / "demo__repo-1.traj", False, pack="gzip"),
 }
 # the intact neighbour: another runner's file (Claude Code's beside a Claude Code case would share the folder's
 # sub-agent look-ups, so a case never has its own format as neighbour)
@@ -115,7 +144,10 @@ def _line_of(data: bytes, offset: int) -> int:
 
 def _unreadable_tail(case: Case, damaged: bytes) -> bool:
     """Whether the damage left bytes a reader cannot take for a record: a JSON Lines file whose last line is
-    not JSON, a trajectory that is not JSON, a database cut short of a page."""
+    not JSON, a trajectory that is not JSON, a database cut short of a page, a compressed file cut short."""
+    if case.pack or case.data_path.name.endswith(".zst"):
+        whole = case.data()
+        return 0 < len(damaged) < len(whole) and whole.startswith(damaged)
     if case.fmt == "swe-agent":
         try:
             json.loads(damaged)
