@@ -22,6 +22,9 @@
  *   With `needle` (bytes): None instead when the canonical text contains it
  *   (the 2026.9.6 outcome digest then takes the normalising Python path).
  *
+ * Size: one walk serves both entry points, with its string escaping and key order; split, the static helpers
+ * would need a header of their own for no reader's gain.
+ *
  * Object keys sort by UTF-16 code unit, as JavaScript's default sort does.
  * Strings are escaped as JSON.stringify does: \" \\ \b \f \n \r \t, other
  * code points below U+0020 as \u00xx, lone surrogates as \udxxx, all else raw.

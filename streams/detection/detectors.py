@@ -7,6 +7,10 @@ Under the 2026.9.6 profile (``settings.is_2026_9``, docs/detection-rules.md §11
 no-progress streak counts veto records, ``exec`` has a second, terminal-failure
 walk, the argument-churn warning exists and two criticals read differently; each
 such rule sits beside the 2026.7 rule it changes.
+
+Size: the precedence table of §5.2 is one function, and each 2026.9.6 measure (§11.5) is kept beside the
+2026.7 rule it changes with the message texts both releases print: split, a rule and its variant would sit
+in two files.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import LoopDetectionSettings
-from .fingerprint import KIND_TERMINAL_EXEC_FAILURE, KIND_VETO
+from .outcomes_2026_9 import KIND_TERMINAL_EXEC_FAILURE, KIND_VETO
 from .state import CallRecord, SessionState, hash_key
 
 __all__ = [

@@ -52,6 +52,9 @@ What the runner really did (loopwatch's fields, docs/events-and-verdicts.md):
   judged the call (another plugin or the runner's own detector refused it
   first): not applied, as OpenClaw treats a result of a call it blocked
   (docs/detection-rules.md §9); ``verdict: "ignore"``.
+
+Size: the tool cycle of one event (the three event kinds, the 2026.9.6 veto, the run-end refusal) reads
+top to bottom in one class; the schema and the session bookkeeping live in events.py and recording.py.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ from .config import LoopDetectionSettings, OpenClawConfig
 from .decision import set_decided_by
 from .detectors import CRITICAL, Detection, detect, is_known_poll
 from .events import EventError, blocked_key, guard_key, has_session, has_session_key, validate_event
-from .fingerprint import KIND_VETO, args_hash, js_trim, normalize_tool_name, outcome_profile
+from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_profile
+from .outcomes_2026_9 import KIND_VETO
 from .policies import Policies, build as build_policies
 from .post_compaction_guard import arm, guard_status
 from .recording import (NOT_RECORDED, REFUSALS, answered_call, correction, dedupe, evidence_refs, note_refusal,

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from .config import LoopDetectionSettings
 from .detectors import Detection
 from .events import blocked_key, has_session
-from .fingerprint import KIND_VETO, OUTCOME_KINDS, Outcome, outcome_2026_9, outcome_hash, unknown_tool_name
+from .fingerprint import outcome_hash, unknown_tool_name
+from .outcomes_2026_9 import KIND_VETO, OUTCOME_KINDS, Outcome, outcome_2026_9
 from .post_compaction_guard import abort_evidence, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
@@ -107,7 +108,7 @@ def unveto(state: SessionState, call_id: str) -> None:
 
 
 def outcome_of(profile: int, result: Any, error: Any, is_2026_9: bool = False) -> Outcome | None:
-    """The :class:`~streams.detection.fingerprint.Outcome` to record (docs/detection-rules.md §4.3, §4.4; docs/detection-rules.md §11.4.3 for
+    """The :class:`~streams.detection.outcomes_2026_9.Outcome` to record (docs/detection-rules.md §4.3, §4.4; docs/detection-rules.md §11.4.3 for
     ``is_2026_9``); None when nothing is recorded.
 
     Raises RecursionError for a result or thrown value nested too deeply to hash.

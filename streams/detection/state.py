@@ -35,6 +35,9 @@ until the key falls idle; runners that report every result (the client's
 :meth:`SessionState.to_bytes` / :meth:`SessionState.from_bytes` give a compact
 msgpack form for a Kafka changelog: hex digests travel as raw bytes and each
 distinct string is written once.
+
+Size: the record classes and their changelog form are one format (a field added to a record is a field
+packed and unpacked, under one format version); kept in one file so they change together.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any
 
 import msgpack
 
-from .fingerprint import KIND_TERMINAL_EXEC_FAILURE
+from .outcomes_2026_9 import KIND_TERMINAL_EXEC_FAILURE
 
 __all__ = ["hash_key", "CallRecord", "RunState", "PendingCall", "SessionState", "MAX_WARNING_KEYS", "MAX_RUNS",
            "MAX_BLOCKED", "remember_blocked"]
@@ -88,8 +91,8 @@ class CallRecord:
     records that can no longer be printed are None.
 
     Kept by the 2026.9.6 profile only (docs/detection-rules.md §11.1; 0/False/None otherwise):
-    ``kind`` (``outcomeKind``: 0 none, :data:`~streams.detection.fingerprint.KIND_VETO`
-    for a veto record, :data:`~streams.detection.fingerprint.KIND_TERMINAL_EXEC_FAILURE`),
+    ``kind`` (``outcomeKind``: 0 none, :data:`~streams.detection.outcomes_2026_9.KIND_VETO`
+    for a veto record, :data:`~streams.detection.outcomes_2026_9.KIND_TERMINAL_EXEC_FAILURE`),
     ``no_progress`` and ``failure_key`` (:func:`hash_key` of the failure identity hash).
     """
 

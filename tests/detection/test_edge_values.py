@@ -8,8 +8,9 @@ import math
 import pytest
 
 from streams.detection.config import resolve
-from streams.detection.fingerprint import (PROFILE_PLAIN, PROFILE_SEND, args_hash, normalize_tool_name, outcome_2026_9,
-                                           outcome_hash, outcome_profile)
+from streams.detection.fingerprint import PROFILE_PLAIN, PROFILE_SEND, args_hash, normalize_tool_name, outcome_hash, \
+    outcome_profile
+from streams.detection.outcomes_2026_9 import outcome_2026_9
 
 # ------------------------------------------------- docs/detection-rules.md §2.2: detector flags by truthiness
 

@@ -8,8 +8,8 @@ import pytest
 
 from streams.detection import ConfigError, Engine, EventError, OpenClawConfig, SessionState, SessionStore, validate
 from streams.detection.canonical import digest, stable_stringify
-from streams.detection.fingerprint import (KIND_TERMINAL_EXEC_FAILURE, KIND_VETO, mask_volatile,
-                                           normalize_untrusted_markers)
+from streams.detection.outcomes_2026_9 import (KIND_TERMINAL_EXEC_FAILURE, KIND_VETO, mask_volatile,
+                                              normalize_untrusted_markers)
 from streams.detection.profiles import OPENCLAW_2026_7, OPENCLAW_2026_9_6
 from streams.detection.recovery import RECOVERY_SUFFIX, SIBLING_RECOVERY, SIBLING_TERMINAL, TERMINAL_SUFFIX
 
