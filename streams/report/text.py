@@ -184,8 +184,11 @@ def _over_time_lines(report: Report) -> list[str]:
     start = utc(buckets[0][0], seconds=secs)
     out = [f"loops over time (UTC {start} to {utc(end, with_date=utc(end)[:10] != start[:10], seconds=secs)}"
            f", one column per {step_text(step)})"]
-    for name, series in (("calls", ("calls",)), ("in loops", ("warn", "suppressed", "block", "abort", "refused")),
-                         ("blocked", ("block",)), ("aborted", ("abort", "refused"))):
+    rows = [("calls", ("calls",)), ("in loops", ("warn", "suppressed", "block", "abort", "refused")),
+            ("blocked", ("block",)), ("aborted", ("abort",))]
+    if any(counts["refused"] for _, counts in buckets):  # calls of runs that had ended
+        rows.append(("refused", ("refused",)))
+    for name, series in rows:
         values = [sum(counts[k] for k in series) for _, counts in buckets]
         peak = max(values)
         at = buckets[values.index(peak)][0]

@@ -25,6 +25,7 @@ def dimensions(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     out += [(dim, str(record[name])) for dim, name in DIMENSIONS[1:] if record.get(name) is not None]
     return out
 
+
 @dataclass
 class Totals:
     """Counts for a session or the fleet."""

@@ -147,3 +147,6 @@ def test_recorded_sessions_carry_model_and_usage_into_the_wasted_tokens():
     cost = report.usage.estimate()
     assert (cost["wasted"], cost["wasted_input"], cost["wasted_output"], cost["wasted_without_usage"]) == (75, 50, 25, 0)
     assert cost["tokens"] == sum(e["usage"]["input_tokens"] + e["usage"]["output_tokens"] for e in calls)
+    spark = {line.split()[0]: line for line in render_text(report).splitlines()
+             if line.startswith("  ") and ("peak" in line or line.endswith("none"))}
+    assert spark["aborted"].endswith("peak 1 at 08:02") and spark["refused"].endswith("peak 4 at 08:02")
