@@ -4,7 +4,8 @@ thousands of small sessions of mixed runners, beside the floor of reading the sa
 Writes ``--sessions`` files (default 10,000) into a temporary folder, in turn one of each kind: a Claude Code
 log, a Codex session (rollout) file, a ``codex exec --json`` capture, an OpenClaw transcript, a SWE-agent
 trajectory and a loopwatch event file, plus one OpenClaw 2026.9 agent database (SQLite) every
-``--sqlite-every`` files. Each file is one of the test fixtures with its session id made unique
+``--sqlite-every`` files; ``--gzip-every N`` gzips every N-th file (``<name>.gz``), which the commands read
+decompressed. Each file is one of the test fixtures with its session id made unique
 (``tests/importers/fixtures``, ``tests/fixtures``: small, and the Codex and SQLite ones written by the real
 runners), so every runner's importer does its real work, and each session counts once.
 
@@ -58,8 +59,9 @@ KINDS = [
 SQLITE = RUNNER_FIX / "openclaw" / "builtin-loop-2026.9.6.sqlite.gz"
 
 
-def generate(folder: Path, sessions: int, sqlite_every: int) -> dict[str, int]:
-    """Write ``sessions`` files into ``folder``; returns files per kind."""
+def generate(folder: Path, sessions: int, sqlite_every: int, gzip_every: int = 0) -> dict[str, int]:
+    """Write ``sessions`` files into ``folder`` (every ``gzip_every``-th one gzipped, ``<name>.gz``); returns
+    files per kind."""
     templates = {kind: path.read_text(encoding="utf-8") for kind, path, _, _ in KINDS}
     database = gzip.decompress(SQLITE.read_bytes())
     counts: dict[str, int] = {}
@@ -74,6 +76,9 @@ def generate(folder: Path, sessions: int, sqlite_every: int) -> dict[str, int]:
             text = templates[kind]
             data = (text.replace(session, f"{session}{n:05d}-" if session.endswith("-") else f"{session}-{n:05d}")
                     if session else text).encode("utf-8")
+        if gzip_every and n % gzip_every == 0:
+            path, data = path.with_name(path.name + ".gz"), gzip.compress(data, compresslevel=6, mtime=0)
+            counts["gzipped"] = counts.get("gzipped", 0) + 1
         if path.parent not in made:
             path.parent.mkdir(parents=True, exist_ok=True)
             made.add(path.parent)
@@ -133,6 +138,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=positive(int), default=10_000, help="files to write (default 10,000)")
     parser.add_argument("--sqlite-every", type=int, default=500,
                         help="one OpenClaw agent database (900 KB, several sessions) every N files; 0 = none")
+    parser.add_argument("--gzip-every", type=int, default=0,
+                        help="gzip every N-th file (read decompressed, told by its first bytes); 0 = none")
     parser.add_argument("--keep", type=Path, help="write the fleet here and keep it (default: a temporary folder)")
     parser.add_argument("--progress", action="store_true", help="show the commands' progress bars (stderr)")
     parser.add_argument("--no-replay", action="store_true", help="time import only")
@@ -142,7 +149,7 @@ def main() -> None:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="loopwatch-fleet-"))
     try:
         started = time.perf_counter()
-        counts = generate(folder, args.sessions, args.sqlite_every)
+        counts = generate(folder, args.sessions, args.sqlite_every, args.gzip_every)
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"fleet:       {args.sessions:,} files, {size / 1e6:.1f} MB in {folder} (written in "
               f"{time.perf_counter() - started:.1f} s): " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))

@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .compressed import SUFFIXES, plain_name
+from .compressed import plain_name, present_copy
 from .events import (
     ErrorHandler,
     EventIds,
@@ -105,8 +105,7 @@ def discover(root: Path) -> Iterator[Path]:
 def side_file(main_log: Path, agent_id: str) -> Path:
     """Where Claude Code keeps the log of sub-agent ``agent_id`` of ``main_log`` (it may not exist; a
     compressed copy of it, ``.jsonl.gz`` / ``.jsonl.zst``, when that is what is there)."""
-    side = _stem_path(main_log) / "subagents" / f"agent-{agent_id}.jsonl"
-    return next((c for c in (side, *(side.with_name(side.name + s) for s in SUFFIXES)) if c.exists()), side)
+    return present_copy(_stem_path(main_log) / "subagents" / f"agent-{agent_id}.jsonl")
 
 
 def looks_like(first: Any) -> bool:

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["GZIP_MAGIC", "ZSTD_MAGIC", "SUFFIXES", "compression", "open_binary", "plain_name", "local_copy",
+__all__ = ["GZIP_MAGIC", "ZSTD_MAGIC", "SUFFIXES", "compression", "open_binary", "plain_name", "present_copy",
+           "local_copy",
            "CompressedDataError"]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -43,6 +44,12 @@ def compression(head: bytes) -> str | None:
     if head.startswith(ZSTD_MAGIC):
         return "zstd"
     return None
+
+
+def present_copy(path: Path) -> Path:
+    """``path`` when it is a file, else its compressed copy (``<path>.gz``, ``<path>.zst``) when that is,
+    else ``path`` (a companion file looked up by name: a sidecar, a sub-agent's log)."""
+    return next((c for c in (path, *(path.with_name(path.name + s) for s in SUFFIXES)) if c.is_file()), path)
 
 
 def plain_name(name: str) -> str:

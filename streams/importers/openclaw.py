@@ -80,7 +80,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .compressed import SUFFIXES, plain_name
+from .compressed import plain_name, present_copy
 from .events import (
     ErrorHandler,
     EventIds,
@@ -114,8 +114,7 @@ def is_transcript(path: Path) -> bool:
 def sidecar_path(path: Path) -> Path:
     """The trajectory sidecar that belongs with transcript ``path`` (it may not exist), or a compressed
     copy of it (``.gz``, ``.zst``) when only that is there."""
-    side = path.with_name(path.name.split(".jsonl", 1)[0] + SIDECAR_SUFFIX)
-    return next((c for c in (side, *(side.with_name(side.name + s) for s in SUFFIXES)) if c.is_file()), side)
+    return present_copy(path.with_name(path.name.split(".jsonl", 1)[0] + SIDECAR_SUFFIX))
 
 
 def discover(root: Path) -> Iterator[Path]:
