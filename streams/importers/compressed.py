@@ -31,6 +31,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SUFFIXES = (".gz", ".zst")
 """Name suffixes :func:`plain_name` takes off."""
 _CHUNK = 1024 * 1024
+_ZSTD_INPUT = 64 * 1024
 
 
 class CompressedDataError(ValueError):
@@ -104,7 +105,7 @@ class _ZstdReader:
 
     def read1(self, size: int) -> bytes:
         while True:
-            chunk = self._raw.read(_CHUNK)
+            chunk = self._raw.read(_ZSTD_INPUT)  # small: what one chunk expands to is held at once
             if not chunk:
                 if self._started and not self._obj.eof:
                     raise EOFError("the file ends inside a Zstandard frame")

@@ -151,14 +151,26 @@ def read_head(path: Path) -> bytes:
     kind = compression(head)
     try:
         if kind == "gzip":
-            return zlib.decompressobj(wbits=31).decompress(head, HEAD_BYTES)
-        if kind == "zstd":
+            gz = zlib.decompressobj(wbits=31)
+            out, ended = gz.decompress(head, HEAD_BYTES), gz.eof
+        elif kind == "zstd":
+            import io
+
             import zstandard
 
-            return zstandard.ZstdDecompressor().decompressobj().decompress(head)[:HEAD_BYTES]
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(head), read_across_frames=True) as reader:
+                out = reader.read(HEAD_BYTES)  # at most that much, however well the data compresses
+            if not out:  # nothing came out: a frame cut short (one block holds up to 128 KiB), or an empty one
+                zs = zstandard.ZstdDecompressor().decompressobj()
+                zs.decompress(head)
+                ended = zs.eof
+        else:
+            return head
     except Exception as exc:  # zlib.error, zstandard.ZstdError
         raise CompressedDataError(f"{kind} data damaged ({exc})") from None
-    return head
+    if not out and not ended:
+        raise CompressedDataError(f"{kind} data cut short or damaged (nothing of it decompresses)")
+    return out
 
 
 def _sniff_head(head: bytes, sqlite_format: str | None) -> Sniffed:

@@ -79,3 +79,20 @@ def test_a_compressed_file_cut_short_keeps_the_lines_before_the_cut_and_says_so(
     assert len(errors) == 1 and errors[0].line is None and "gzip data cut short or damaged" in errors[0].reason
     with open_binary(cut) as fh, pytest.raises(CompressedDataError):
         fh.read()
+
+
+def test_telling_a_format_decompresses_at_most_the_head_and_a_head_that_decompresses_to_nothing_is_said(tmp_path):
+    from streams.importers.sniff import HEAD_BYTES, read_head, sniff
+
+    bomb = tmp_path / "bomb.jsonl.zst"  # 200 MiB of spaces in a few KB
+    bomb.write_bytes(zstandard.ZstdCompressor().compress(b'{"type": "x"}' + b" " * (200 * 1024 * 1024)))
+    assert bomb.stat().st_size < 20_000 and len(read_head(bomb)) == HEAD_BYTES
+    source = (Path(__file__).parent.parent / "fixtures" / "runners" / "codex-compaction.jsonl").read_bytes()
+    for name, data in (("cut.zst", zstandard.ZstdCompressor().compress(source)), ("cut.gz", gzip.compress(source))):
+        cut = tmp_path / name
+        cut.write_bytes(data[:10] if name.endswith(".gz") else data[: len(data) // 2])  # one zstd block: nothing out
+        kind = "gzip" if name.endswith(".gz") else "zstd"
+        assert sniff(cut).reason == f"cannot read: {kind} data cut short or damaged (nothing of it decompresses)"
+    empty = tmp_path / "empty.gz"
+    empty.write_bytes(gzip.compress(b""))
+    assert sniff(empty).reason == "no known format (empty file)"
