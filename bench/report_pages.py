@@ -12,8 +12,9 @@ Two pages:
 
 The pages are written beside the screenshots' folder in a temporary directory, loaded in
 headless Chromium (Debian's ``chromium``; never a downloaded browser) and photographed:
-``report-small.png`` (the whole page), ``report-fleet.png`` (its summary: the first screens)
-and ``report-fleet-timelines.png`` (the timelines, scrolled to). The page sizes are printed
+``report-small.png`` (the whole page), ``report-fleet.png`` (its summary: the first screens),
+``report-fleet-timelines.png`` (the timelines alone) and ``report-backtest.png`` (the backtest of
+examples/events.jsonl under OpenClaw 2026.7's rules and 2026.9.6's: ``--compare-profile``). The page sizes are printed
 beside the 5 MB ceiling. tests/report/test_page_size.py (in ``make test``) and
 tests/report/test_html_browser.py (``make test-browser``) build the same pages.
 """
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.workload import generate  # noqa: E402
 from streams.detection import Engine, OpenClawConfig, load_config  # noqa: E402
 from streams.offline.replay import Replayer  # noqa: E402
-from streams.report import Report, build_report, render_html  # noqa: E402
+from streams.report import Report, build_report, compare, render_html  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML_BYTES = 5_000_000  # the fleet page's ceiling
@@ -58,15 +59,34 @@ def _replay(events: list[dict[str, Any]], config: OpenClawConfig) -> tuple[list[
     return records, replayer.fleet_loops
 
 
-def small_report() -> Report:
-    """examples/events.jsonl under examples/openclaw.json, each event's file line as its source."""
+def _example_events() -> list[dict[str, Any]]:
+    """examples/events.jsonl, each event's file line as its source."""
     events = []
     path = ROOT / "examples" / "events.jsonl"
     for line, text in enumerate(path.read_text().splitlines(), 1):
         if text.strip():
             events.append({**json.loads(text), "source": {"path": "examples/events.jsonl", "line": line}})
-    records, loops = _replay(events, load_config(ROOT / "examples" / "openclaw.json"))
+    return events
+
+
+def small_report() -> Report:
+    """examples/events.jsonl under examples/openclaw.json."""
+    records, loops = _replay(_example_events(), load_config(ROOT / "examples" / "openclaw.json"))
     return build_report(records, "examples/openclaw.json", fleet_loops=loops)
+
+
+def backtest_page() -> str:
+    """examples/events.jsonl under examples/openclaw.json (A) and the same file judged as OpenClaw 2026.9.6 judges
+    it (B), as ``loopwatch report --format events --config examples/openclaw.json --compare-profile
+    openclaw-2026.9.6 examples/events.jsonl --html``."""
+    config_a = load_config(ROOT / "examples" / "openclaw.json")
+    config_b = OpenClawConfig(config_a.raw, profile="openclaw-2026.9.6")
+    records_a, loops = _replay(_example_events(), config_a)
+    records_b, _ = _replay(_example_events(), config_b)
+    comparison = compare(records_a, records_b, "examples/openclaw.json [openclaw-2026.7]",
+                         "examples/openclaw.json [openclaw-2026.9.6]", fleet=config_a.fleet)
+    comparison.a.fleet_loops = loops
+    return render_html(comparison.a, comparison, top=10)
 
 
 def fleet_events(runs: int = FLEET_RUNS, light: bool = False) -> list[dict[str, Any]]:
@@ -84,8 +104,9 @@ def fleet_report(runs: int = FLEET_RUNS, light: bool = False) -> Report:
 
 
 def pages(runs: int = FLEET_RUNS) -> dict[str, str]:
-    """``{"small": html, "fleet": html}``, both with ``--top 10``."""
-    return {"small": render_html(small_report(), top=10), "fleet": render_html(fleet_report(runs), top=10)}
+    """``{"small": html, "fleet": html, "backtest": html}``, with ``--top 10``."""
+    return {"small": render_html(small_report(), top=10), "fleet": render_html(fleet_report(runs), top=10),
+            "backtest": backtest_page()}
 
 
 def load(browser: str, path: str | os.PathLike, *extra: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -139,7 +160,9 @@ def main() -> None:
                    1280, 2400)
         screenshot(args.browser, os.path.join(work, "report-fleet.html"),
                    os.path.join(args.out, "report-fleet-timelines.png"), 1280, 1400, only="timeline-section")
-    for name in ("report-small.png", "report-fleet.png", "report-fleet-timelines.png"):
+        screenshot(args.browser, os.path.join(work, "report-backtest.html"),
+                   os.path.join(args.out, "report-backtest.png"), 1280, 1600, only="backtest")
+    for name in ("report-small.png", "report-fleet.png", "report-fleet-timelines.png", "report-backtest.png"):
         print(f"wrote {os.path.join(args.out, name)}")
 
 

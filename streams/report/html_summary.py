@@ -118,7 +118,7 @@ def comparison_section(comparison: Comparison, relative_to: str | None) -> str:
                    for name, a, b in comparison.total_rows())
     det = "".join(f'<tr><td>{esc(d)}</td><td class="l">{esc(lvl)}</td><td class="l">{esc(act)}</td>'
                   f"<td>{a}</td><td>{b}</td><td>{b - a:+d}</td></tr>" for d, lvl, act, a, b in comparison.detection_rows())
-    return ("<h2>Backtest</h2>"
+    return ('<section id="backtest"><h2>Backtest</h2>'
             f'<p class="sub">A = {esc(comparison.label_a)}<br>B = {esc(comparison.label_b)}</p>'
             '<table id="compare-totals"><tr><th></th><th>A</th><th>B</th><th>B−A</th></tr>' + rows + "</table>"
             '<h2>Detections under A and B</h2><table id="compare-detections"><tr><th>detector</th><th class="l">level</th>'
@@ -128,7 +128,8 @@ def comparison_section(comparison: Comparison, relative_to: str | None) -> str:
             + _differences("compare-differences", comparison.differences, relative_to)
             + "<h2>Calls with the same verdict but another detection "
             f"({len(comparison.detection_differences)})</h2>"
-            + _differences("compare-detection-differences", comparison.detection_differences, relative_to))
+            + _differences("compare-detection-differences", comparison.detection_differences, relative_to)
+            + "</section>")
 
 
 def _differences(table_id: str, diffs: list[Difference], relative_to: str | None) -> str:

@@ -1,7 +1,7 @@
 """The HTML report in a real headless Chromium (``make test-browser``; marker ``browser``, not in ``make test``).
 
 The pages of bench/report_pages.py (examples/events.jsonl, 104 events; the synthetic fleet,
-about 100,000 events) load, their scripts run without an error, and the rendered DOM holds
+about 100,000 events; the backtest of examples/events.jsonl under two OpenClaw releases) load, their scripts run without an error, and the rendered DOM holds
 every section; a small fleet's timeline holds one element per call with the right statuses.
 
 Needs a Chromium binary (Debian package ``chromium``, or ``LOOPWATCH_CHROMIUM``); skipped with the
@@ -88,7 +88,7 @@ def built():
     return pages()
 
 
-@pytest.mark.parametrize("name", ["small", "fleet"])
+@pytest.mark.parametrize("name", ["small", "fleet", "backtest"])
 def test_page_renders_every_section_without_script_errors(built, name, tmp_path):
     html = built[name]
     page = tmp_path / f"report-{name}.html"
@@ -97,16 +97,21 @@ def test_page_renders_every_section_without_script_errors(built, name, tmp_path)
     root = next(a for t, a in elements if t == "html")
     assert root.get("data-ready") == "1"  # the page's script ran to its end
     assert "data-script-errors" not in root, root.get("data-script-error")
-    ids = [a["id"] for t, a in elements if a.get("id") in SECTIONS + ["fleet-loops"]]
-    expected = SECTIONS[:1] + (["fleet-loops"] if name == "fleet" else []) + SECTIONS[1:]
+    ids = [a["id"] for t, a in elements if a.get("id") in SECTIONS + ["fleet-loops", "backtest", "compare-runs"]]
+    expected = SECTIONS[:1] + (["fleet-loops"] if name == "fleet" else []) + SECTIONS[1:-1] + (
+        ["backtest", "compare-runs"] if name == "backtest" else []) + SECTIONS[-1:]
     assert ids == expected
     sessions = [a for t, a in elements if t == "section" and a.get("data-session")]
-    assert len(sessions) == (7 if name == "small" else 10)  # --top 10: the fleet's ten worst sessions
+    assert len(sessions) == (10 if name == "fleet" else 7)  # --top 10: the fleet's ten worst sessions
     drawn = int(root["data-timeline-calls"])
     assert drawn == sum(int(root[f"data-timeline-{s}"])
                         for s in ("allow", "suppressed", "warn", "block", "abort", "refused"))
     if name == "small":
         assert drawn == 97  # every call of examples/events.jsonl (compactions aside)
         assert (root["data-timeline-block"], root["data-timeline-abort"]) == ("6", "1")
+    elif name == "backtest":  # A's timelines; B (OpenClaw 2026.9.6's rules) differs in two runs
+        assert drawn == 97
+        runs = [(a["data-run"], a["data-differences"]) for t, a in elements if t == "tr" and "data-differences" in a]
+        assert runs == [("run-ops", "4"), ("run-generic", "1")]
     else:
         assert 0 < drawn < 10_000 and len(html.encode()) < HTML_BYTES
