@@ -57,7 +57,9 @@ Mapping (in transcript order):
   ``openclaw:prompt-error``, a ``model-snapshot`` within 30 s, then the same prompt again is
   OpenClaw running the same run on its fallback model (the retry's own closer carries the same
   ``runId``), so the run goes on under that id. Unnamed runs get
-  ``<sessionId>#L<line of their first entry>``.
+  ``<sessionId>#L<line of their first entry>``. A 2026.9.x transcript (an archived session
+  published as a file) carries the run id on its messages (``__openclaw.runId``): those are its
+  runs, as in the agent database (:func:`streams.importers.openclaw_runs.message_runs`).
 * Branches: a re-parented entry starts a new branch. Entries of the new branch that mirror the
   abandoned one position by position (same type, role, message timestamp, tool-call id,
   compaction summary, custom data) are a *rewrite* of history already imported and are
@@ -92,7 +94,7 @@ from .events import (
     read_jsonl,
     report,
 )
-from .openclaw_runs import Sidecar, segment_runs, sidecar_runs
+from .openclaw_runs import Sidecar, message_runs, sidecar_runs
 
 __all__ = ["discover", "read", "is_transcript", "sidecar_path", "looks_like", "live_entries", "emit_events", "result_outcome"]
 
@@ -210,7 +212,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
             entries.append((lineno, entry))
 
     live = live_entries(entries)
-    run_of = segment_runs(session_id, live)
+    run_of = message_runs(session_id, live)  # 2026.9.x run ids on the messages, else cut as 2026.7 sessions
     car = Sidecar()
     side = sidecar_path(path)
     if side.is_file():

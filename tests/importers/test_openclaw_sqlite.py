@@ -300,6 +300,10 @@ def test_a_published_archive_without_its_database_reads_as_a_compressed_transcri
     assert [(e["tool_call_id"], e["args"], e["error"][:15]) for e in events] == [
         (f"call_{n}", {"path": "missing.txt"}, "File not found:") for n in range(1, 5)]
     assert {e["session_id"] for e in events} == {DELETED}
+    # the run ids OpenClaw wrote on its messages, as read from the database
+    from_database = [e for e in import_paths("openclaw", [_deleted_session_state(tmp_path / "db")])
+                     if e["session_id"] == DELETED]
+    assert [e["run_id"] for e in events] == [e["run_id"] for e in from_database]
 
 
 def _cold_database(tmp_path: Path, storage: str, damage: bool = False) -> Path:
