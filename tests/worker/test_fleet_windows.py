@@ -93,3 +93,43 @@ def test_each_flush_writes_one_record_per_changed_signature_and_drops_expired_wi
         assert worker.fleet.table.data.persisted_offset(TP(fleet.table.changelog_topic.get_topic_name(), 1)) == 1
 
     asyncio.run(run())
+
+
+def test_a_flush_of_many_signatures_lets_the_event_loop_run_and_writes_each_once(tmp_path: Path) -> None:
+    worker = Loopwatch(WorkerSettings(broker="kafka://127.0.0.1:1", app_id="lw-unit", input_topics=["unit.events"],
+                                      partitions=2, metrics_port=0, data_dir=str(tmp_path / "faust")))
+    fleet, producer = worker.fleet, _Producer()
+    fleet.producer = lambda: producer
+    sigs = [f"error:web_fetch:{n}" for n in range(450)]
+    ticks: list[int] = []  # written records when another task got the loop
+
+    async def run() -> int:
+        for number, sig in enumerate(sigs):
+            fleet.windows.partition = number % 2
+            fleet.correlator.observe(_obs(number, 1_000_000.0, sig=sig))
+        fleet.windows.latest = fleet.correlator.latest
+        stop = asyncio.Event()
+
+        async def other() -> None:  # the verdict path, wanting the loop while the flush packs
+            while not stop.is_set():
+                ticks.append(len(producer.records))
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        write = fleet.table.write
+
+        async def recorded(out, partition, records):
+            producer.records.extend((partition, key, value) for key, value in records)
+            return await write(out, partition, records)
+
+        fleet.table.write = recorded
+        written = await fleet.windows.flush(producer)
+        stop.set()
+        await task
+        return written
+
+    written = asyncio.run(run())
+    assert written == len(sigs) and sorted(key for _, key, _ in producer.records) == sorted(s.encode() for s in sigs)
+    # the loop ran other tasks while the 450 signatures were packed (before any was written): once per 100
+    assert ticks.count(0) >= 1 + len(sigs) // 100

@@ -111,8 +111,17 @@ def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafk
             await nothing.close()
         return tp, unreachable, no_time, dict(store.data), store.persisted_offset(TP(tp.topic, 0))
 
-    with caplog.at_level(logging.WARNING, logger="streams.worker.restore"):
-        tp, unreachable, no_time, held, offset = asyncio.run(run())
+    # caplog's handler on the logger itself, enabled: a worker started earlier in the session configures
+    # logging (Faust's dictConfig disables the loggers that exist then, and "streams" may not propagate)
+    restore_log = logging.getLogger("streams.worker.restore")
+    disabled, restore_log.disabled = restore_log.disabled, False
+    restore_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="streams.worker.restore"):
+            tp, unreachable, no_time, held, offset = asyncio.run(run())
+    finally:
+        restore_log.removeHandler(caplog.handler)
+        restore_log.disabled = disabled
     assert unreachable == no_time == {tp: 0} and held == {} and offset is None
     messages = [record.getMessage() for record in caplog.records]
     assert any("bulk changelog read failed after 0 records" in m for m in messages), messages
