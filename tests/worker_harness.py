@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable
 
 import msgpack
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from streams.worker.app import Loopwatch
@@ -204,6 +204,25 @@ async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | No
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
+
+
+async def whole_topic(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    """Every record (aiokafka ``ConsumerRecord``) of ``topic`` (``partitions`` partitions) up to its end offsets
+    as of the call, by partition and offset."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        found: list[Any] = []
+        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                found.extend(records)
+        return sorted(found, key=lambda record: (record.partition, record.offset))
+    finally:
+        await consumer.stop()
 
 
 async def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[Any]:

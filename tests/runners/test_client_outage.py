@@ -21,12 +21,11 @@ import time
 from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.runners.client import LoopwatchClient, Verdict
 from streams.wire.codecs import decode_event
 from tests.private_broker import PrivateBroker
-from tests.worker_harness import WorkerProcess, worker_settings
+from tests.worker_harness import WorkerProcess, whole_topic, worker_settings
 
 pytestmark = pytest.mark.kafka
 
@@ -73,20 +72,7 @@ class _Checks:
 
 async def _whole_topic(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
     """Every record value of ``topic`` (``partitions`` partitions), up to its end offsets as of now."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        values: list[bytes] = []
-        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                values.extend(record.value for record in records)
-        return values
-    finally:
-        await consumer.stop()
+    return [record.value for record in await whole_topic(bootstrap, topic, partitions)]
 
 
 def _in_time_and_by_policy_if_unanswered(verdict: Verdict, took: float) -> bool:

@@ -34,14 +34,14 @@ from collections import Counter
 import aiohttp
 import msgpack
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from streams.runners.gateway import GatewayConfig, serve
 from tests.private_broker import broker, free_port  # noqa: F401  (the module's own broker, a fixture)
 from tests.runners.gateway_support import call
 from tests.worker.test_rebalance import assert_every_verdict_once_as_offline
 from tests.worker.test_worker import ENABLED, _fleet_stream, verdicts_by_source
-from tests.worker_harness import WorkerProcess, create_topics, encode, worker_settings
+from tests.worker_harness import WorkerProcess, create_topics, encode, whole_topic, worker_settings
 
 pytestmark = pytest.mark.kafka
 
@@ -59,24 +59,6 @@ async def _send(bootstrap: str, topic: str, events: list[dict]) -> None:
         await asyncio.gather(*[await producer.send(topic, encode(e), key=e["run_id"].encode()) for e in events])
     finally:
         await producer.stop()
-
-
-async def _input_records(bootstrap: str, topic: str, partitions: int) -> list[tuple[tuple[str, int, int], dict]]:
-    """Every record of ``topic`` as ``((topic, partition, offset), event)``, by partition and offset."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        found = []
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                found += [((topic, r.partition, r.offset), msgpack.unpackb(r.value, raw=False)) for r in records]
-        return sorted(found, key=lambda item: item[0])
-    finally:
-        await consumer.stop()
 
 
 @pytest.mark.timeout(480)
@@ -133,8 +115,9 @@ def test_two_workers_and_a_gateway_under_load_ride_out_a_hung_broker_and_lose_no
         for worker in workers:
             worker.wait_ready()
         asyncio.run(load_and_hang())
-        records = asyncio.run(_input_records(broker.bootstrap, topic, shared.partitions))
-        sources, events = [source for source, _ in records], [event for _, event in records]
+        records = asyncio.run(whole_topic(broker.bootstrap, topic, shared.partitions))
+        sources = [(topic, record.partition, record.offset) for record in records]
+        events = [msgpack.unpackb(record.value, raw=False) for record in records]
         by_source = verdicts_by_source(broker.bootstrap, shared.verdicts_topic, sources, timeout=180, partial=True)
         running = [worker.proc.poll() is None for worker in workers]
         logs = [worker.log_text() for worker in workers]
