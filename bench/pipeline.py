@@ -443,8 +443,13 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
     if "worker" in by and "passthrough" in by:
         w, p = by["worker"], by["passthrough"]
         print()
-        print(f"worker / pass-through: throughput {w['throughput_eps'] / p['throughput_eps']:.2f}x, "
-              f"p50 latency {w['p50_ms'] / p['p50_ms']:.1f}x, p99 latency {w['p99_ms'] / p['p99_ms']:.1f}x")
+        cpu = (f", CPU per event {w['cpu_us_per_event'] / p['cpu_us_per_event']:.2f}x at saturation and "
+               f"{w['cpu_us_per_event_paced'] / p['cpu_us_per_event_paced']:.2f}x paced"
+               if w.get("cpu_us_per_event") and p.get("cpu_us_per_event") and p.get("cpu_us_per_event_paced")
+               and w.get("cpu_us_per_event_paced") else "")
+        print(f"worker / pass-through: throughput {w['throughput_eps'] / p['throughput_eps']:.2f}x (target >= 0.6x), "
+              f"p50 latency {w['p50_ms'] / p['p50_ms']:.1f}x, p99 latency {w['p99_ms'] / p['p99_ms']:.1f}x "
+              f"(target <= 2x){cpu}")
 
 
 def main() -> None:
