@@ -11,8 +11,9 @@
 // counted and skipped (the post-compaction guard lives in OpenClaw's runner loop, not in this module).
 //
 // Protocol on stdin/stdout, one JSON line each: it prints {"ready": events, "parse_cpu_us": ...} once the
-// file is parsed, then for every line "pass" on stdin runs one pass from empty states and prints
-// {"cpu_us": process CPU time of the pass, "wall_us": ..., "verdicts": {...}}. EOF on stdin ends it.
+// file is parsed; "reset" empties the states and the verdict counts; "run A B" applies events A..B-1 and
+// prints {"cpu_us": process CPU time of that, "wall_us": ..., "verdicts": {counts since the reset}}.
+// EOF on stdin ends it.
 import { createReadStream, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -63,12 +64,19 @@ function shouldEmitLoopWarning(state, warningKey, count) {
   return true;
 }
 
-function pass() {
-  const states = new Map();
-  const verdicts = { allow: 0, warn: 0, block: 0, skipped: 0 };
+let states = new Map();
+let verdicts = {};
+
+function reset() {
+  states = new Map();
+  verdicts = { allow: 0, warn: 0, block: 0, skipped: 0 };
+}
+
+function run(first, end) {
   const wallStart = process.hrtime.bigint();
   const cpuStart = process.cpuUsage();
-  for (const event of events) {
+  for (let index = first; index < end; index += 1) {
+    const event = events[index];
     if (event.type !== "tool_call") { verdicts.skipped += 1; continue; }
     const sessionKey = event.session_key ?? event.session_id;
     let state = states.get(sessionKey);
@@ -99,5 +107,7 @@ function pass() {
 
 console.log(JSON.stringify({ ready: events.length, parse_cpu_us: parseCpu, node: process.version }));
 for await (const line of createInterface({ input: process.stdin })) {
-  if (line.trim() === "pass") console.log(JSON.stringify(pass()));
+  const [command, first, end] = line.trim().split(/\s+/);
+  if (command === "reset") reset();
+  else if (command === "run") console.log(JSON.stringify(run(Number(first), Number(end))));
 }

@@ -13,9 +13,9 @@
  * byte: N null, T true, F false, U undefined, I int64, D double, S string, A u32 count + values,
  * O u32 count + (string key, value) pairs. Little-endian.
  *
- * stdin/stdout as bench/openclaw_engine.mjs: {"ready": n} once loaded, then one pass per line "pass",
- * answered by {"cpu_us": process CPU time of the pass, "wall_us": ..., "flagged": calls with a repeat count
- * of 10 or more}.
+ * stdin/stdout as bench/openclaw_engine.mjs: {"ready": n} once loaded; "reset" empties the histories;
+ * "run A B" applies events A..B-1 and answers {"cpu_us": process CPU time of that, "wall_us": ...,
+ * "flagged": calls since the reset with a repeat count of 10 or more}.
  */
 #include <openssl/evp.h>
 #include <stdint.h>
@@ -189,14 +189,20 @@ int main(int argc, char **argv) {
     printf("{\"ready\": %u}\n", n);
     fflush(stdout);
     char line[64];
+    long flagged = 0;
     while (fgets(line, sizeof line, stdin)) {
-        if (strncmp(line, "pass", 4) != 0) continue;
-        memset(histories, 0, sizeof(History) * sessions);
+        if (strncmp(line, "reset", 5) == 0) {
+            memset(histories, 0, sizeof(History) * sessions);
+            flagged = 0;
+            continue;
+        }
+        unsigned first = 0, end = 0;
+        if (sscanf(line, "run %u %u", &first, &end) != 2) continue;
+        if (end > n) end = n;
         struct timespec c0, c1, w0, w1;
         clock_gettime(CLOCK_MONOTONIC, &w0);
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-        long flagged = 0;
-        for (uint32_t k = 0; k < n; k++) {
+        for (uint32_t k = first; k < end; k++) {
             const Event *e = &events[k];
             unsigned char args[32], result[32];
             digest(&buf, e->args, args);  /* tool names are compared beside it: no prefix to hash */
