@@ -2,8 +2,8 @@
 
 A layer imports only from the layers below it (detection < wire < importers < worker | offline |
 runners | report < commands < entry modules), siblings joined by ``|`` not at all from each other,
-and the detection engine nothing of Kafka, Faust, the network, processes, threads or asyncio. ``lint-imports`` prints
-the import chain of a broken contract.
+and the detection engine nothing of Kafka, Faust, the network, processes, threads or asyncio.
+``lint-imports`` prints the import chain of a broken contract.
 """
 
 from __future__ import annotations
