@@ -27,9 +27,13 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 from typing import Any, Callable, Mapping
 
+from aiokafka.errors import KafkaConnectionError
+
+from streams.runners.connection import TopicNotFoundError
 from .app import GatewayConfig
 from .metrics import GatewayMetrics
 from .peers import Peers
@@ -114,8 +118,12 @@ def serve_processes(count: int, bootstrap: str, config: GatewayConfig, *, host: 
             if other != index:
                 sock.close()
         peers = Peers(index, count, links, config.timeout)
-        run(serve(bootstrap, config, host=host, port=port, client_options=client_options, sock=socks[index],
-                  peers=peers, metrics=GatewayMetrics(metrics_dir), ready=lambda _url: told.send(index)), loop)
+        try:
+            run(serve(bootstrap, config, host=host, port=port, client_options=client_options, sock=socks[index],
+                      peers=peers, metrics=GatewayMetrics(metrics_dir), ready=lambda _url: told.send(index)), loop)
+        except (KafkaConnectionError, TopicNotFoundError, OSError) as exc:  # said once, as one process says it
+            log.error("loopwatch gateway: process %d: %s", index, exc)
+            sys.exit(1)
 
     processes = [context.Process(target=child, args=(index,), name=f"loopwatch-gateway-{index}", daemon=False)
                  for index in range(count)]
