@@ -94,8 +94,8 @@ async def delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> list[str]:
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    await admin.start()
     try:
+        await admin.start()  # inside: a start that fails (broker down) still closes what it opened
         names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
         if names:
             await admin.delete_topics(names, timeout_ms=10_000)

@@ -19,6 +19,7 @@ import msgpack
 
 from streams.offline.replay import ReplaySummary
 from streams.wire.codecs import DecodeError, decode_event
+from streams.wire.logs import limit_kafka_client_logs
 from ..produce import ProduceSummary, file_events, publish_events
 from ..tail import format_verdict, json_safe
 from .common import DEFAULT_CONFIG, say, shown
@@ -64,6 +65,8 @@ async def run_session(bootstrap: str, topics: dict[str, str], events_path: str, 
                    timeout: float, once: bool, verdicts_out: str | None, metrics_port: int,
                    config_path: str = str(DEFAULT_CONFIG)) -> int:
     from aiokafka import AIOKafkaConsumer
+
+    limit_kafka_client_logs()  # a broker outage repeats aiokafka's errors many times a second on the terminal
 
     # the dead letters too: an event the worker refuses gets no verdict, and the demo should say why
     # instead of waiting out its timeout for it
