@@ -25,7 +25,7 @@ def conformance(files: tuple[str, ...], verbose: bool) -> None:
 
     \b
     Examples:
-      loopwatch conformance tests/fixtures/vectors.jsonl
+      loopwatch conformance ../shared/conformance/vectors.jsonl
       loopwatch conformance tests/fixtures/vectors-2026.9-own.jsonl
     """
     passed = failed = 0

@@ -14,7 +14,7 @@ from streams.detection import Engine, OpenClawConfig, SessionState, state_key
 from streams.detection.profiles import OPENCLAW_2026_9_6
 from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path
 
-VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+VECTORS = shared_path("vectors.jsonl")  # not part of the project: skipped where absent
 SCENARIO_FILES = [VECTORS, OWN_2026_9, *(shared_path(name) for name in FILES_2026_9)]
 
 CONFIGS = {

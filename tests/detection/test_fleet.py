@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.shared_vectors import shared_path, skip_without
 from streams.detection import ConfigError, Engine, OpenClawConfig, validate
 from streams.detection.fleet import FleetCorrelator, FleetSettings, fleet_settings, observation, validate_fleet
 from streams.offline.replay import Replayer
@@ -175,12 +176,11 @@ def test_config_options_fleet_is_validated_and_never_read_from_loop_detection():
     assert fleet_settings({"tools": {"loopDetection": {"fleet": {"breaker": "block"}}}}).breaker == "off"
 
 
+@skip_without("vectors.jsonl")
 def test_conformance_vectors_with_the_fleet_view_on_and_the_breaker_off_keep_every_verdict():
-    from pathlib import Path
-
     from streams.offline.conformance import load_scenarios, run_scenario
 
-    vectors = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+    vectors = shared_path("vectors.jsonl")  # not part of the project: skipped where absent
     fleet = {"minRuns": 2, "windowSeconds": 60, "stepSeconds": 10, "count": "all", "breaker": "off"}
     assert validate_fleet(fleet) == []
     loops = 0

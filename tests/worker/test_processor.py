@@ -5,6 +5,7 @@ import json
 import msgpack
 import pytest
 
+from tests.shared_vectors import shared_path, shared_scenarios, skip_without
 from streams.worker import metrics
 from streams.wire.codecs import BROKER_MESSAGE_MAX_BYTES, decode_event, fits, record_size
 from streams.offline.conformance import load_scenarios, spec_view
@@ -15,7 +16,7 @@ from streams.worker.records import Source, loop_events, shortened
 from streams.worker.states import decode_state, encode_state
 
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True}}})
-VECTORS = "tests/fixtures/vectors.jsonl"
+VECTORS = shared_path("vectors.jsonl")  # not part of the project: no scenarios where absent
 
 
 def call(i: int, run: str = "r1", session: str = "s1", **extra) -> dict:
@@ -234,7 +235,7 @@ def test_loop_events_of_a_plain_verdict_are_empty():
     assert loop_events({"detection": {"stuck": False}, "guard": {"abort": False}}) == []
 
 
-@pytest.mark.parametrize("scenario", list(load_scenarios(VECTORS)), ids=lambda s: s["name"])
+@pytest.mark.parametrize("scenario", shared_scenarios("vectors.jsonl"), ids=lambda s: s["name"])
 def test_processor_with_session_keys_matches_session_store(scenario):
     """The processor over per-key states (session keys) gives the offline engine's verdicts."""
     engine = Engine(OpenClawConfig(scenario.get("config") or {}))

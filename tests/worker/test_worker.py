@@ -41,7 +41,7 @@ from tests.worker_harness import (
 
 pytestmark = [pytest.mark.kafka]
 
-VECTORS = Path(__file__).resolve().parents[1] / "fixtures" / "vectors.jsonl"
+VECTORS = shared_path("vectors.jsonl")  # not part of the project: skipped where absent
 ENABLED = {"tools": {"loopDetection": {"enabled": True}}}
 
 # Scenarios whose verdicts depend on state a session's runs share; with --key-by run
@@ -187,6 +187,7 @@ async def _run_vectors(bootstrap: str, tmp_path: Path, key_by: str, files: tuple
 
 
 @pytest.mark.timeout(150)
+@skip_without("vectors.jsonl")
 def test_vectors_through_kafka_with_session_key(kafka_bootstrap, tmp_path):
     result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "session"))
     assert len(result) == 92
@@ -194,6 +195,7 @@ def test_vectors_through_kafka_with_session_key(kafka_bootstrap, tmp_path):
 
 
 @pytest.mark.timeout(150)
+@skip_without("vectors.jsonl")
 def test_vectors_through_kafka_with_run_key(kafka_bootstrap, tmp_path):
     result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "run"))
     assert len(result) == 92
