@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from streams.wire.codecs import encode_json, encode_msgpack
+from streams.detection.events import EVENT_TYPES, EventError, validate_event
 from streams.importers import AUTO, FORMATS, ConfigFile, FileNotRead, SessionFormatError, read_files
 
 from .bad_input import LeftOut, SkipReport, exit_without_events, session_paths
@@ -67,7 +68,9 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
     from the main log's progress records, and the summary names it (the first 10, then a count). A malformed line (not UTF-8, not JSON,
     not a record of the format), and an event --msgpack cannot carry (a string holding a
     lone surrogate, which JSON input can), is counted and skipped, and the first 10 are
-    reported on stderr with file:line and reason, the rest in one line. A file that is
+    reported on stderr with file:line and reason, the rest in one line. So is an event
+    replay would skip (of a type other than tool_call, tool_result, compaction_retry, or
+    otherwise not in the event schema); the summary counts these and names the unknown types. A file that is
     not a session (no known format, a configuration file) or cannot be opened, and a PATH
     that does not exist while others do, is listed as left out and is no error. The summary
     on stderr has a line per format (files, events, runs). The exit status is 0 when every
@@ -82,6 +85,7 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
     per_format: dict[str, _Tally] = {}
     not_read = configs = 0
     from_progress: Counter[tuple[str, Any, Any]] = Counter()  # (file, session, sub-agent) -> events
+    invalid: Counter[str | None] = Counter()  # events replay would skip: unknown type -> count; None: others
     encode = _msgpack if use_msgpack else _json_line
 
     def on_error(err: SessionFormatError) -> None:
@@ -97,6 +101,15 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
         for item in files:
             tally = per_format.setdefault(item.format, _Tally()) if item.format else None
             for event in read_files([item], on_error):
+                try:
+                    validate_event(event)
+                except EventError as exc:  # replay and report would skip it: not written, named here
+                    source = event.get("source") if isinstance(event, dict) else None
+                    source = source if isinstance(source, dict) else {}
+                    kind = event.get("type") if isinstance(event, dict) else None
+                    invalid[kind if isinstance(kind, str) and kind not in EVENT_TYPES else None] += 1
+                    errors(str(source.get("path", "?")), source.get("line"), f"invalid event: {exc}")
+                    continue
                 try:
                     sink.write(encode(event))
                 except _Unwritable as exc:
@@ -122,6 +135,9 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
         for name, tally in sorted(per_format.items()):
             click.echo(f"loopwatch import: {name}: {tally.files} file(s), {tally.events} event(s), "
                        f"{len(tally.runs)} run(s)", err=True)
+    if invalid:
+        click.echo(f"loopwatch import: {sum(invalid.values())} event(s) left out as invalid, as replay skips them"
+                   + _invalid_breakdown(invalid), err=True)
     if not_read or errors.left_out > not_read:
         config_note = f", {configs} of them configuration files" if configs else ""
         click.echo(f"loopwatch import: {not_read} file(s) left out (not sessions, or unreadable{config_note})"
@@ -137,6 +153,20 @@ def import_(fmt: str, output: str, use_msgpack: bool, progress: bool | None, pat
         exit_without_events("import", fmt, len(files) - not_read, paths)
     if errors.count:
         sys.exit(1)
+
+
+def _invalid_breakdown(invalid: Counter[str | None]) -> str:
+    """``": type 'x' x2, 'y' x1; 3 otherwise invalid"``: the unknown types by name (most frequent first, the
+    first 10), then the events invalid in another way."""
+    types = sorted(((n, t) for t, n in invalid.items() if t is not None), key=lambda nt: (-nt[0], nt[1]))
+    parts = []
+    if types:
+        named = ", ".join(f"{t!r} x{n}" for n, t in types[:_LISTED])
+        more = f", {len(types) - _LISTED} more type(s)" if len(types) > _LISTED else ""
+        parts.append(f"of no known type ({', '.join(EVENT_TYPES)}): {named}{more}")
+    if invalid[None]:
+        parts.append(f"{invalid[None]} otherwise invalid")
+    return ": " + "; ".join(parts)
 
 
 class _Tally:
