@@ -72,3 +72,8 @@ def loopwatch() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+    # A broker that does not answer: the command's one "cannot reach Kafka" line, not aiokafka's ERROR line per
+    # bootstrap address before it; aiokafka's other repeated lines rate-limited, as in the worker.
+    from streams.wire.logs import quiet_kafka_client_logs
+
+    quiet_kafka_client_logs()

@@ -80,8 +80,8 @@ async def read_breakers(bootstrap: str, topic: str, settings: FleetSettings) -> 
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 client_id="loopwatch-fleet")
-    await consumer.start()
     try:
+        await consumer.start()
         if topic not in await consumer.topics():
             raise click.ClickException(f"topic {topic!r} does not exist on {bootstrap} (the worker creates it "
                                        "when it starts: is it running, with this topic name?)")
@@ -130,11 +130,12 @@ def _settings(config_path: str | None) -> FleetSettings:
 
 def _run(coro: Any, bootstrap: str) -> Any:
     from aiokafka.errors import KafkaConnectionError
+    from streams.wire.logs import cannot_reach
 
     try:
         return asyncio.run(coro)
     except KafkaConnectionError as exc:
-        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        raise click.ClickException(cannot_reach(bootstrap, exc)) from None
 
 
 @click.group("fleet")

@@ -321,6 +321,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
             click.echo(f"loopwatch produce: {current.sent} sent ({rate_now:,.0f}/s) ...", err=True)
 
     from aiokafka.errors import KafkaConnectionError
+    from streams.wire.logs import cannot_reach
 
     try:
         asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad, not no_validate), codec=codec,
@@ -329,7 +330,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
                                    on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size,
                                    complete=not as_is))
     except KafkaConnectionError as exc:
-        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        raise click.ClickException(cannot_reach(bootstrap, exc)) from None
     finally:
         skipped.close()
     if not quiet:

@@ -327,6 +327,7 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     still waiting (stderr; nothing of the kind when piped).
     """
     from aiokafka.errors import KafkaConnectionError
+    from streams.wire.logs import cannot_reach
 
     try:
         count = asyncio.run(_tail(bootstrap, topic or STREAMS[stream], stream, from_beginning, max_records,
@@ -334,6 +335,6 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     except KeyboardInterrupt:
         return
     except KafkaConnectionError as exc:
-        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        raise click.ClickException(cannot_reach(bootstrap, exc)) from None
     if count == 0 and sys.stderr.isatty():
         click.echo("loopwatch tail: no records", err=True)

@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
 from streams.wire.brokers import bootstrap_servers
+from streams.wire.logs import cannot_reach
 from streams.worker.settings import WorkerSettings
 
 __all__ = ["worker"]
@@ -206,7 +207,7 @@ def worker(**options: Any) -> None:
     try:
         counts = asyncio.run(_partition_counts(bootstrap, settings.input_topics))
     except KafkaConnectionError as exc:  # one line, as produce and tail say it, not Faust's traceback
-        raise click.ClickException(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        raise click.ClickException(cannot_reach(bootstrap, exc)) from None
     wrong = {name: count for name, count in counts.items() if count and count != settings.partitions}
     if wrong:  # before Faust creates the changelog, rekey and output topics with --partitions
         raise click.ClickException(partition_mismatch(settings.partitions, wrong))

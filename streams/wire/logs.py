@@ -9,6 +9,13 @@ back: over a thousand lines in two minutes of the fleet benchmark.
 :class:`RepeatFilter` lets one record per logger and message template through
 per interval (numbers in a message built with an f-string count as the same
 template) and counts the rest in the next one it lets through.
+
+When a client cannot connect to any bootstrap address, aiokafka logs an ERROR
+line per address ('Unable connect to "host:port": reason') and then raises
+``KafkaConnectionError("Unable to bootstrap from [...]")``, which the command
+that tried reports itself. :class:`BootstrapFailures` holds those lines back and
+keeps their reasons for that one message (:func:`cannot_reach`), so a
+command run with no broker says so once, in its own words.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import re
 import time
 from typing import Callable
 
-__all__ = ["RepeatFilter", "limit_kafka_client_logs", "KAFKA_CLIENT_LOGGERS", "FAUST_PRODUCER_LOGGER"]
+__all__ = ["RepeatFilter", "BootstrapFailures", "limit_kafka_client_logs", "quiet_kafka_client_logs",
+           "cannot_reach", "KAFKA_CLIENT_LOGGERS", "FAUST_PRODUCER_LOGGER"]
 
 KAFKA_CLIENT_LOGGERS = (
     "aiokafka", "aiokafka.conn", "aiokafka.cluster", "aiokafka.consumer.consumer",
@@ -30,6 +38,10 @@ see only its own records, not its children's."""
 
 FAUST_PRODUCER_LOGGER = "faust.transport.producer"
 """Faust's producer buffer: "producer buffer full size N" (WARNING), then "producer flush took S" (INFO)."""
+
+_BOOTSTRAP_FAILURE = 'Unable connect to "%s:%s": %s'
+"""aiokafka.client's message (logger ``aiokafka``, ERROR) for a bootstrap address it cannot connect to
+(aiokafka 0.8 to 0.14: ``AIOKafkaClient.bootstrap``)."""
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
 
@@ -75,3 +87,53 @@ def limit_kafka_client_logs(interval_s: float = 10.0) -> RepeatFilter:
             logging.getLogger(name).addFilter(installed)
         logging.getLogger(FAUST_PRODUCER_LOGGER).addFilter(RepeatFilter(interval_s, level=logging.INFO))
     return installed
+
+
+class BootstrapFailures(logging.Filter):
+    """Holds back aiokafka's ``Unable connect to "host:port": reason`` records (one per bootstrap address that
+    refused, before ``KafkaConnectionError`` is raised), keeping the last reason per address in ``reasons``
+    (``"host:port"`` -> text, e.g. ``[Errno 111] Connect call failed ('127.0.0.1', 9092)``). Every other
+    record passes (aiokafka's "Unable connect to node with id N" after a bootstrap that worked among them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reasons: dict[str, str] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _BOOTSTRAP_FAILURE and isinstance(record.args, tuple) and len(record.args) == 3:
+            host, port, reason = record.args
+            self.reasons[f"{host}:{port}"] = str(reason)
+            return False
+        return True
+
+
+_held = BootstrapFailures()
+
+
+def quiet_kafka_client_logs() -> None:
+    """For a command line: aiokafka's bootstrap failures held back (the command reports them in one line with
+    :func:`cannot_reach`), and its other repeated lines rate-limited (:func:`limit_kafka_client_logs`).
+    Idempotent."""
+    aiokafka = logging.getLogger("aiokafka")
+    if _held not in aiokafka.filters:
+        aiokafka.addFilter(_held)
+    limit_kafka_client_logs()
+
+
+def cannot_reach(bootstrap: str, exc: BaseException) -> str:
+    """A command's one line for a client that could not bootstrap from ``bootstrap``: ``cannot reach Kafka at
+    <bootstrap>: <why>``, why being the reasons :func:`quiet_kafka_client_logs` held back (``"host:port:
+    reason"``, ``"; "``-joined, when several addresses failed), else the exception as ``"<type>: <text>"``
+    (e.g. a timeout). Takes the held reasons (the next failure starts afresh)."""
+    return f"cannot reach Kafka at {bootstrap}: {_why(exc)}"
+
+
+def _why(exc: BaseException) -> str:
+    reasons = _held.reasons
+    _held.reasons = {}
+    if len(reasons) == 1:
+        return next(iter(reasons.values()))
+    if reasons:
+        return "; ".join(f"{where}: {why}" for where, why in reasons.items())
+    text = str(exc)  # aiokafka's errors start with their class name already
+    return text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
