@@ -267,12 +267,18 @@ async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]
 
 
 def _validation_message(exc: ValidationError) -> str:
+    """pydantic's errors as the flags' own: ``--flag (VARIABLE): <message> (got <value>)``, our validators'
+    messages without pydantic's ``Value error, `` prefix, and no ``(got ...)`` when the message quotes the value."""
     parts = []
     for error in exc.errors():
         field = ".".join(str(p) for p in error["loc"])
+        cause = (error.get("ctx") or {}).get("error") if error["type"] == "value_error" else None
+        message = str(cause) if cause is not None else error["msg"]
         if not field:  # a rule between fields: its message names them
-            parts.append(error["msg"].removeprefix("Value error, "))
+            parts.append(message)
             continue
-        parts.append(f"{_flags(field)[0]} ({_env_text(field)}): {error['msg']}"
-                     f" (got {json.dumps(error.get('input'), default=str)})")
+        value = error.get("input")
+        got = "" if isinstance(value, str) and value and value in message else \
+            f" (got {json.dumps(value, default=str)})"
+        parts.append(f"{_flags(field)[0]} ({_env_text(field)}): {message}{got}")
     return "; ".join(parts)
