@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # see docs/offline.md, Conformance and benchmarks).
 PYTHON ?= python3
 
-.PHONY: venv kafka-start kafka-stop test test-js test-browser docs-screenshots run e2e e2e-install e2e-openclaw
+.PHONY: venv kafka-start kafka-stop test test-js test-browser test-oracle docs-screenshots run e2e e2e-install e2e-openclaw
 
 # Re-install only when the packaging or the C accelerator changed since the last install (stamp file).
 venv: .venv/.installed
@@ -56,6 +56,16 @@ e2e-install:
 
 e2e: venv e2e-install
 	LOOPWATCH_E2E_DIR=$(abspath $(E2E_DIR)) deploy/kafka/kafka.sh with $(PY) -m pytest -q -m e2e tests/e2e $(ARGS)
+
+# loopwatch's verdicts against OpenClaw's own loop-detection code on random scenarios (bench/difffuzz.py; marker
+# oracle): needs the OpenClaw installs and Node 24 that e2e-openclaw puts under $(E2E_DIR)/openclaw, or
+# LOOPWATCH_OPENCLAW_DIR / LOOPWATCH_OPENCLAW_9_DIR / LOOPWATCH_OPENCLAW_NODE. No broker. Not in make test.
+OPENCLAW_E2E = $(abspath $(E2E_DIR))/openclaw
+test-oracle: venv
+	LOOPWATCH_OPENCLAW_DIR=$${LOOPWATCH_OPENCLAW_DIR:-$(OPENCLAW_E2E)/openclaw-2026.7.35/node_modules/openclaw} \
+	LOOPWATCH_OPENCLAW_9_DIR=$${LOOPWATCH_OPENCLAW_9_DIR:-$(OPENCLAW_E2E)/openclaw-2026.9.6/node_modules/openclaw} \
+	LOOPWATCH_OPENCLAW_NODE=$${LOOPWATCH_OPENCLAW_NODE:-$(OPENCLAW_E2E)/node-24.21.0/node_modules/node/bin/node} \
+	$(PY) -m pytest -q -m oracle tests/test_openclaw_oracle.py $(ARGS)
 
 # Only OpenClaw 2026.7.35 and 2026.9.6 (and Node 24; installed by the test itself into
 # $(E2E_DIR)/openclaw, npm prefixes per version), with the plugin (tests/e2e/test_openclaw_e2e.py).

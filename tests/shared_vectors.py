@@ -1,7 +1,8 @@
 """The shared conformance files beside the repository (``../shared/conformance`` or ``$LOOPWATCH_CONFORMANCE``).
 
 They are not part of the project; tests that read them skip when they are absent (a fresh clone in CI).
-The 2026.9.6 profile is also exercised without them by ``tests/fixtures/vectors-2026.9-own.jsonl``.
+Both lines are also exercised without them by the project's own scenarios, ``tests/fixtures/vectors-2026.7-own.jsonl``
+and ``tests/fixtures/vectors-2026.9-own.jsonl``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ SHARED_CONFORMANCE = Path(os.environ.get("LOOPWATCH_CONFORMANCE")
                           or Path(__file__).resolve().parents[2] / "shared" / "conformance")
 FILES_2026_9 = ("vectors-2026.9.jsonl", "vectors-2026.9-shared.jsonl")
 OWN_2026_9 = Path(__file__).resolve().parent / "fixtures" / "vectors-2026.9-own.jsonl"
+OWN_2026_7 = Path(__file__).resolve().parent / "fixtures" / "vectors-2026.7-own.jsonl"
 
 
 def shared_path(name: str) -> Path:

@@ -1,0 +1,462 @@
+"""Differential check: loopwatch's engine against OpenClaw's own loop-detection code, on random scenarios.
+
+Generates seeded random conformance scenarios (the format of docs/offline.md) inside the domain OpenClaw's
+``tools.loopDetection`` decides, has OpenClaw's code expect them (``bench/openclaw_oracle.mjs`` in node, over an
+OpenClaw install), replays them through loopwatch (:func:`streams.offline.conformance.run_scenario`) and
+prints every scenario whose verdicts differ, minimised (events and config keys dropped while it still differs).
+
+    python bench/difffuzz.py --openclaw DIR [--node NODE] [--count 500] [--seed 1]
+    python bench/difffuzz.py --openclaw DIR --check ../shared/conformance/vectors.jsonl   # the oracle vs a file
+    python bench/difffuzz.py --openclaw DIR --expect scenarios.jsonl > expected.jsonl     # expectations only
+
+``DIR`` is OpenClaw's package directory (``.../node_modules/openclaw``; env ``LOOPWATCH_OPENCLAW_DIR``), node 22+
+(env ``LOOPWATCH_OPENCLAW_NODE``, else ``node`` on ``PATH``). Exit status 1 when anything differs.
+
+What the scenarios hold, and what they leave out: random tool names (known poll tools, send tools, exec and its
+alias, names in other cases and with blanks, blank names, unicode), args (nested, unicode keys and values, key
+orders, -0, 1e21, integers past 2^53, floats), results (plain, exec and process poll/log details, send results
+with volatile ids, the detector's own veto shape, strings, numbers, arrays, nothing) and thrown errors
+(unknown-tool texts with JavaScript and non-JavaScript whitespace, non-string values); several runs (blank and
+padded run ids) and sessions (absent, null and empty session keys, aliases of one session id); deferred calls
+and their results (also under another run id), results of calls never seen or blocked; compaction retries; random
+thresholds (also invalid ones and integers past 2^53), detector flags, ``enabled`` values and per-agent blocks.
+Left out, because the oracle emulates OpenClaw's glue there (bench/openclaw_oracle.mjs) and the answer would be
+the emulation's, not OpenClaw's: ``options.channelSendTools`` (channel plugins), a result in another session than
+its deferred call, two deferred calls pending under one ``tool_call_id``, and the 2026.9.6 profile (its veto
+recording and recovery live in OpenClaw's runner, not in the module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from streams.wire.codecs import json_loads  # noqa: E402
+from streams.offline.conformance import Mismatch, load_scenarios, run_scenario  # noqa: E402
+
+_HERE = Path(__file__).resolve().parent
+ORACLE = _HERE / "openclaw_oracle.mjs"
+
+
+class Oracle:
+    """``bench/openclaw_oracle.mjs`` over one OpenClaw install, kept running: one scenario in, its expectations out.
+
+    Raises ``RuntimeError`` when node ends or the oracle reports an error for a scenario.
+    """
+
+    def __init__(self, openclaw: str | Path, node: str | None = None) -> None:
+        node = node or os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
+        if not node:
+            raise RuntimeError("no node executable (set LOOPWATCH_OPENCLAW_NODE)")
+        self.process = subprocess.Popen([node, str(ORACLE), str(openclaw)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def expected(self, scenario: dict[str, Any]) -> list[dict[str, Any]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(scenario) + "\n")  # ASCII: no U+2028 etc. for node's line reader
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the oracle ended (exit status {self.process.wait()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the oracle failed on {scenario['name']}: {answer['error']}")
+        return answer["expected"]
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+    def __enter__(self) -> "Oracle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Generation
+
+TOOLS = ["read", "read", "exec", "bash", " Bash ", "READ", "write", "process", "process", "command_status",
+         "message", "sessions_send", "apply-patch", "apply_patch", "web_fetch", "mystery_tool", "Weather.Get",
+         "", "   ", "tool", "\u30c4\u30fc\u30eb", "update_plan"]
+STRINGS = ["", " ", "a", "A", "/workspace/notes.md", "caf\u00e9", "\U0001f600", "\uffff", "line\nbreak", "tab\t",
+           "quote\"back\\slash", "\u2028", "\u0001", "10", "2", "b", "B", "\u00e9", "z"]
+NUMBERS: list[Any] = [0, 1, -1, 2, 10, 1.0, 1.5, -0.0, 1e21, 1e-7, 123456789.125, 9007199254740993,
+                      9007199254740992, 2**64, -(2**53) - 3, 5e-324, 1.7976931348623157e308]
+WHITESPACE = [" ", "\t", "\u00a0", "\u3000", "\ufeff", "\u0085", "\u001c", "\u2028", "\n"]
+SEND_IDS = ["messageId", "message_id", "ts", "timestamp", "runId", "receipt", "id", "conversationId"]
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 2 or roll < 0.35:
+        return rng.choice(STRINGS)
+    if roll < 0.6:
+        return rng.choice(NUMBERS)
+    if roll < 0.68:
+        return rng.choice([True, False, None])
+    if roll < 0.8:
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return _object(rng, depth + 1)
+
+
+def _object(rng: random.Random, depth: int = 0) -> dict[str, Any]:
+    keys = rng.sample(STRINGS + ["path", "query", "n"], rng.randrange(1, 4))
+    return {key: _value(rng, depth) for key in keys}
+
+
+def _shuffled(rng: random.Random, value: Any) -> Any:
+    """The same JSON value with every object's keys in another order (OpenClaw hashes them sorted)."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {key: _shuffled(rng, item) for key, item in items}
+    if isinstance(value, list):
+        return [_shuffled(rng, item) for item in value]
+    return value
+
+
+def _args(rng: random.Random, tool: str) -> Any:
+    name = tool.strip().lower()
+    if name == "process":
+        return {"action": rng.choice(["poll", "poll", "log", "list", "Poll"]), "sessionId": rng.choice(["p1", "p2"])}
+    if name == "message":
+        return {"action": rng.choice(["send", "reply", "poll", "read", " send", "sendWithEffect"]),
+                "to": rng.choice(["#ops", "@bob"]), "text": rng.choice(["hi", "retry"])}
+    roll = rng.random()
+    if roll < 0.5:
+        return {"path": rng.choice(["/a", "/b", "/workspace/notes.md"])}
+    if roll < 0.55:
+        return rng.choice([None, "plain", 3, [1, 2], [], {}])
+    return _object(rng)
+
+
+def _result(rng: random.Random, tool: str) -> Any:
+    name = tool.strip().lower()
+    text = rng.choice(["same", "same", "other", " same ", ""])
+    content = [{"type": rng.choice(["text", "text", "image"]), "text": text}]
+    roll = rng.random()
+    if name in ("exec", "bash") and roll < 0.6:
+        status = rng.choice(["running", "completed", "failed", "approval-pending", "weird", None])
+        details: dict[str, Any] = {"status": status, "pid": rng.randrange(1000), "durationMs": rng.randrange(99),
+                                   "exitCode": rng.choice([0, 1, None, "1"]), "tail": rng.choice(["42%", None]),
+                                   "aggregated": rng.choice(["out", "  ", None, " out "]),
+                                   "timedOut": rng.choice([True, False, "yes"])}
+        return {"content": content, "details": details}
+    if name == "process" and roll < 0.6:
+        return {"content": content, "details": {"status": rng.choice(["running", "exited", None]),
+                                                "exitCode": rng.choice([0, None]), "aggregated": rng.choice(["x", None]),
+                                                "totalLines": rng.choice([3, 4]), "pid": rng.randrange(99)}}
+    if name in ("message", "sessions_send") and roll < 0.6:
+        details = {key: rng.choice(["m1", "m2", 7]) for key in rng.sample(SEND_IDS, 3)}
+        details["ok"] = True
+        if rng.random() < 0.3:
+            details["delivered"] = {"id": rng.choice(["d1", "d2"]), "text": "hi", "direction": "out"}
+        return {"content": content, "details": details}
+    if roll < 0.04:
+        return {"content": content, "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": "x"}}
+    if roll < 0.1:
+        return rng.choice(["plain text", 0, -0.0, [], [1, "a"], True, {"content": "not a list"}])
+    return {"content": content, "details": rng.choice([{"ok": True}, {"ok": False}, {}, "not an object", None])}
+
+
+def _error(rng: random.Random) -> Any:
+    roll = rng.random()
+    ws = rng.choice(WHITESPACE)
+    name = rng.choice(["foo_bar", "Zeta", "weather.get", "maps"])
+    if roll < 0.5:
+        return rng.choice([f"Unknown tool:{ws}{name}", f"unknown tool {ws}'{name}'", f"Tool {ws}\"{name}\" not found",
+                           f"tool {name}{ws}is not available", f"{ws}unknown tool: {name}{ws}", "unknown toolbox failure"])
+    if roll < 0.85:
+        return rng.choice(["HTTP 503", "ENOENT", "", " ", "boom"])
+    return rng.choice([0, 42, True, {"code": 1}, [1], -0.0])
+
+
+def _positive(rng: random.Random) -> Any:
+    roll = rng.random()
+    if roll < 0.85:
+        return rng.choice([rng.randrange(1, 6), rng.randrange(1, 13), rng.randrange(1, 31)])
+    return rng.choice([0, -2, 2.5, "7", 5.0, 9007199254740993, 1e21, None, True])
+
+
+def _block(rng: random.Random) -> dict[str, Any]:
+    block: dict[str, Any] = {}
+    for key in ("historySize", "warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold",
+                "unknownToolThreshold"):
+        if rng.random() < 0.6:
+            block[key] = _positive(rng)
+    if rng.random() < 0.85:
+        block["enabled"] = rng.choice([True] * 12 + [False, 1, 0, "false", "", None, [], {}])
+    if rng.random() < 0.5:
+        block["detectors"] = {key: rng.choice([True, False, False, None, 0, 1])
+                              for key in rng.sample(["genericRepeat", "knownPollNoProgress", "pingPong"],
+                                                    rng.randrange(1, 4))}
+    if rng.random() < 0.4:
+        block["postCompactionGuard"] = {"windowSize": _positive(rng)}
+    return block
+
+
+AGENT_IDS = ["ops", "Ops", " ops ", "main", "Sales Team!", "", " ", None, "x" * 70]
+
+
+def _config(rng: random.Random) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if rng.random() < 0.9:
+        config["tools"] = {"loopDetection": _block(rng)}
+    if rng.random() < 0.4:
+        entries: list[Any] = []
+        for _ in range(rng.randrange(1, 4)):
+            roll = rng.random()
+            if roll < 0.1:
+                entries.append(rng.choice([None, "ops", 3, []]))
+                continue
+            entry: dict[str, Any] = {"id": rng.choice(AGENT_IDS)}
+            if rng.random() < 0.8:
+                entry["tools"] = {"loopDetection": _block(rng)}
+            entries.append(entry)
+        config["agents"] = {"list": entries}
+    return config
+
+
+def generate(rng: random.Random, name: str) -> dict[str, Any]:
+    """One random scenario (name, description, config, events) of the 2026.7 line."""
+    config = _config(rng)
+    shapes = []
+    for _ in range(rng.randrange(1, 5)):
+        tool = rng.choice(TOOLS)
+        args = _args(rng, tool)
+        shapes.append((tool, args, [_result(rng, tool) for _ in range(rng.randrange(1, 3))]))
+    runs = rng.sample(["r1", "r2", " r1 ", "", None, "r3"], rng.randrange(1, 3))
+    sessions = rng.sample([("s1", "absent"), ("s1", "k1"), ("s2", "absent"), ("s1", None), ("s1", ""),
+                           (None, "k1"), ("s2", "k1"), (None, None)], rng.randrange(1, 3))
+    agents = rng.sample(AGENT_IDS, 2) if "agents" in config else [None]
+    events: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    answered: list[str] = []
+    serial = 0
+    mode = rng.choice(["random", "repeat", "alternate", "alternate"])  # loops need repeats or a ping-pong
+    calls = 0
+    for _ in range(rng.randrange(10, 120)):
+        run = rng.choice(runs)
+        session_id, session_key = rng.choice(sessions)
+        base: dict[str, Any] = {"run_id": run, "session_id": session_id}
+        if session_key != "absent":
+            base["session_key"] = session_key
+        roll = rng.random()
+        if session_id is None and session_key in (None, "absent") and not (pending and 0.04 <= roll < 0.25):
+            base = {"run_id": run, "session_id": "s1"}  # only a tool_result may come without any session
+        if roll < 0.04:
+            event = {"type": "compaction_retry", **base}
+            if rng.random() < 0.5:
+                event["agent_id"] = rng.choice(agents)
+            events.append(event)
+            continue
+        if pending and roll < 0.2:
+            call = pending.pop(rng.randrange(len(pending)))
+            result = {"type": "tool_result", "run_id": call["run_id"], "session_id": call["session_id"],
+                      "tool_call_id": call["tool_call_id"]}
+            if "session_key" in call:
+                result["session_key"] = call["session_key"]
+            if rng.random() < 0.15:
+                result["run_id"] = rng.choice(["r9", None])
+            if rng.random() < 0.6:
+                result["tool_name"] = call["tool_name"]
+                if "args" in call:
+                    result["args"] = call["args"]
+            _outcome(rng, result, call["tool_name"])
+            events.append(result)
+            answered.append(call["tool_call_id"])
+            continue
+        if mode == "random" or rng.random() < 0.08:
+            tool, args, results = rng.choice(shapes)
+        elif mode == "repeat":
+            tool, args, results = shapes[0]
+        else:
+            tool, args, results = shapes[calls % 2 if len(shapes) > 1 else 0]
+        if roll < 0.25:
+            # a result with no pending call: a call id never seen, or one already answered
+            result = {"type": "tool_result", **base,
+                      "tool_call_id": rng.choice(answered) if answered and rng.random() < 0.5
+                      else rng.choice([f"ghost-{serial}", None, ""])}
+            if rng.random() < 0.7:
+                result["tool_name"] = tool
+            if rng.random() < 0.7:
+                result["args"] = _shuffled(rng, args)
+            _outcome(rng, result, tool, results)
+            events.append(result)
+            serial += 1
+            continue
+        serial += 1
+        calls += 1
+        event = {"type": "tool_call", **base, "tool_call_id": f"c{serial}", "tool_name": tool,
+                 "args": _shuffled(rng, args), "result": None, "error": None}
+        if rng.random() < 0.03:
+            del event["args"]
+        if "agents" in config and rng.random() < 0.7:
+            event["agent_id"] = rng.choice(agents)
+        if rng.random() < 0.15:
+            event["outcome_follows"] = True
+            pending.append(event)
+        else:
+            _outcome(rng, event, tool, results)
+        events.append(event)
+    return {"name": name, "description": "random scenario (bench/difffuzz.py)", "config": config, "events": events}
+
+
+def _outcome(rng: random.Random, event: dict[str, Any], tool: str, results: list[Any] | None = None) -> None:
+    roll = rng.random()
+    event["result"], event["error"] = None, None
+    if roll < 0.12:
+        event["error"] = _error(rng)
+    elif roll < 0.17:
+        pass  # the tool returned nothing
+    else:
+        event["result"] = rng.choice(results) if results else _result(rng, tool)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comparison and minimisation
+
+
+def coverage(expected: list[dict[str, Any]]) -> Counter[str]:
+    """What OpenClaw's verdicts of one scenario exercised: decisions per detector, guard aborts, ignored results."""
+    seen: Counter[str] = Counter()
+    for verdict in expected:
+        detection = verdict.get("detection") or {}
+        if detection.get("stuck"):
+            seen[f"{detection['detector']}/{verdict['decision']}"] += 1
+        if (verdict.get("guard") or {}).get("abort"):
+            seen["guard abort"] += 1
+        if "ignored" in verdict:
+            seen["ignored result"] += 1
+        if (verdict.get("outcome") or {}).get("unknown_tool_name"):
+            seen["unknown tool name"] += 1
+    return seen
+
+
+def compare(scenario: dict[str, Any], expected: list[dict[str, Any]]) -> Mismatch | None:
+    """loopwatch's first difference from ``expected`` (OpenClaw's), or None.
+
+    The scenario goes through JSON text and loopwatch's own reader first, as a scenario file does (so an
+    integer past 2^53 reaches the engine as a file would give it, not as the generator's Python int)."""
+    return run_scenario({**json_loads(json.dumps(scenario)), "expected": expected})
+
+
+def _differs(oracle: Oracle, scenario: dict[str, Any]) -> Mismatch | None:
+    try:
+        return compare(scenario, oracle.expected(scenario))
+    except RuntimeError:
+        return None
+
+
+def _config_variants(config: Any) -> Iterable[Any]:
+    """``config`` with one key (at any depth) or one list entry dropped, one at a time."""
+    if isinstance(config, dict):
+        for key in list(config):
+            yield {k: v for k, v in config.items() if k != key}
+            for smaller in _config_variants(config[key]):
+                yield {**config, key: smaller}
+    elif isinstance(config, list):
+        for index in range(len(config)):
+            yield config[:index] + config[index + 1:]
+            for smaller in _config_variants(config[index]):
+                yield config[:index] + [smaller] + config[index + 1:]
+
+
+def minimise(oracle: Oracle, scenario: dict[str, Any], budget: int = 600) -> dict[str, Any]:
+    """A smaller scenario that still differs: events (in halves, then one at a time) and config keys dropped."""
+    best = scenario
+    tries = 0
+
+    def still(candidate: dict[str, Any]) -> bool:
+        nonlocal tries
+        tries += 1
+        return _differs(oracle, candidate) is not None
+
+    chunk = max(1, len(best["events"]) // 2)
+    while chunk >= 1 and tries < budget:
+        index, shrunk = 0, False
+        while index < len(best["events"]) and tries < budget:
+            events = best["events"][:index] + best["events"][index + chunk:]
+            if events and still({**best, "events": events}):
+                best, shrunk = {**best, "events": events}, True
+            else:
+                index += chunk
+        if not shrunk:
+            chunk //= 2
+    changed = True
+    while changed and tries < budget:
+        changed = False
+        for config in _config_variants(best.get("config") or {}):
+            if tries >= budget:
+                break
+            if still({**best, "config": config}):
+                best, changed = {**best, "config": config}, True
+                break
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--openclaw", default=os.environ.get("LOOPWATCH_OPENCLAW_DIR"),
+                        help="OpenClaw's package directory, a 2026.7.x install (env LOOPWATCH_OPENCLAW_DIR)")
+    parser.add_argument("--node", default=None, help="node 22+ (env LOOPWATCH_OPENCLAW_NODE, else node on PATH)")
+    parser.add_argument("--count", type=int, default=500, help="random scenarios (default 500)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--check", metavar="FILE", help="compare the oracle's expectations with FILE's instead")
+    parser.add_argument("--expect", metavar="FILE", help="print FILE's scenarios with the oracle's expectations")
+    parser.add_argument("--show", type=int, default=5, help="minimised mismatches to print (default 5)")
+    options = parser.parse_args()
+    if not options.openclaw or not (Path(options.openclaw) / "dist").is_dir():
+        parser.error("--openclaw: an OpenClaw package directory with dist/ (or LOOPWATCH_OPENCLAW_DIR)")
+    with Oracle(options.openclaw, options.node) as oracle:
+        if options.expect:
+            for scenario in load_scenarios(options.expect):
+                print(json.dumps({**scenario, "expected": oracle.expected(scenario)}, ensure_ascii=False))
+            return 0
+        if options.check:
+            failed = 0
+            scenarios = list(load_scenarios(options.check))
+            for scenario in scenarios:
+                mismatch = run_scenario({**scenario, "expected": oracle.expected(scenario)})
+                want = run_scenario(scenario)
+                if mismatch is not None:
+                    failed += 1
+                    print(f"loopwatch vs OpenClaw: {mismatch}" + ("" if want is None else f" (vs file: {want})"))
+            print(f"{len(scenarios) - failed} of {len(scenarios)} scenarios: loopwatch = OpenClaw's code")
+            return 1 if failed else 0
+        rng = random.Random(options.seed)
+        found: list[tuple[Mismatch, dict[str, Any]]] = []
+        events = 0
+        seen: Counter[str] = Counter()
+        for number in range(options.count):
+            scenario = generate(rng, f"fuzz-{options.seed}-{number}")
+            events += len(scenario["events"])
+            expected = oracle.expected(scenario)
+            seen.update(coverage(expected))
+            mismatch = compare(scenario, expected)
+            if mismatch is not None:
+                found.append((mismatch, scenario))
+        print(f"{options.count} scenarios, {events} events (seed {options.seed}): {len(found)} differ")
+        print("OpenClaw's verdicts among them: " + ", ".join(f"{key} {n}" for key, n in sorted(seen.items())))
+        for mismatch, scenario in found[:options.show]:
+            small = minimise(oracle, scenario)
+            print(f"\n{mismatch}\nminimised ({len(small['events'])} events): {_differs(oracle, small)}")
+            print(json.dumps({k: small[k] for k in ("name", "config", "events")}, ensure_ascii=False))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

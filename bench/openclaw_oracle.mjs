@@ -1,0 +1,365 @@
+// OpenClaw's own verdicts for conformance scenarios: the oracle of the differential check (bench/difffuzz.py).
+//
+//   node bench/openclaw_oracle.mjs <openclaw package dir>  < scenarios.jsonl  > expected.jsonl
+//
+// Each input line is a scenario in the conformance format (docs/offline.md; ../shared/conformance/README.md):
+// {"name", "config", "events", ...}. Each output line is {"name", "expected": [...]} with what OpenClaw's
+// code decides for every event, in the fields of the scenarios' `expected` entries, or {"name", "error"}.
+// Every scenario starts from empty state.
+//
+// What runs OpenClaw's own code, loaded from the install given (its dist/; nothing of OpenClaw is in this
+// repository):
+//   * tools.loopDetection (src/agents/tool-loop-detection.ts): detectToolCallLoop, recordToolCall,
+//     recordToolCallOutcome (tool-name normalisation, hashing, detectors, history and its trimming);
+//   * the per-agent overlay resolveToolLoopDetectionConfig (src/agents/tool-loop-detection-config.ts) with
+//     OpenClaw's agent lookup and agent-id normalisation;
+//   * the diagnostic session state getDiagnosticSessionState (src/logging/diagnostic-session-state.ts): the
+//     lookup by session key and session id, moves and merges;
+//   * from src/agents/agent-tools.before-tool-call.ts, taken out of the dist file by name and evaluated here:
+//     shouldEmitLoopWarning (the warning buckets) and buildAdjustedParamsKey (the key of a blocked call);
+//   * from src/agents/embedded-agent-runner/post-compaction-loop-guard.ts, the same way: the post-compaction
+//     guard createPostCompactionLoopGuard.
+//
+// What this file emulates (the glue of runBeforeToolCallHook / recordLoopOutcome and the embedded runner, which
+// cannot run without a model): the order of one tool cycle as runBeforeToolCallHook and recordLoopOutcome have
+// it (detect and record only with a session key, block on critical, dedupe warnings, record the call unless
+// enabled === false, record the outcome with a session key or id); one guard per run identity (the raw run id,
+// else the session key, else the session id: spec §7) created with the config of the event that starts it; a
+// deferred call (outcome_follows) keeps its context (session, run, config, guard) until its tool_result, as the
+// wrapper's closure does, found by tool_call_id; a blocked deferred call is remembered by
+// buildAdjustedParamsKey(run id, call id) when it has a call id, and its result is ignored. The differential
+// check keeps its scenarios inside what this emulation decides for certain (bench/difffuzz.py).
+//
+// Only the 2026.7 line (e.g. openclaw@2026.7.35) is driven whole. For a 2026.9.x install give --detector-only:
+// then each tool_call event is only detected and recorded (no outcome bookkeeping beyond recordToolCallOutcome),
+// and the output holds per event {"detection", "warning"} (see bench/difffuzz.py --profile openclaw-2026.9.6).
+import { readFileSync, readdirSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { createInterface } from "node:readline";
+
+// OpenClaw's subsystem loggers write to the console and to a log file under /tmp/openclaw: off.
+process.env.OPENCLAW_LOG_LEVEL = "silent";
+for (const method of ["log", "info", "warn", "error", "debug"]) console[method] = () => {};
+
+const args = process.argv.slice(2);
+const detectorOnly = args.includes("--detector-only");
+const pkg = args.find((arg) => !arg.startsWith("--"));
+if (!pkg) {
+  console.error("usage: node bench/openclaw_oracle.mjs <openclaw package dir> [--detector-only] < scenarios.jsonl");
+  process.exit(2);
+}
+const dist = join(pkg, "dist");
+const distFiles = readdirSync(dist).filter((file) => file.endsWith(".js") || file.endsWith(".mjs"));
+
+// The module of dist/ whose name starts with `prefix` and whose export line names every one of `names`.
+async function load(prefix, names) {
+  for (const file of distFiles) {
+    if (!file.startsWith(prefix)) continue;
+    const text = readFileSync(join(dist, file), "utf8");
+    const line = text.match(/^export \{([^}]*)\};?\s*$/m);
+    if (!line) continue;
+    const aliases = Object.fromEntries(line[1].split(",").map((part) => part.trim().split(/\s+as\s+/))
+      .map(([local, exported]) => [local, exported ?? local]));
+    if (!names.every((name) => name in aliases)) continue;
+    const module = await import(pathToFileURL(join(dist, file)).href);
+    return Object.fromEntries(names.map((name) => [name, module[aliases[name]]]));
+  }
+  throw new Error(`no dist/${prefix}* exporting ${names.join(", ")} in ${pkg}`);
+}
+
+// The text of `function name(...) {...}` (a top-level function of a dist file starting with `prefix`).
+function functionSource(prefix, name) {
+  for (const file of distFiles) {
+    if (!file.startsWith(prefix)) continue;
+    const text = readFileSync(join(dist, file), "utf8");
+    const start = text.search(new RegExp(`^function ${name}\\(`, "m"));
+    if (start < 0) continue;
+    const end = text.indexOf("\n}\n", start);
+    return text.slice(start, end + 2);
+  }
+  throw new Error(`no function ${name} in dist/${prefix}* of ${pkg}`);
+}
+
+function constantSource(prefix, name) {
+  for (const file of distFiles) {
+    if (!file.startsWith(prefix)) continue;
+    const text = readFileSync(join(dist, file), "utf8");
+    const match = text.match(new RegExp(`^const ${name} = [^;]*;`, "m"));
+    if (match) return match[0];
+  }
+  throw new Error(`no const ${name} in dist/${prefix}* of ${pkg}`);
+}
+
+const { detectToolCallLoop, recordToolCall, recordToolCallOutcome } = await load("tool-loop-detection-",
+  ["detectToolCallLoop", "recordToolCall", "recordToolCallOutcome"]);
+const { normalizeToolName } = await load("tool-policy-", ["normalizeToolName"]);
+const { stableStringify } = await load("stable-stringify-", ["stableStringify"]);
+const { resolveToolLoopDetectionConfig } = await load("tool-loop-detection-config-", ["resolveToolLoopDetectionConfig"]);
+const { getDiagnosticSessionState, resetDiagnosticSessionStateForTest } = await load("diagnostic-session-state-",
+  ["getDiagnosticSessionState", "resetDiagnosticSessionStateForTest"]);
+
+const BEFORE = "agent-tools.before-tool-call-";
+const { shouldEmitLoopWarning, buildAdjustedParamsKey } = new Function([
+  constantSource(BEFORE, "LOOP_WARNING_BUCKET_SIZE"),
+  constantSource(BEFORE, "MAX_LOOP_WARNING_KEYS"),
+  functionSource(BEFORE, "shouldEmitLoopWarning"),
+  functionSource(BEFORE, "buildAdjustedParamsKey"),
+  "return { shouldEmitLoopWarning, buildAdjustedParamsKey };",
+].join("\n"))();
+
+function guardFactory() {
+  if (detectorOnly) return undefined;
+  const quiet = { info() {}, warn() {}, error() {} };
+  for (const file of distFiles) {
+    if (!file.startsWith("embedded-agent-")) continue;
+    const text = readFileSync(join(dist, file), "utf8");
+    const marker = "//#region src/agents/embedded-agent-runner/post-compaction-loop-guard.ts";
+    const start = text.indexOf(marker);
+    if (start < 0) continue;
+    const region = text.slice(start, text.indexOf("//#endregion", start))
+      .replace(/^const log = createSubsystemLogger\([^)]*\);$/m, "")
+      .replace(/^var PostCompactionLoopPersistedError[\s\S]*$/m, "");
+    return new Function("log", `${region}\nreturn createPostCompactionLoopGuard;`)(quiet);
+  }
+  throw new Error(`no post-compaction guard in dist/embedded-agent-* of ${pkg}`);
+}
+const createPostCompactionLoopGuard = guardFactory();
+
+const BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw";
+
+function argsHash(toolName, params) {
+  return `${toolName}:${createHash("sha256").update(stableStringify(params)).digest("hex")}`;
+}
+
+function blank(value) {
+  return typeof value !== "string" || value.trim() === "";
+}
+
+// spec §10: session_key defaults to session_id; an explicit null means no key.
+function sessionRef(event) {
+  const sessionId = event.session_id ?? undefined;
+  const sessionKey = "session_key" in event ? event.session_key ?? undefined : sessionId;
+  return { sessionKey, sessionId };
+}
+
+// spec §7: the raw run id when not blank, else the session key when present, else the session id.
+function guardIdentity(event) {
+  if (!blank(event.run_id)) return `run\u0000${event.run_id}`;
+  if ("session_key" in event && event.session_key !== null) return `key\u0000${event.session_key}`;
+  return `sid\u0000${event.session_id}`;
+}
+
+function thrown(error) {
+  if (error === null || error === undefined) return undefined;
+  return typeof error === "string" ? new Error(error) : error;
+}
+
+function detectionView(loop) {
+  if (!loop.stuck) return { stuck: false };
+  const view = {
+    stuck: true, level: loop.level, detector: loop.detector, count: loop.count, message: loop.message,
+    warning_key: loop.warningKey,
+  };
+  if (loop.pairedToolName !== undefined) view.paired_tool_name = loop.pairedToolName;
+  return view;
+}
+
+class Scenario {
+  constructor(config) {
+    this.config = config ?? {};
+    this.guards = new Map();
+    this.pending = new Map();
+    this.blocked = new Set();
+    resetDiagnosticSessionStateForTest();
+  }
+
+  loopConfig(agentId) {
+    return resolveToolLoopDetectionConfig({ cfg: this.config, agentId: agentId ?? undefined });
+  }
+
+  guard(identity, loopDetection) {
+    let entry = this.guards.get(identity);
+    if (!entry) {
+      const enabled = loopDetection?.enabled !== false;
+      entry = { guard: createPostCompactionLoopGuard(loopDetection?.postCompactionGuard, { enabled }), enabled,
+        aborted: false };
+      this.guards.set(identity, entry);
+    }
+    return entry;
+  }
+
+  static guardView(entry) {
+    const snap = entry.guard.snapshot();
+    return { enabled: entry.enabled, armed: entry.enabled && snap.armed, observed: false,
+      remaining: entry.enabled ? snap.remainingAttempts : 0, abort: false };
+  }
+
+  // recordLoopOutcome: needs a session key or id; the recorded outcome goes to the run's guard.
+  outcome(ctx, toolName, params, toolCallId, result, error, guardEntry) {
+    const view = { recorded: false, result_hash: null, unknown_tool_name: null };
+    let guard = Scenario.guardView(guardEntry);
+    if (!ctx.sessionKey && !ctx.sessionId) return { view, guard };
+    const state = getDiagnosticSessionState({ sessionKey: ctx.sessionKey, sessionId: ctx.sessionId });
+    const record = recordToolCallOutcome(state, {
+      toolName, toolParams: params, toolCallId, result, error, config: ctx.loopDetection,
+      ...ctx.runId && { runId: ctx.runId },
+    });
+    if (!record?.resultHash) return { view, guard };
+    view.recorded = true;
+    view.result_hash = record.resultHash;
+    view.unknown_tool_name = record.unknownToolName ?? null;
+    const before = guardEntry.guard.snapshot();
+    const verdict = guardEntry.guard.observe({ toolName: record.toolName, argsHash: record.argsHash,
+      resultHash: record.resultHash });
+    const observed = guardEntry.enabled && before.armed;
+    guard = { enabled: guardEntry.enabled, armed: observed, observed, remaining: verdict.remainingAttempts,
+      abort: verdict.shouldAbort };
+    if (verdict.shouldAbort) {
+      Object.assign(guard, { detector: verdict.detector, count: verdict.count, tool_name: verdict.toolName,
+        message: verdict.message });
+      guardEntry.aborted = true;
+    }
+    return { view, guard };
+  }
+
+  toolCall(event) {
+    const { sessionKey, sessionId } = sessionRef(event);
+    const loopDetection = this.loopConfig(event.agent_id);
+    const ctx = { sessionKey, sessionId, runId: event.run_id ?? undefined, loopDetection };
+    const guardEntry = this.guard(guardIdentity(event), loopDetection);
+    const toolName = normalizeToolName(event.tool_name || "tool");
+    const params = event.args;
+    const out = { type: "tool_call", tool_name: toolName, args_hash: argsHash(toolName, params), decision: "allow",
+      detection: { stuck: false }, warning: null, blocked: false, recorded_call: false };
+    if (ctx.sessionKey) {
+      const state = getDiagnosticSessionState({ sessionKey: ctx.sessionKey, sessionId: ctx.sessionId });
+      const scope = ctx.runId ? { runId: ctx.runId } : undefined;
+      const loop = detectToolCallLoop(state, toolName, params, loopDetection, scope);
+      out.detection = detectionView(loop);
+      if (loop.stuck && loop.level === "critical") {
+        out.decision = "block";
+        out.blocked = true;
+        out.block_reason = loop.message;
+        out.outcome = { recorded: false, result_hash: null, unknown_tool_name: null };
+        out.guard = Scenario.guardView(guardEntry);
+        out.run_aborted = guardEntry.aborted;
+        if (event.outcome_follows === true && !blank(event.tool_call_id)) {
+          this.blocked.add(buildAdjustedParamsKey({ runId: ctx.runId, toolCallId: event.tool_call_id }));
+        }
+        return out;
+      }
+      if (loop.stuck) {
+        const base = loop.warningKey ?? `${loop.detector}:${toolName}`;
+        const key = ctx.runId ? `${ctx.runId}:${base}` : base;
+        const emitted = shouldEmitLoopWarning(state, key, loop.count);
+        out.warning = { emitted, key, bucket: Math.floor(loop.count / 10) };
+        if (emitted) out.decision = "warn";
+      }
+      if (loopDetection?.enabled !== false) {
+        recordToolCall(state, toolName, params, event.tool_call_id, loopDetection, scope);
+        out.recorded_call = true;
+      }
+    }
+    if (event.outcome_follows === true) {
+      this.pending.set(event.tool_call_id, { ctx, toolName, params, guardEntry });
+      out.outcome = { deferred: true };
+      out.guard = Scenario.guardView(guardEntry);
+    } else {
+      const done = this.outcome(ctx, toolName, params, event.tool_call_id, event.result ?? undefined,
+        thrown(event.error), guardEntry);
+      out.outcome = done.view;
+      out.guard = done.guard;
+    }
+    out.run_aborted = guardEntry.aborted;
+    return out;
+  }
+
+  toolResult(event) {
+    const callId = event.tool_call_id;
+    if (!blank(callId)) {
+      const key = buildAdjustedParamsKey({ runId: event.run_id ?? undefined, toolCallId: callId });
+      if (this.blocked.has(key)) {
+        this.blocked.delete(key);
+        const toolName = normalizeToolName(event.tool_name || "tool");
+        const entry = this.guard(guardIdentity(event), this.loopConfig(event.agent_id));
+        return { type: "tool_result", tool_name: toolName, args_hash: argsHash(toolName, event.args),
+          ignored: BLOCKED_RESULT_IGNORED, run_aborted: entry.aborted };
+      }
+    }
+    let call = callId === undefined || callId === null ? undefined : this.pending.get(callId);
+    if (call) this.pending.delete(callId);
+    else {
+      const { sessionKey, sessionId } = sessionRef(event);
+      const loopDetection = this.loopConfig(event.agent_id);
+      const toolName = normalizeToolName(event.tool_name || "tool");
+      call = { ctx: { sessionKey, sessionId, runId: event.run_id ?? undefined, loopDetection }, toolName,
+        params: event.args, guardEntry: this.guard(guardIdentity(event), loopDetection) };
+    }
+    const done = this.outcome(call.ctx, call.toolName, call.params, callId ?? undefined, event.result ?? undefined,
+      thrown(event.error), call.guardEntry);
+    return { type: "tool_result", tool_name: call.toolName, args_hash: argsHash(call.toolName, call.params),
+      outcome: done.view, guard: done.guard, run_aborted: call.guardEntry.aborted };
+  }
+
+  compactionRetry(event) {
+    const entry = this.guard(guardIdentity(event), this.loopConfig(event.agent_id));
+    entry.guard.armPostCompaction();
+    const snap = entry.guard.snapshot();
+    return { type: "compaction_retry", guard: {
+      enabled: entry.enabled, window_size: snap.remainingAttempts,
+      armed: entry.enabled && snap.armed, remaining: entry.enabled ? snap.remainingAttempts : 0 } };
+  }
+
+  apply(event) {
+    if (event.type === "tool_call") return this.toolCall(event);
+    if (event.type === "tool_result") return this.toolResult(event);
+    if (event.type === "compaction_retry") return this.compactionRetry(event);
+    throw new Error(`unknown event type ${event.type}`);
+  }
+}
+
+// --detector-only (a 2026.9.x install): detection and the warning dedupe of each call, nothing else.
+function detectorOnlyRun(scenario) {
+  resetDiagnosticSessionStateForTest();
+  const config = scenario.config ?? {};
+  return scenario.events.map((event) => {
+    if (event.type !== "tool_call") return null;
+    const { sessionKey, sessionId } = sessionRef(event);
+    const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
+    const state = getDiagnosticSessionState({ sessionKey, sessionId });
+    const toolName = normalizeToolName(event.tool_name || "tool");
+    const scope = event.run_id ? { runId: event.run_id } : undefined;
+    const loop = detectToolCallLoop(state, toolName, event.args, loopDetection, scope);
+    let warning = null;
+    if (loop.stuck && loop.level !== "critical") {
+      const base = loop.warningKey ?? `${loop.detector}:${toolName}`;
+      const key = event.run_id ? `${event.run_id}:${base}` : base;
+      warning = { emitted: shouldEmitLoopWarning(state, key, loop.count), key, bucket: Math.floor(loop.count / 10) };
+    }
+    if (!(loop.stuck && loop.level === "critical")) {
+      recordToolCall(state, toolName, event.args, event.tool_call_id, loopDetection, scope);
+      recordToolCallOutcome(state, { toolName, toolParams: event.args, toolCallId: event.tool_call_id,
+        result: event.result ?? undefined, error: thrown(event.error), config: loopDetection,
+        ...event.run_id && { runId: event.run_id } });
+    }
+    return { tool_name: toolName, args_hash: argsHash(toolName, event.args), detection: detectionView(loop), warning };
+  });
+}
+
+for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+  if (!line.trim()) continue;
+  const scenario = JSON.parse(line);
+  try {
+    let expected;
+    if (detectorOnly) expected = detectorOnlyRun(scenario);
+    else {
+      const run = new Scenario(scenario.config);
+      expected = scenario.events.map((event, index) => ({ event: index, ...run.apply(event) }));
+    }
+    process.stdout.write(`${JSON.stringify({ name: scenario.name, expected })}\n`);
+  } catch (error) {
+    process.stdout.write(`${JSON.stringify({ name: scenario.name, error: String(error?.stack ?? error) })}\n`);
+  }
+}

@@ -1,0 +1,65 @@
+"""loopwatch against OpenClaw's own loop-detection code (bench/difffuzz.py, bench/openclaw_oracle.mjs).
+
+Marker ``oracle``: not run by ``make test``; ``make test-oracle`` runs it. Needs an OpenClaw 2026.7.x install
+(``LOOPWATCH_OPENCLAW_DIR``: its ``node_modules/openclaw``) and node 22+ (``LOOPWATCH_OPENCLAW_NODE``, else
+``node`` on ``PATH``); skipped, saying why, without them. ``LOOPWATCH_OPENCLAW_9_DIR`` (an OpenClaw 2026.9.x
+install) adds the 2026.9.6 profile's detector check. ``LOOPWATCH_ORACLE_COUNT`` (default 400) random
+scenarios per seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.difffuzz import Oracle, compare, generate, minimise
+from streams.offline.conformance import load_scenarios
+from tests.shared_vectors import shared_path, skip_without
+
+OPENCLAW = os.environ.get("LOOPWATCH_OPENCLAW_DIR", "")
+NODE = os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
+COUNT = int(os.environ.get("LOOPWATCH_ORACLE_COUNT", "400"))
+
+pytestmark = [
+    pytest.mark.oracle,
+    pytest.mark.skipif(not OPENCLAW or not (Path(OPENCLAW) / "dist").is_dir(),
+                       reason="no OpenClaw install: set LOOPWATCH_OPENCLAW_DIR to an openclaw@2026.7.x "
+                              "node_modules/openclaw (make test-oracle uses make e2e-openclaw's)"),
+    pytest.mark.skipif(not NODE, reason="no node: set LOOPWATCH_OPENCLAW_NODE"),
+]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    with Oracle(OPENCLAW, NODE) as running:
+        yield running
+
+
+@skip_without("vectors.jsonl")
+def test_the_oracle_gives_the_shared_vectors_expectations(oracle):
+    # the harness's glue is checked on the 92 shared scenarios, whose expectations came from OpenClaw's full
+    # code; the one it cannot reproduce models a channel plugin (options.channelSendTools), which it has not
+    differing = []
+    for scenario in load_scenarios(shared_path("vectors.jsonl")):
+        got = oracle.expected(scenario)
+        want = [{k: v for k, v in entry.items()} for entry in scenario["expected"]]
+        if got != want:
+            differing.append(scenario["name"])
+    assert differing == ["channel-send-tool-option"]
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_loopwatch_gives_openclaws_verdicts_on_random_scenarios(oracle, seed):
+    rng = random.Random(seed)
+    for number in range(COUNT):
+        scenario = generate(rng, f"fuzz-{seed}-{number}")
+        mismatch = compare(scenario, oracle.expected(scenario))
+        if mismatch is not None:
+            small = minimise(oracle, scenario)
+            pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
+
