@@ -186,7 +186,9 @@ class Pipeline:
 
     def wait_verdicts(self, count: int, timeout: float = 30.0) -> int:
         """Wait until the verdicts topic holds ``count`` records (of any session); how many it holds."""
-        return asyncio.run(_count(self.bootstrap, self.topics["verdicts"], count, timeout))
+        from tests.worker_harness import count_records  # the worker tests' count (imports Faust: only here)
+
+        return asyncio.run(count_records(self.bootstrap, self.topics["verdicts"], count, timeout))
 
     def events(self, session_id: str, at_least: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """The events of ``session_id`` as the gateway published them (the worker's input topic)."""
@@ -199,23 +201,6 @@ def _answers(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-async def _count(bootstrap: str, topic: str, count: int, timeout: float) -> int:
-    from aiokafka import AIOKafkaConsumer
-
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, group_id=None)
-    await consumer.start()
-    seen = 0
-    try:
-        deadline = time.monotonic() + timeout
-        while seen < count and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=300)
-            seen += sum(len(batch) for batch in batches.values())
-    finally:
-        await consumer.stop()
-    return seen
 
 
 async def _read_session(bootstrap: str, topic: str, session_id: str, at_least: int,
