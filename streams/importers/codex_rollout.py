@@ -12,7 +12,8 @@ Mapping, the one the live Codex hooks use (:mod:`streams.runners.hooks.codex`), 
 session gives the live run ids, call ids and result hashes:
 
 * ``session_id`` = the session id; ``run_id`` = ``<session_id>#<turn_id>`` (each turn a run,
-  :func:`streams.importers.codex.run_id`); ``agent_id`` = ``codex``; ``tool_call_id`` = ``call_id``.
+  :func:`streams.importers.codex.run_id`); ``agent_id`` = ``codex`` (a sub-agent's: its thread id, see
+  "Sub-agents"); ``tool_call_id`` = ``call_id``.
 * A shell call (``exec_command {cmd}``, ``shell_command {command}``, ``shell {command: [...]}``,
   what hooks name ``Bash``) -> ``tool_name = "shell"``, ``args = {"command": <the command line>}``
   (for ``shell``, the script of ``bash -lc SCRIPT``, else the words joined). Its outcome is the
@@ -41,7 +42,7 @@ session gives the live run ids, call ids and result hashes:
   {"parent_thread_id", "depth", "agent_nickname", ...}}}``. Its hooks get that ``session_id``, the
   sub-agent's own ``turn_id`` and ``agent_id`` = its thread; so its events have ``session_id`` = the
   root session, ``run_id`` = ``<root session>#<sub-agent turn>`` (a run of its own, in its parent's
-  session), ``agent_id`` = ``codex`` as the hook sends, ``source`` adds ``thread`` and
+  session), ``agent_id`` = the sub-agent's thread id as the hook sends, ``source`` adds ``thread`` and
   ``parent_thread``, and event ids are ``<session>/<thread>:<line>:<n>``. A rollout without
   ``session_id`` (before 0.171) belongs to its parent thread's session. A namespaced function call
   is named as hooks get it (:func:`hook_tool_name`: ``multi_agent_v1wait_agent``, but ``spawn_agent``).
@@ -144,7 +145,7 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
         tail = {"event_id": None, "ts": iso_to_ms(stamp), "source": {"path": str(path), "line": ln, **thread.source}}
         if kind == "event_msg" and ptype == "task_started" and isinstance(payload.get("turn_id"), str):
             turn = payload["turn_id"]
-        head = {"run_id": run_id(session_id, turn), "session_id": session_id, "agent_id": AGENT_ID}
+        head = {"run_id": run_id(session_id, turn), "session_id": session_id, "agent_id": thread.agent}
         if kind == "compacted" or (kind == "event_msg" and ptype == "context_compacted"
                                    and not ({ln - 1, ln + 1} & compacted_at)):
             events.append({"type": "compaction_retry", **head, **tail})
@@ -183,11 +184,13 @@ def read(path: Path, on_error: ErrorHandler | None = None) -> Iterator[dict[str,
 @dataclass(frozen=True, slots=True)
 class _Thread:
     """Whose file this is: ``session`` the session id the hooks send, ``source`` what every event's ``source``
-    adds (``thread``, ``parent_thread`` for a sub-agent), ``id_prefix`` of its event ids."""
+    adds (``thread``, ``parent_thread`` for a sub-agent), ``id_prefix`` of its event ids, ``agent`` the
+    ``agent_id`` of its events (a sub-agent's thread id, what its hooks get as ``agent_id``; else ``codex``)."""
 
     session: str
     source: dict[str, str]
     id_prefix: str
+    agent: str = AGENT_ID
 
 
 def _thread(rows: list[tuple[int, str, dict[str, Any], Any]], path: Path) -> _Thread:
@@ -203,7 +206,7 @@ def _thread(rows: list[tuple[int, str, dict[str, Any], Any]], path: Path) -> _Th
     if parent is None and session == thread:
         return _Thread(thread, {}, thread)
     source = {"thread": thread, **({"parent_thread": parent} if parent else {})}
-    return _Thread(session, source, f"{session}/{thread}")
+    return _Thread(session, source, f"{session}/{thread}", thread if parent else AGENT_ID)
 
 
 def sub_agent_parent(meta: dict[str, Any]) -> str | None:

@@ -28,12 +28,13 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
+from streams.importers.codex_rollout import sub_agent_parent
 from streams.runners.hooks import snippets
 from streams.wire.codecs import decode_event
 from tests.e2e.fake_model import FakeModel, make_handler
 
 __all__ = ["REPO", "RUNNERS_DIR", "VERSIONS", "LOOPWATCH", "runner_bin", "ModelServer", "Pipeline",
-           "RunnerRun", "run_claude_code", "run_codex", "free_port"]
+           "RunnerRun", "run_claude_code", "run_codex", "root_rollout", "free_port"]
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNERS_DIR = Path(os.environ.get("LOOPWATCH_E2E_DIR") or REPO / ".work" / "e2e")
@@ -304,13 +305,19 @@ def run_codex(binary: Path, workdir: Path, model_url: str, hook_env: dict[str, s
         args.append("--dangerously-bypass-hook-trust")
     proc = subprocess.run(args + [prompt], cwd=project, env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
-    files = sorted((home / "sessions").rglob("rollout-*.jsonl"))
-    session_file = files[0] if files else None
-    session_id = None
-    if session_file is not None:
-        first = json.loads(session_file.read_text().splitlines()[0])
-        session_id = first.get("payload", {}).get("id")
+    session_file, session_id = root_rollout(home / "sessions")
     return RunnerRun(proc.returncode, proc.stdout, proc.stderr, session_file, session_id, home)
+
+
+def root_rollout(sessions: Path) -> tuple[Path | None, str | None]:
+    """``(file, session id)`` of the thread ``codex exec`` started: the rollout whose ``session_meta`` names no
+    parent thread (each spawned sub-agent writes a rollout of its own, which may sort first)."""
+    for path in sorted(sessions.rglob("rollout-*.jsonl")):
+        lines = path.read_text().splitlines()
+        meta = json.loads(lines[0]).get("payload", {}) if lines else {}
+        if isinstance(meta.get("id"), str) and sub_agent_parent(meta) is None:
+            return path, meta["id"]
+    return None, None
 
 
 def replay(fmt: str, session_file: Path, config: Path) -> list[dict[str, Any]]:

@@ -124,7 +124,7 @@ def test_codex_sub_agent_rollouts_import_in_their_parent_session_with_the_hooks_
     child_turn = next(r["payload"]["turn_id"] for r in _lines(child_file) if r["payload"].get("type") == "task_started")
     assert [e["tool_call_id"] for e in from_child] == [f"call_child_{n:02d}" for n in range(1, 8)]
     assert {(e["session_id"], e["run_id"], e["agent_id"]) for e in from_child} == {
-        (parent["id"], f"{parent['id']}#{child_turn}", "codex")}
+        (parent["id"], f"{parent['id']}#{child_turn}", child["id"])}
     assert {(e["source"]["thread"], e["source"]["parent_thread"]) for e in from_child} == {(child["id"], parent["id"])}
     assert all(e["event_id"].startswith(f"{parent['id']}/{child['id']}:") for e in from_child)
     assert [e["tool_name"] for e in from_parent] == ["spawn_agent", "multi_agent_v1wait_agent",
@@ -140,6 +140,26 @@ def test_codex_sub_agent_rollouts_import_in_their_parent_session_with_the_hooks_
     from_hooks = calls_of(replay_live.apply(e, n) for n, e in enumerate(live))
     from_files = calls_of(replay_import.apply(e, e["event_id"]) for e in events)
     assert from_files == from_hooks
+    # who made each call: the sub-agent's thread id (the hooks' agent_id) for its calls, codex for the parent's
+    agents_live = {e["tool_call_id"]: e["agent_id"] for e in live if e["type"] == "tool_call"}
+    assert agents_live == {e["tool_call_id"]: e["agent_id"] for e in events if e["type"] == "tool_call"}
+    assert {agents_live[f"call_child_{n:02d}"] for n in range(1, 8)} == {child["id"]}
+    assert {agents_live[f"call_parent_{n:02d}"] for n in (1, 2)} == {"codex"}
     # the escalation policy ends the sub-agent's run at its second block; the parent's run goes on
     assert [from_files[f"call_child_{n:02d}"]["verdict"] for n in range(1, 8)] == ["allow"] * 5 + ["block", "abort"]
     assert [from_files[f"call_parent_{n:02d}"]["verdict"] for n in (1, 2)] == ["allow", "allow"]
+
+
+def test_the_e2e_harness_takes_the_root_threads_rollout_whichever_sorts_first(tmp_path):
+    """A sub-agent spawned in the same second as its parent's start writes a rollout that can sort first; the
+    session the run is read from is the one ``codex exec`` started (no parent thread in its ``session_meta``)."""
+    from tests.e2e.harness import root_rollout
+
+    parent_file, child_file = sorted(SUBAGENT.glob("rollout-*.jsonl"))
+    day = tmp_path / "2026" / "12" / "03"
+    day.mkdir(parents=True)
+    (day / "rollout-2026-12-03T10-06-10-0-child.jsonl").write_bytes(child_file.read_bytes())
+    (day / "rollout-2026-12-03T10-06-10-1-parent.jsonl").write_bytes(parent_file.read_bytes())
+    assert root_rollout(tmp_path) == (day / "rollout-2026-12-03T10-06-10-1-parent.jsonl",
+                                      _lines(parent_file)[0]["payload"]["id"])
+    assert root_rollout(tmp_path / "none") == (None, None)

@@ -96,6 +96,32 @@ def test_codex_maps_turns_to_runs_and_bash_to_the_importers_shell():
     assert hooks.event(no_turn)["run_id"] == "cx-1#turn-b"
 
 
+def test_codex_sub_agent_calls_carry_the_sub_agents_thread_and_leave_its_parents_turn_alone():
+    """Codex 0.171 calls a spawned thread's hooks with the root session_id, the sub-agent's own turn_id and
+    agent_id (its thread id) plus agent_type (tests/fixtures/runners/codex-subagent.hooks.jsonl). Its events
+    carry that agent_id in runs of its own turns; the parent's last turn and compaction are the parent's."""
+    hooks = mapper("codex")
+    child = {"agent_id": "th-child", "agent_type": "default"}
+    assert hooks.event(cx_pre(1, "turn-parent"))["agent_id"] == "codex"
+    sub = hooks.event({**cx_pre(2, "turn-child"), **child})
+    assert (sub["session_id"], sub["run_id"], sub["agent_id"]) == ("cx-1", "cx-1#turn-child", "th-child")
+    sub_post = hooks.event({**cx_post(2, "turn-child"), **child})
+    assert (sub_post["run_id"], sub_post["type"]) == ("cx-1#turn-child", "tool_result")
+    # a parent's call without a turn id stays in the parent's last turn, a sub-agent's in the sub-agent's
+    parent_no_turn = {k: v for k, v in cx_pre(3).items() if k != "turn_id"}
+    assert (hooks.event(parent_no_turn)["run_id"], hooks.event(parent_no_turn)["agent_id"]) == ("cx-1#turn-parent", "codex")
+    child_no_turn = {k: v for k, v in {**cx_pre(4), **child}.items() if k != "turn_id"}
+    assert hooks.event(child_no_turn)["run_id"] == "cx-1#turn-child"
+    # each thread reports its own compaction once, even when the other's tool calls come in between
+    compact = {k: v for k, v in CX_COMMON.items() if k != "turn_id"}
+    parent_compact = hooks.event({**compact, "hook_event_name": "PostCompact"})
+    assert (parent_compact["run_id"], parent_compact["agent_id"]) == ("cx-1#turn-parent", "codex")
+    hooks.event({**cx_pre(5, "turn-child"), **child})
+    assert hooks.event({**compact, "hook_event_name": "SessionStart", "source": "compact"}) is None
+    child_compact = hooks.event({**compact, **child, "hook_event_name": "PostCompact"})
+    assert (child_compact["run_id"], child_compact["agent_id"]) == ("cx-1#turn-child", "th-child")
+
+
 def test_claude_code_answers_allow_warn_block_and_stops_the_session_on_abort():
     async def main():
         async with served(EngineSource()) as client:
