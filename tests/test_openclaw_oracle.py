@@ -19,7 +19,7 @@ import pytest
 
 from bench.difffuzz import Oracle, compare, generate, minimise
 from streams.offline.conformance import load_scenarios
-from tests.shared_vectors import shared_path, skip_without
+from tests.shared_vectors import OWN_2026_7, shared_path, skip_without
 
 OPENCLAW = os.environ.get("LOOPWATCH_OPENCLAW_DIR", "")
 NODE = os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
@@ -63,3 +63,14 @@ def test_loopwatch_gives_openclaws_verdicts_on_random_scenarios(oracle, seed):
             small = minimise(oracle, scenario)
             pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
 
+
+
+def test_the_own_2026_7_scenarios_expect_what_openclaws_code_does(oracle):
+    # tests/fixtures/vectors-2026.7-own.jsonl (bench/own_vectors_2026_7.py): every scenario whose description says
+    # its expectations came from OpenClaw's code still gets exactly them from it
+    checked = 0
+    for scenario in load_scenarios(OWN_2026_7):
+        if "expected: OpenClaw 2026.7.35's code" in scenario["description"]:
+            assert oracle.expected(scenario) == scenario["expected"], scenario["name"]
+            checked += 1
+    assert checked >= 40
