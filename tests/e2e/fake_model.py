@@ -13,6 +13,11 @@ Speaks the two wire formats the runners use (only the parts they need for a tool
 After ``max_calls`` tool calls (counted over the server's life) it answers with text and no tool, so
 a runner that never stops still ends. Every request is appended to ``log`` (JSON Lines) when given.
 
+With ``spawn`` (Responses API only, Codex's ``multi_agent_v1`` tools): the thread ``codex exec`` started
+first spawns a sub-agent (``spawn_agent {"message": "CHILD-TASK: ..."}``), then waits for it
+(``wait_agent``), then repeats the shell command ``spawn`` times and ends; the sub-agent (a request whose
+user messages hold ``CHILD-TASK``) is the one that loops, ``max_calls`` times.
+
 Run: ``python fake_model.py --port 0 --command 'ls /nonexistent' --max-calls 12 --port-file F``.
 """
 
@@ -34,9 +39,11 @@ class FakeModel:
     """The script: which command to repeat, how many tool calls at most, the request log."""
 
     def __init__(self, command: str, max_calls: int, log: Path | None = None,
-                 before_call: Callable[[int], None] | None = None, full_after: int | None = None) -> None:
+                 before_call: Callable[[int], None] | None = None, full_after: int | None = None,
+                 spawn: int | None = None) -> None:
         self.command = command
         self.max_calls = max_calls
+        self.spawn = spawn  # the parent's own shell calls after its sub-agent ended (None: no sub-agent)
         self.full_after = full_after  # report a nearly full context window with this tool call (auto-compaction)
         self.log = log
         self.before_call = before_call  # called with a tool call's number before it is sent
@@ -117,12 +124,47 @@ def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, 
     return full, stream
 
 
+CHILD_MARK = "CHILD-TASK"
+SPAWN_NAMESPACE = "multi_agent_v1"  # Codex 0.171's sub-agent tools: a "namespace" tool in the request
+
+
+def _is_child(body: dict[str, Any]) -> bool:
+    """Whether a Responses API request is the sub-agent's (its task is a user message holding CHILD_MARK)."""
+    return any(isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "user"
+               and CHILD_MARK in json.dumps(item.get("content")) for item in body.get("input") or [])
+
+
+def _parent_step(model: FakeModel, body: dict[str, Any], rid: str) -> dict[str, Any] | None:
+    """The parent thread's next item under ``spawn``, from how many outputs its input holds: spawn the
+    sub-agent, wait for it, then ``model.spawn`` shell calls; None when it is done."""
+    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    outputs = [i for i in items if i.get("type") == "function_call_output"]
+    step, tag = len(outputs), rid[5:]
+    if step == 0:
+        name, arguments = "spawn_agent", {"message": f"{CHILD_MARK}: run the check"}
+    elif step == 1:
+        try:
+            child = json.loads(outputs[0].get("output") or "{}").get("agent_id")
+        except (ValueError, AttributeError):
+            child = None
+        name, arguments = "wait_agent", {"targets": [child], "timeout_ms": 120_000}
+    elif step < 2 + model.spawn:
+        return {"type": "function_call", "id": f"fc_p{step}_{tag}", "call_id": f"call_parent_{step - 1:02d}_{tag}",
+                "name": "exec_command", "arguments": json.dumps({"cmd": model.command}), "status": "completed"}
+    else:
+        return None
+    return {"type": "function_call", "id": f"fc_{name}_{tag}", "call_id": f"call_{name}_{tag}", "name": name,
+            "namespace": SPAWN_NAMESPACE, "arguments": json.dumps(arguments), "status": "completed"}
+
+
 def responses_stream(model: FakeModel, body: dict[str, Any]) -> list:
     """The server-sent events answering a Responses API request."""
     tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
     shell = next((n for n in ("shell_command", "shell", "exec_command") if n in tools), None)
-    number = model.next_call() if shell else None
     rid = f"resp_{next(model._ids):06d}"
+    parent = model.spawn is not None and SPAWN_NAMESPACE in tools and not _is_child(body)
+    number = model.next_call() if shell and not parent else None
+    item = _parent_step(model, body, rid) if parent else None
     if number is not None:
         if shell == "shell_command":
             arguments = {"command": model.command}
@@ -132,7 +174,7 @@ def responses_stream(model: FakeModel, body: dict[str, Any]) -> list:
             arguments = {"command": ["bash", "-lc", model.command]}
         item = {"type": "function_call", "id": f"fc_{number:02d}{rid[5:]}", "call_id": f"call_{number:02d}_{rid[5:]}",
                 "name": shell, "arguments": json.dumps(arguments), "status": "completed"}
-    else:
+    elif item is None:
         item = {"type": "message", "id": f"msg_{rid[5:]}", "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
     response = {"id": rid, "object": "response", "status": "in_progress", "model": body.get("model", "fake"),

@@ -75,8 +75,9 @@ class ModelServer:
     """:class:`tests.e2e.fake_model.FakeModel` served on a free local port (a daemon thread)."""
 
     def __init__(self, command: str, max_calls: int, log: Path | None = None,
-                 before_call: Callable[[int], None] | None = None, full_after: int | None = None) -> None:
-        self.model = FakeModel(command, max_calls, log, before_call, full_after)
+                 before_call: Callable[[int], None] | None = None, full_after: int | None = None,
+                 spawn: int | None = None) -> None:
+        self.model = FakeModel(command, max_calls, log, before_call, full_after, spawn)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.model))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -129,6 +129,53 @@ def test_codex_blocks_the_sixth_call_and_denies_every_later_call_of_the_turn(pip
     print(f"codex e2e run: {time.monotonic() - started:.1f} s")
 
 
+PARENT_CALLS = 2  # the parent's own shell calls after its sub-agent is done
+
+
+def test_codex_sub_agent_loop_ends_the_sub_agents_run_and_its_parent_goes_on(pipeline, tmp_path):
+    """The thread ``codex exec`` started spawns a sub-agent (``spawn_agent``, Codex's ``multi_agent_v1`` tools)
+    and waits for it; the sub-agent repeats the failing command: 5 run, the 6th is blocked, every later one
+    is refused as a call of its ended run. Its events carry the parent's session id, the sub-agent's own turn as
+    their run and its thread id as agent_id (what Codex hands its hooks); the parent's calls stay in the
+    parent's run (``codex``), allowed, and its two commands run. Live verdicts equal the replay of both
+    rollout files (each thread writes its own)."""
+    from streams.importers.codex_rollout import sub_agent_parent
+
+    binary = _binary("codex")
+    counter = tmp_path / "project" / "ran.txt"
+    started = time.monotonic()
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", spawn=PARENT_CALLS) as model:
+        run = run_codex(binary, tmp_path, model.url, pipeline.hook_env())
+    assert run.status == 0, run.stderr
+    children = []
+    for path in (run.home / "sessions").rglob("rollout-*.jsonl"):
+        meta = json.loads(path.read_text().splitlines()[0])["payload"]
+        if sub_agent_parent(meta) is not None:
+            children.append((path, meta))
+    assert len(children) == 1 and sub_agent_parent(children[0][1]) == run.session_id
+    child_path, child = children[0]
+    live = pipeline.verdicts(run.session_id, at_least=2 * (5 + 2 + PARENT_CALLS) + MAX_CALLS - 5)
+    calls = [r for r in live if r["type"] == "tool_call"]
+    by_agent: dict[str, list[dict]] = {}
+    for record in calls:
+        by_agent.setdefault(record["agent_id"], []).append(record)
+    assert set(by_agent) == {"codex", child["id"]}
+    child_calls, parent_calls = by_agent[child["id"]], by_agent["codex"]
+    assert len({r["run_id"] for r in child_calls}) == 1 and len({r["run_id"] for r in parent_calls}) == 1
+    assert child_calls[0]["run_id"] != parent_calls[0]["run_id"]
+    assert {r["session_id"] for r in calls} == {run.session_id}
+    assert [r["verdict"] for r in child_calls] == ["allow"] * 5 + ["block"] + ["abort"] * (MAX_CALLS - 6)
+    assert all(r.get("run_ended") for r in child_calls[7:])
+    assert [(r["tool_name"], r["verdict"]) for r in parent_calls] == \
+        [("spawn_agent", "allow"), ("multi_agent_v1wait_agent", "allow")] + [("shell", "allow")] * PARENT_CALLS
+    assert _ran(counter) == 5 + PARENT_CALLS  # the sub-agent's 6th call on never ran, the parent's did
+    assert model.model.calls == MAX_CALLS
+    assert "CRITICAL: Called shell with identical arguments" in (tmp_path / "model.jsonl").read_text()
+    replayed = calls_of(replay("codex", run.home / "sessions", pipeline.config_path))
+    assert calls_of(live) == replayed
+    print(f"codex sub-agent e2e run: {time.monotonic() - started:.1f} s")
+
+
 def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
     binary = _binary("codex")
     counter = tmp_path / "project" / "ran.txt"
