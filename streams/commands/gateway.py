@@ -104,6 +104,7 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
             sys.exit(1)
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    socks = _listen(host, port, processes)  # first: a start that cannot listen leaves nothing behind
     token: str | None = None
     if no_token:
         click.echo("loopwatch gateway: WARNING: --no-token: no bearer token is asked; every process on "
@@ -113,6 +114,8 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
         try:
             token, source = gateway_token()
         except TokenFileError as exc:
+            for sock in socks:
+                sock.close()
             click.echo(f"loopwatch gateway: {exc} (or run with --no-token)", err=True)
             sys.exit(1)
         click.echo(f"loopwatch gateway: bearer token from {source}", err=True)
@@ -129,19 +132,28 @@ def gateway(bootstrap: str, host: str, port: int, timeout: float, on_timeout: st
                    f"{f', {processes} processes' if processes > 1 else ''})", err=True)
 
     if processes > 1:
-        from streams.runners.gateway.processes import ProcessesUnsupported, serve_processes
+        from streams.runners.gateway.processes import serve_processes
 
-        try:
-            status = serve_processes(processes, bootstrap, config, host=host, port=port, client_options=options,
-                                     loop=loop, ready=ready)
-        except (OSError, ProcessesUnsupported) as exc:
-            click.echo(f"loopwatch gateway: {exc}", err=True)
-            sys.exit(1)
-        sys.exit(status)
+        sys.exit(serve_processes(processes, bootstrap, config, host=host, port=port, client_options=options,
+                                 loop=loop, ready=ready, socks=socks))
     try:
-        run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready), loop)
+        run(serve(bootstrap, config, host=host, port=port, client_options=options, ready=ready, socks=socks), loop)
     except KeyboardInterrupt:
         pass
     except (KafkaConnectionError, TopicNotFoundError, OSError) as exc:
         click.echo(f"loopwatch gateway: {exc}", err=True)
         sys.exit(1)
+
+
+def _listen(host: str, port: int, processes: int) -> list:
+    """The gateway's listening sockets (:mod:`streams.runners.gateway.listen`); exit 1 with one line
+    naming the port and what to do when it cannot listen there."""
+    from streams.runners.gateway.listen import ProcessesUnsupported, bind_problem, bound, listeners
+
+    try:
+        return listeners(host, port, processes) if processes > 1 else bound(host, port)
+    except ProcessesUnsupported as exc:
+        click.echo(f"loopwatch gateway: {exc}", err=True)
+    except OSError as exc:
+        click.echo(f"loopwatch gateway: {bind_problem(host, port, exc)}", err=True)
+    sys.exit(1)

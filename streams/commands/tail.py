@@ -20,6 +20,7 @@ import click
 
 from streams.wire.brokers import bootstrap_option
 from streams.wire.codecs import DecodeError, decode_event
+from streams.wire.verdicts import PROBE_RUN, is_probe
 from streams.detection.decision import findings
 
 __all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "format_fleet_event", "finding_text",
@@ -207,16 +208,6 @@ def _shown(message: Any, record: dict[str, Any], formatter: Callable[..., str], 
     if "undecodable" in record:
         return f"p{message.partition}@{message.offset}: not a loopwatch record: {record['undecodable']}"
     return formatter(record, message.timestamp)
-
-
-PROBE_RUN = "loopwatch-gateway-readyz"
-"""The run and session of the gateway's ``/readyz`` probe events
-(:attr:`streams.runners.gateway.health.Readiness.PROBE_RUN`): their records are hidden unless ``--show-probes``."""
-
-
-def is_probe(record: Mapping[str, Any]) -> bool:
-    """Whether ``record`` answers a gateway's ``/readyz`` probe (run or session :data:`PROBE_RUN`)."""
-    return record.get("run_id") == PROBE_RUN or record.get("session_id") == PROBE_RUN
 
 
 IDLE_NOTICE_S = 30.0

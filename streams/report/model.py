@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping
 
 from streams.detection.decision import findings
 from streams.detection.fleet import FleetCorrelator, FleetSettings, observation
+from streams.wire.verdicts import PROBE_RUN, is_probe
 
 from .fleet_view import Observations, fleet_signatures
 from .items import Call, Compaction, DetectionRow
@@ -110,6 +111,7 @@ class Report:
     config: str | None = None  # what the verdicts were computed under, for the header
     repeated: int = 0  # verdicts published again (same Kafka source, same content), counted once
     without_ts: int = 0  # tool calls and results without an event time: not counted in fleet loops
+    probes: int = 0  # verdicts of the gateway's /readyz probes (streams.wire.verdicts.PROBE_RUN): left out
     conflicting: int = 0  # records with the Kafka source of an earlier, different record (both counted)
     fleet_loops: list = field(default_factory=list)  # fleet_loop records (streams.detection.fleet)
     observations: Observations | None = None  # every fleet observation of the records (.fleet_view)
@@ -157,6 +159,9 @@ class Report:
         if self.without_ts:
             notes.append(f"{plural(self.without_ts, 'record')} of tool calls and results without an event "
                          "time (ts): not counted in fleet loops (their windows are event time)")
+        if self.probes:
+            notes.append(f"{plural(self.probes, 'verdict')} of the gateway's /readyz probes (run {PROBE_RUN}) "
+                         "left out: no agent's work")
         return notes
 
     def session_names(self) -> dict[str, str]:
@@ -298,6 +303,9 @@ def build_report(records: Iterable[Mapping[str, Any]], config: str | None = None
     found: list[dict[str, Any]] = []
     observed = 0
     for record in records:
+        if is_probe(record):  # a gateway's /readyz probe: no agent's work
+            report.probes += 1
+            continue
         if repeats.is_repeat(record) or record.get("verdict") == "ignore":
             continue
         report.add(record)

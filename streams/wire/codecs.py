@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
@@ -28,6 +29,8 @@ __all__ = [
     "encode_msgpack",
     "encode_json",
     "json_loads",
+    "UnplacedJSONError",
+    "non_finite",
     "record_encoder",
     "MAX_REQUEST_SIZE",
     "BROKER_MESSAGE_MAX_BYTES",
@@ -47,13 +50,58 @@ class DecodeError(ValueError):
 _TOO_DEEP = "nested too deeply to decode"
 
 
+class UnplacedJSONError(json.JSONDecodeError):
+    """JSON input refused as a whole, without a position: nested too deeply for Python, or a number JSON
+    cannot hold (``NaN``, ``Infinity``, ``1e999``). ``str()`` is the reason alone."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg, "", 0)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def _no_constant(name: str) -> Any:
+    raise UnplacedJSONError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one beyond a double's range (``1e999``, which Python would read as
+    infinity) is refused: JSON cannot hold infinity, and no encoder downstream can send it back."""
+    value = float(text)
+    if math.isinf(value):
+        raise UnplacedJSONError(f"number {text[:40]} is beyond what JSON can hold (about 1.8e308)")
+    return value
+
+
+def non_finite(value: Any) -> str | None:
+    """Where in ``value`` (a decoded msgpack record) a float JSON cannot hold is (``NaN``, infinity): e.g.
+    ``"NaN at args.x"``; None when there is none. Event files in msgpack are held to what JSON holds,
+    as JSON Lines files are (:func:`json_loads`)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{'NaN' if item != item else 'Infinity' if item > 0 else '-Infinity'} at {where or 'the top'}"
+        elif isinstance(item, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), inner) for key, inner in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{n}]", inner) for n, inner in enumerate(item))
+    return None
+
+
 def json_loads(text: str | bytes) -> Any:
-    """``json.loads``, where a document nested too deeply for Python (about 1,000 levels) raises
-    ``json.JSONDecodeError`` ("nested too deeply to decode") like any other bad JSON, not ``RecursionError``."""
+    """``json.loads`` as every reader of loopwatch's input takes JSON (event files, recorded sessions, the
+    gateway's bodies, JSON records): only what JSON holds. ``NaN``, ``Infinity`` and numbers beyond a double
+    (``1e999``), which Python's ``json`` reads by default and JavaScript's ``JSON.parse`` refuses, raise
+    :class:`UnplacedJSONError` ("NaN is not JSON"), and so does a document nested too deeply for Python
+    (about 1,000 levels: "nested too deeply to decode", not ``RecursionError``); both are
+    ``json.JSONDecodeError``."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
-        raise json.JSONDecodeError(_TOO_DEEP, text if isinstance(text, str) else "", 0) from None
+        raise UnplacedJSONError(_TOO_DEEP) from None
 
 
 def _looks_like_msgpack(first: int) -> bool:
@@ -113,7 +161,7 @@ def _load_json(data: bytes) -> Any:
     try:
         return json_loads(data)
     except json.JSONDecodeError as exc:
-        if exc.msg == _TOO_DEEP:  # no position: the whole document
+        if isinstance(exc, UnplacedJSONError):  # no position: the whole document
             raise DecodeError(f"invalid JSON: {exc.msg}") from None
         where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno} of the record"
         raise DecodeError(f"invalid JSON at {where}: {exc.msg}") from None
@@ -333,5 +381,9 @@ def _read_msgpack(name: str, handle: IO[bytes]) -> Iterator[FileRecord]:
             continue
         if not isinstance(value, dict):
             yield FileRecord(name, number, None, f"an event must be a map, got {type(value).__name__}")
+            continue
+        where = non_finite(value)
+        if where is not None:
+            yield FileRecord(name, number, None, f"a number JSON cannot hold: {where}")
             continue
         yield FileRecord(name, number, value)

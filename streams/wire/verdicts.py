@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["verdict_record"]
+__all__ = ["verdict_record", "PROBE_RUN", "is_probe"]
+
+PROBE_RUN = "loopwatch-gateway-readyz"
+"""The run and session of the gateway's ``/readyz`` probe events (a ``compaction_retry`` sent while no
+verdict proves readiness: :class:`streams.runners.gateway.health.Readiness`): no agent's work, so
+``loopwatch tail`` hides their records unless ``--show-probes`` and reports leave them out."""
+
+
+def is_probe(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` (an event or its verdict record) is a gateway's ``/readyz`` probe (run or
+    session :data:`PROBE_RUN`)."""
+    return record.get("run_id") == PROBE_RUN or record.get("session_id") == PROBE_RUN
 
 
 def verdict_record(verdict: dict[str, Any], event: Mapping[str, Any], key: str) -> dict[str, Any]:

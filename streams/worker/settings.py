@@ -16,7 +16,6 @@ transaction per partition each time).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,7 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from streams.wire.outages import DEFAULT_RECONNECT_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
-from streams.wire.brokers import bootstrap_servers
+from streams.wire.brokers import bootstrap_servers, default_bootstrap
 from streams.detection.config import VALIDATE_BY_DEFAULT, VALIDATE_DESCRIPTION
 
 __all__ = ["WorkerSettings", "ENV_PREFIX", "DEFAULT_STATE_TTL_S"]
@@ -42,8 +41,9 @@ class WorkerSettings(BaseSettings):
     broker: str = Field(
         "kafka://127.0.0.1:9092",
         description="Kafka bootstrap server(s) as a Faust broker URL (kafka://host:port; several separated by "
-                    "';'); a bare host:port[,host:port] is accepted too. Without a flag or LOOPWATCH_BROKER, "
-                    "LOOPWATCH_BOOTSTRAP (the variable of produce, tail and demo) is used if set.",
+                    "';'); a bare host:port[,host:port] is accepted too. Without a flag or LOOPWATCH_BROKER: "
+                    "LOOPWATCH_BOOTSTRAP (the variable of every command), else 127.0.0.1:$KAFKA_PORT when "
+                    "KAFKA_PORT is exported, else 127.0.0.1:9092.",
     )
     app_id: str = Field(
         "loopwatch",
@@ -254,10 +254,10 @@ class WorkerSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _bootstrap_fallback(cls, data: Any) -> Any:
-        # one variable can name the broker for every command: produce, tail and demo read LOOPWATCH_BOOTSTRAP
-        bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP")
-        if isinstance(data, dict) and not data.get("broker") and bootstrap:  # an empty variable is unset
-            data = {**data, "broker": bootstrap}
+        # the broker every command takes without a flag (streams.wire.brokers): LOOPWATCH_BOOTSTRAP, else
+        # 127.0.0.1:$KAFKA_PORT, else 127.0.0.1:9092; an empty variable is unset
+        if isinstance(data, dict) and not data.get("broker"):
+            data = {**data, "broker": default_bootstrap()}
         return data
 
     @field_validator("broker")

@@ -369,3 +369,32 @@ def test_compare_profile_says_which_keys_it_ignores(sensitive_config, events_fil
 def test_profile_options_need_events(events_file):
     res = _run("--compare-profile", "openclaw-2026.9.6", events_file)
     assert res.exit_code == 2 and "--compare replays events (so do --profile and --compare-profile)" in res.output
+
+
+def test_the_gateways_readyz_probes_are_left_out_and_said(events_file, sensitive_config, tmp_path):
+    """A verdicts topic holds the gateway's /readyz probes (a compaction_retry of run and session
+    loopwatch-gateway-readyz, streams.wire.verdicts.PROBE_RUN) among the agents' verdicts: no agent's work."""
+    plain = tmp_path / "verdicts.jsonl"
+    res = CliRunner().invoke(replay, ["-q", "--config", str(sensitive_config), "-o", str(plain), str(events_file)])
+    assert res.exit_code == 0, res.output
+    probe = {"type": "compaction_retry", "run_id": "loopwatch-gateway-readyz",
+             "session_id": "loopwatch-gateway-readyz", "agent_id": "loopwatch-gateway"}
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text(json.dumps({**probe, "event_id": "p1"}) + "\n" + json.dumps({**probe, "event_id": "p2"}) + "\n")
+    with_probes = tmp_path / "with-probes.jsonl"
+    res = CliRunner().invoke(replay, ["-q", "--config", str(sensitive_config), "-o", str(with_probes),
+                                      str(probes), str(events_file)])
+    assert res.exit_code == 0, res.output
+    assert sum("loopwatch-gateway-readyz" in line for line in with_probes.read_text().splitlines()) == 2
+    without, mixed = _run(plain), _run(with_probes)
+    assert without.exit_code == mixed.exit_code == 0, mixed.output
+    note = "2 verdicts of the gateway's /readyz probes (run loopwatch-gateway-readyz) left out: no agent's work"
+    assert [line for line in mixed.stdout.splitlines() if "readyz" in line] == [note]
+    assert mixed.stdout.splitlines()[0] == without.stdout.splitlines()[0] == (
+        "loopwatch report: 4 sessions, 5 runs, 26 calls")
+    from_events = _run("--format", "events", probes, events_file)
+    assert from_events.stdout.splitlines()[0].startswith("loopwatch report: 4 sessions, 5 runs, 26 calls")
+    assert note in from_events.stdout
+    html = tmp_path / "report.html"
+    assert _run("--html", html, with_probes).exit_code == 0
+    assert html.read_text().count("loopwatch-gateway-readyz") == 1  # the note; no session of it

@@ -410,6 +410,36 @@ def test_the_command_line_makes_and_asks_the_token_unless_no_token_and_drains_on
         assert proc.wait(30) == 0
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_taken_port_stops_the_start_in_one_line_before_any_token_file_is_made(tmp_path, processes):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        env[TOKEN_FILE_ENV] = str(tmp_path / "cfg" / "gateway-token")
+        done = subprocess.run([sys.executable, "-c", "from streams.cli import main; main()", "gateway",
+                               "--bootstrap", "127.0.0.1:9", "--port", str(port), "--processes", processes],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"loopwatch gateway: port {port} is in use on 127.0.0.1 (another loopwatch gateway, or another program, "
+        f"listens there; `ss -ltnp 'sport = :{port}'` shows which): stop it, or start this gateway on a free port "
+        "with --port N (or LOOPWATCH_GATEWAY_PORT) and point the runners at that port"]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "cfg").exists()  # no token file (nor its folder) from a start that failed
+
+
+def test_an_address_that_is_not_this_machines_is_said_so():
+    from streams.runners.gateway.listen import bind_problem, bound
+
+    with pytest.raises(OSError) as caught:
+        bound("192.0.2.1", 0)  # TEST-NET-1: never a local address
+    assert bind_problem("192.0.2.1", 8787, caught.value) == (
+        "cannot listen on 192.0.2.1:8787: 192.0.2.1 is not an address of this machine "
+        "(--host 127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
+
+
 @pytest.mark.kafka
 @pytest.mark.parametrize("processes", [1, 2])
 def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_reach_kafka(kafka_bootstrap, tmp_path,

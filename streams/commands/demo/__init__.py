@@ -38,7 +38,7 @@ import click
 
 from streams.assets import work_dir
 from streams.wire.brokers import bootstrap_option
-from .broker import delete_topics, ensure_broker, local_default, stop_broker
+from .broker import delete_topics, ensure_broker, stop_broker
 from .common import DEFAULT_CONFIG, DEFAULT_EVENTS, say
 from .session import run_session
 from .worker_process import DemoWorker
@@ -63,10 +63,9 @@ Examples:
   loopwatch demo --rate 5         # slower, to watch the detectors build up
   loopwatch demo --config my-openclaw.json --events my-fleet.jsonl --keep-topics
 """)
-@bootstrap_option(help="Kafka bootstrap server. At the default address a broker is started with "
-                       "deploy/kafka/kafka.sh when none answers (and stopped again on exit).",
-                  default=local_default, show_default="127.0.0.1:$KAFKA_PORT when KAFKA_PORT is exported, "
-                                                      "else 127.0.0.1:9092")
+@bootstrap_option(help="Kafka bootstrap server. At the local address (127.0.0.1:$KAFKA_PORT, else "
+                       "127.0.0.1:9092) a broker is started with deploy/kafka/kafka.sh when none answers "
+                       "(and stopped again on exit).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_CONFIG),
               show_default=True, help="OpenClaw config (JSON5) for the worker.")
 @click.option("--events", "events_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_EVENTS),

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from streams.assets import work_dir
-from streams.wire.brokers import DEFAULT_BOOTSTRAP
+from streams.wire.brokers import local_bootstrap
 from .common import KAFKA_SH, say, shown
 
-__all__ = ["local_default", "ensure_broker", "stop_broker", "delete_topics", "no_broker_hint", "kafka_sh", "kafka_sh_start"]
+__all__ = ["ensure_broker", "stop_broker", "delete_topics", "no_broker_hint", "kafka_sh", "kafka_sh_start"]
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -62,20 +62,13 @@ def kafka_sh(action: str, port: int) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(KAFKA_SH), action], stdout=sys.stderr, stderr=sys.stderr, env=env)
 
 
-def local_default() -> str:
-    """The demo's default broker: ``127.0.0.1:$KAFKA_PORT`` when ``KAFKA_PORT`` is exported (the
-    variable kafka.sh and ``make test`` take the port from), else :data:`DEFAULT_BOOTSTRAP`."""
-    port = os.environ.get("KAFKA_PORT", "").strip()
-    return f"127.0.0.1:{port}" if port.isdigit() and 0 < int(port) < 65536 else DEFAULT_BOOTSTRAP
-
-
 def ensure_broker(bootstrap: str) -> bool:
-    """Make sure a broker answers; returns True if this call started it (only at :func:`local_default`)."""
+    """Make sure a broker answers; returns True if this call started it (only at :func:`~streams.wire.brokers.local_bootstrap`)."""
     host, port = split_bootstrap(bootstrap)
     if port_open(host, port):
         say(f"using the Kafka broker already running at {host}:{port}")
         return False
-    if bootstrap != local_default() or not KAFKA_SH.exists():
+    if bootstrap != local_bootstrap() or not KAFKA_SH.exists():
         raise click.ClickException(no_broker_hint(bootstrap))
     state = Path(os.environ.get("KAFKA_WORK") or work_dir() / "kafka") / f"port-{port}"
     say(f"no broker at {host}:{port}: starting one with {shown(KAFKA_SH)} start "

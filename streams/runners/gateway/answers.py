@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from streams.runners.client import Verdict
+from streams.wire.codecs import json_loads
 
 __all__ = ["BadRequest", "parse_object", "event_answer", "DECISIONS"]
 
@@ -24,30 +23,15 @@ class BadRequest(Exception):
         self.close = close
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float; one beyond a double's range (``1e999``, which Python would read as
-    infinity) raises ValueError: JSON cannot hold infinity, and no encoder downstream can send it back."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"number {text[:40]} is beyond what JSON can hold (about 1.8e308)")
-    return value
-
-
 def parse_object(body: bytes) -> dict[str, Any]:
     """The JSON object in ``body`` (UTF-8). Raises BadRequest(400) with the reason for anything else
     (``NaN``, ``Infinity`` and numbers beyond a double such as ``1e999`` included)."""
     if not body.strip():
         raise BadRequest(400, "empty body: expected one JSON object")
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+        value = json_loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise BadRequest(400, f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    except RecursionError:
-        raise BadRequest(400, "invalid JSON: nested too deeply") from None
     except ValueError as exc:  # json.JSONDecodeError included
         raise BadRequest(400, f"invalid JSON: {exc}") from None
     if not isinstance(value, dict):

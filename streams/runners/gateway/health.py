@@ -6,6 +6,8 @@ import asyncio
 import time
 from typing import Any
 
+from streams.wire import verdicts
+
 __all__ = ["KafkaProbe", "Readiness"]
 
 
@@ -68,7 +70,7 @@ class Readiness:
         fresh_s: how long a verdict proves readiness.
     """
 
-    PROBE_RUN = "loopwatch-gateway-readyz"
+    PROBE_RUN = verdicts.PROBE_RUN
 
     def __init__(self, publish: Any, timeout: float, fresh_s: float = 10.0) -> None:
         self._publish = publish

@@ -7,7 +7,7 @@ load. The parent:
 * checks that nothing listens on ``host:port`` yet (a bind without ``SO_REUSEPORT``: another
   gateway started on the same port would otherwise join this one's listeners), then makes one
   listening socket per process with ``SO_REUSEPORT``, so the kernel spreads new connections over
-  the processes (Linux; elsewhere :class:`ProcessesUnsupported`);
+  the processes (Linux; elsewhere :class:`~.listen.ProcessesUnsupported`);
 * makes a connected Unix socket pair for every two processes (:mod:`.peers`: each session is
   answered by one process, whichever reads its requests);
 * forks the processes (each :func:`~.serve.serve` with its socket, its links, its own Kafka
@@ -35,65 +35,32 @@ from aiokafka.errors import KafkaConnectionError
 
 from streams.runners.connection import TopicNotFoundError
 from .app import GatewayConfig
+from .listen import listeners
 from .metrics import GatewayMetrics
 from .peers import Peers
 
-__all__ = ["serve_processes", "ProcessesUnsupported", "listeners"]
+__all__ = ["serve_processes"]
 
 log = logging.getLogger(__name__)
 
 STOP_WAIT_S = 60.0  # after SIGTERM, how long the parent waits for a process before killing it
 
 
-class ProcessesUnsupported(RuntimeError):
-    """Several processes need ``SO_REUSEPORT`` and ``fork`` (Linux)."""
-
-
-def listeners(host: str, port: int, count: int) -> list[socket.socket]:
-    """``count`` listening TCP sockets on ``host:port`` with ``SO_REUSEPORT`` (``port`` 0: one free port for all).
-
-    Raises:
-        OSError: something listens on ``host:port`` already (``EADDRINUSE``), or the address is not local.
-        ProcessesUnsupported: no ``SO_REUSEPORT`` here.
-    """
-    if not hasattr(socket, "SO_REUSEPORT") or "fork" not in multiprocessing.get_all_start_methods():
-        raise ProcessesUnsupported("--processes above 1 needs SO_REUSEPORT and fork (Linux)")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:  # no SO_REUSEPORT: fails if anything listens there
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((host, port))
-        port = probe.getsockname()[1]
-    made: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            made.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind((host, port))
-            sock.listen(1024)
-            sock.setblocking(False)
-    except BaseException:
-        for sock in made:
-            sock.close()
-        raise
-    return made
-
-
 def serve_processes(count: int, bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1",
                     port: int = 8787, client_options: Mapping[str, Any] | None = None, loop: str = "auto",
-                    ready: Callable[[str], None] | None = None) -> int:
+                    ready: Callable[[str], None] | None = None, socks: list[socket.socket] | None = None) -> int:
     """Run the gateway as ``count`` processes (>= 2) until SIGTERM/SIGINT; the exit status (0, or 1 when a
     process ended by itself or failed to start). Blocks; call it from the main thread of a process
-    without a running event loop (it forks).
+    without a running event loop (it forks). ``socks``: the ``count`` listening sockets
+    (:func:`~.listen.listeners`), made here when None.
 
     Raises:
         OSError: the port is taken.
-        ProcessesUnsupported: not on Linux.
+        streams.runners.gateway.listen.ProcessesUnsupported: not on Linux.
     """
     from .serve import run, serve  # the parent never runs an event loop itself
 
-    socks = listeners(host, port, count)
+    socks = socks if socks is not None else listeners(host, port, count)
     port = socks[0].getsockname()[1]
     url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
     pairs = {(i, j): socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,7 +86,7 @@ def serve_processes(count: int, bootstrap: str, config: GatewayConfig, *, host: 
                 sock.close()
         peers = Peers(index, count, links, config.timeout)
         try:
-            run(serve(bootstrap, config, host=host, port=port, client_options=client_options, sock=socks[index],
+            run(serve(bootstrap, config, host=host, port=port, client_options=client_options, socks=[socks[index]],
                       peers=peers, metrics=GatewayMetrics(metrics_dir), ready=lambda _url: told.send(index)), loop)
         except (KafkaConnectionError, TopicNotFoundError, OSError) as exc:  # said once, as one process says it
             log.error("loopwatch gateway: process %d: %s", index, exc)

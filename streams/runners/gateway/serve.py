@@ -8,7 +8,7 @@ import logging
 import signal
 import socket
 import threading
-from typing import Any, Callable, Coroutine, Mapping
+from typing import Any, Callable, Coroutine, Mapping, Sequence
 
 from aiohttp import web
 
@@ -29,7 +29,7 @@ LINGER_S = 1.0  # after refusing a body, read what the client still sends for at
 async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1", port: int = 8787,
                 client_options: Mapping[str, Any] | None = None,
                 ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
-                sock: socket.socket | None = None, peers: Peers | None = None,
+                socks: Sequence[socket.socket] | None = None, peers: Peers | None = None,
                 metrics: GatewayMetrics | None = None) -> None:
     """Serve the gateway until ``stop`` is set, SIGTERM or SIGINT arrives, or the task is cancelled.
 
@@ -48,8 +48,8 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
             outbox bounds, ``stop_timeout``).
         ready: called with the URL once listening.
         stop: set to drain and return; SIGTERM and SIGINT set it too (when called in the main thread).
-        sock: a listening socket to serve on instead of binding ``host:port`` (one process of a gateway of
-            several: :mod:`.processes`).
+        socks: listening sockets to serve on instead of binding ``host:port`` here (:mod:`.listen`: the
+            command binds them before anything else; one process of a gateway of several gets its own).
         peers: that process's links to the others (:mod:`.peers`); closed after the drain.
         metrics: where to count (default: a fresh :class:`~streams.runners.gateway.metrics.GatewayMetrics`).
     Raises:
@@ -72,8 +72,8 @@ async def serve(bootstrap: str, config: GatewayConfig, *, host: str = "127.0.0.1
         if peers is not None:
             await peers.open(app[HANDOVER_KEY])
         await runner.setup()
-        site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, host, port)
-        await site.start()
+        for site in [web.SockSite(runner, sock) for sock in socks] if socks else [web.TCPSite(runner, host, port)]:
+            await site.start()
         url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
         log.info("loopwatch gateway on %s (Kafka %s, timeout %g s, on_timeout=%s)",
                  url, bootstrap, config.timeout, config.on_timeout)
