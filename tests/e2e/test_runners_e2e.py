@@ -187,6 +187,43 @@ def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
     assert "hook" not in run.stderr.lower()
 
 
+NO_GATEWAY_CALLS = 6
+
+
+@pytest.mark.parametrize("on_failure", ["allow", "block"])
+@pytest.mark.parametrize("runner", ["claude", "codex"])
+def test_the_command_hook_without_a_gateway_fails_open_or_closed_as_set(tmp_path, runner, on_failure):
+    """No gateway answers (nothing listens on its port): ``LOOPWATCH_HOOK_ON_FAILURE`` decides. ``allow``: every
+    call runs and the hook says why (Claude Code's transcript keeps its stderr). ``block``: no call runs.
+    Codex refuses each call (exit 2; the model reads ``failing closed``) and the model goes on; Claude Code
+    stops at the prompt: the ``UserPromptSubmit`` hook fails closed too (``continue: false``), so the model is
+    never asked and ``claude -p`` prints ``Operation stopped by hook: ... failing closed``."""
+    from tests.e2e.harness import free_port
+
+    binary = _binary(runner)
+    counter = tmp_path / "project" / "ran.txt"
+    hook_env = {"LOOPWATCH_GATEWAY_URL": f"http://127.0.0.1:{free_port()}",
+                "LOOPWATCH_GATEWAY_TOKEN_FILE": str(tmp_path / "no-token"), "LOOPWATCH_HOOK_ON_FAILURE": on_failure}
+    log = tmp_path / "model.jsonl"
+    with ModelServer(_command(counter), NO_GATEWAY_CALLS, log) as model:
+        run = (run_codex if runner == "codex" else run_claude_code)(binary, tmp_path, model.url, hook_env)
+    assert run.status == 0, run.stderr
+    session = run.session_file.read_text() if run.session_file else ""
+    if on_failure == "allow":
+        assert _ran(counter) == NO_GATEWAY_CALLS and model.model.calls == NO_GATEWAY_CALLS
+        assert "failing closed" not in session
+        if runner == "claude":
+            assert "unreachable" in session and "failing open (on-failure allow)" in session
+    elif runner == "codex":
+        assert _ran(counter) == 0 and model.model.calls == NO_GATEWAY_CALLS
+        assert "failing closed (on-failure block)" in _model_saw(log)
+    else:
+        assert _ran(counter) == 0 and model.model.calls == 0 and not log.exists()
+        result = json.loads(run.stdout)
+        assert result["result"].startswith("Operation stopped by hook: loopwatch: gateway at ")
+        assert result["result"].endswith("failing closed (on-failure block)")
+
+
 @pytest.fixture
 def stoppable(kafka_bootstrap, tmp_path_factory):
     """A pipeline of its own (its worker is stopped mid-run), failing open after 1 s without a verdict."""
