@@ -103,6 +103,7 @@ async def run_session(bootstrap: str, topics: dict[str, str], events_path: str, 
                 out.write(json.dumps(json_safe(record), ensure_ascii=False) + "\n")
                 out.flush()
 
+    producing: asyncio.Future | None = None
     try:
         produced = ProduceSummary()
 
@@ -167,6 +168,11 @@ async def run_session(bootstrap: str, topics: dict[str, str], events_path: str, 
         while True:
             show(await consumer.getmany(timeout_ms=1000))
     finally:
+        if producing is not None and not producing.done():
+            # Ctrl-C while events are still going out: publish_events gives up what the broker has not
+            # acknowledged within a few seconds instead of waiting for a broker that may be down
+            producing.cancel()
+            await asyncio.wait([producing])
         if out is not None:
             out.close()
         await consumer.stop()
