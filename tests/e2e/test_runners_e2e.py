@@ -224,6 +224,58 @@ def test_the_command_hook_without_a_gateway_fails_open_or_closed_as_set(tmp_path
         assert result["result"].endswith("failing closed (on-failure block)")
 
 
+PROFILE_CONFIG = {"tools": {"loopDetection": {"enabled": True}}, "options": {"profile": "openclaw-2026.9.6"}}
+
+
+@pytest.fixture(scope="module")
+def profile_pipeline(kafka_bootstrap, tmp_path_factory):
+    """OpenClaw 2026.9.6's behaviour (its fixed thresholds: warn at 10, critical at 20), no loopwatch policy."""
+    started = Pipeline(kafka_bootstrap, tmp_path_factory.mktemp("profile"), PROFILE_CONFIG, topic_tag()).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.mark.parametrize("runner", ["claude", "codex"])
+def test_the_2026_9_6_terminal_block_ends_the_run(profile_pipeline, tmp_path, runner):
+    """Under the ``openclaw-2026.9.6`` profile the 21st identical call gets the recovery block (verdict ``block``,
+    the model reads its ``block_text``) and the 22nd the terminal block (verdict ``abort``: the run has ended).
+    Claude Code stops there (deny + ``continue: false``): 20 calls ran, no model turn after the 22nd. Codex
+    refuses the 22nd and every later call (``run_ended``), and the model reads the terminal text. The warning
+    at the 11th call reaches the model with OpenClaw 2026.9.6's note (``additionalContext``)."""
+    binary = _binary(runner)
+    counter = tmp_path / "project" / "ran.txt"
+    max_calls = 25
+    log = tmp_path / "model.jsonl"
+    with ModelServer(_command(counter), max_calls, log) as model:
+        run = (run_codex if runner == "codex" else run_claude_code)(binary, tmp_path, model.url,
+                                                                      profile_pipeline.hook_env())
+    assert run.status == 0, run.stderr
+    asked = 22 if runner == "claude" else max_calls
+    live = profile_pipeline.verdicts(run.session_id, at_least=20 * 2 + asked - 20)
+    calls = calls_of(live)
+    verdicts = [c["verdict"] for c in calls.values()]
+    assert verdicts[20:] == ["block", "abort"] + ["abort"] * (asked - 22)
+    assert "block" not in verdicts[:20] and "abort" not in verdicts[:20] and verdicts[10] == "warn"
+    records = {r["tool_call_id"]: r for r in live if r["type"] == "tool_call"}
+    ids = list(calls)
+    assert records[ids[20]]["tool_loop_recovery"] == "recovery"
+    assert records[ids[21]]["tool_loop_recovery"] == "terminal" and records[ids[21]]["run_terminated"]
+    assert all(records[i]["run_ended"]["by"] for i in ids[22:])
+    assert _ran(counter) == 20 and model.model.calls == asked
+    requests = log.read_text().splitlines()
+    assert records[ids[10]]["warning"]["note"] in requests[-1]
+    assert "Do not repeat this exact tool action" in requests[-1]  # the recovery block's text
+    if runner == "claude":
+        assert "hook_stopped_continuation" in run.session_file.read_text()
+    else:
+        assert "This run is stopping now" in requests[-1]
+        assert records[ids[-1]]["run_ended"]["message"].splitlines()[0] in requests[-1]  # the log escapes newlines
+    fmt = "codex" if runner == "codex" else "claude-code"
+    assert calls_of(replay(fmt, run.session_file, profile_pipeline.config_path)) == calls
+
+
 @pytest.fixture
 def stoppable(kafka_bootstrap, tmp_path_factory):
     """A pipeline of its own (its worker is stopped mid-run), failing open after 1 s without a verdict."""
