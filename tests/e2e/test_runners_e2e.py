@@ -320,6 +320,13 @@ def test_with_the_worker_stopped_mid_run_state_follows_what_ran(stoppable, tmp_p
     assert all(r.get("late") for r in results if r["tool_call_id"] in late)
     verdicts = [c["verdict"] for c in calls.values()]
     assert verdicts[5] == "block"  # the rules' answer, after the fact: the call had run
+    # ... which the call's late result corrects: it ran, it counts as run, not as blocked
+    refused = [(call_id, c["verdict"]) for call_id, c in calls.items() if c["verdict"] in ("block", "abort")]
+    assert len(refused) >= MAX_CALLS - 5
+    corrections = {r["tool_call_id"]: r.get("corrects") for r in results}
+    for call_id, verdict in refused:
+        assert call_id in late and (corrections[call_id] or {}).get("verdict") == verdict, (call_id, corrections)
+    assert all(isinstance(e.get("deadline"), int) for e in events if e["type"] == "tool_call")  # fail-open client
     replayer = Replayer(Engine(OpenClawConfig(CONFIG)), key_by="run")
     assert calls_of(replayer.apply(e, e["event_id"]) for e in events) == calls
 
