@@ -22,6 +22,13 @@
  *   With `needle` (bytes): None instead when the canonical text contains it
  *   (the 2026.9.6 outcome digest then takes the normalising Python path).
  *
+ * fields_typed(event, strings, numbers, booleans) -> bool
+ *
+ *   Whether every field named in the three tuples of str is absent from the dict
+ *   `event`, None, or of its kind: exactly str; int or float but not bool; bool.
+ *   False sends the caller to its own checks, which say which field and why
+ *   (streams.detection.events: the schema check every event passes through).
+ *
  * Size: one walk serves both entry points, with its string escaping and key order; split, the static helpers
  * would need a header of their own for no reader's gain.
  *
@@ -406,9 +413,43 @@ static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t na
 }
 #endif
 
+/* ---- the event schema's field types ---- */
+
+static int fields_of_kind(PyObject *event, PyObject *names, int kind) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyDict_GetItemWithError(event, PyTuple_GET_ITEM(names, i));
+        if (value == NULL) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        if (value == Py_None) continue;
+        if (kind == 0 ? !PyUnicode_CheckExact(value)
+            : kind == 1 ? PyBool_Check(value) || !(PyLong_Check(value) || PyFloat_Check(value))
+            : !PyBool_Check(value)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *fields_typed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])
+        || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "fields_typed(event: dict, strings, numbers, booleans: tuple)");
+        return NULL;
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        int ok = fields_of_kind(args[0], args[1 + kind], kind);
+        if (ok < 0) return NULL;
+        if (!ok) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_bytes", (PyCFunction)(void (*)(void))canonical_bytes, METH_FASTCALL,
      "canonical_bytes(value, number_text, undefined) -> bytes: OpenClaw's canonical text, UTF-8."},
+    {"fields_typed", (PyCFunction)(void (*)(void))fields_typed, METH_FASTCALL,
+     "fields_typed(event, strings, numbers, booleans) -> bool: every named field absent, None or of its kind."},
 #ifdef LOOPWATCH_OPENSSL
     {"digest_hex", (PyCFunction)(void (*)(void))digest_hex, METH_FASTCALL,
      "digest_hex(value, number_text, undefined, prefix[, needle]) -> str | None: prefix + hex SHA-256 of the "

@@ -261,6 +261,17 @@ except ImportError:  # built without OpenSSL's headers: hashlib hashes instead
 ACCELERATED = _c_canonical_bytes is not None
 
 
+def accelerated(name: str) -> Callable[..., Any] | None:
+    """The C accelerator's function ``name``, or None when the accelerator is not loaded (or predates it)."""
+    if _PURE:
+        return None
+    try:
+        from . import _canonical
+    except ImportError:
+        return None
+    return getattr(_canonical, name, None)
+
+
 def canonical_bytes(value: Any) -> bytes:
     """UTF-8 bytes of :func:`stable_stringify` -- what OpenClaw hashes (docs/detection-rules.md §4.1)."""
     if _c_canonical_bytes is not None:

@@ -61,12 +61,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, MutableMapping
 
-from .canonical import UNDEFINED, NotJSONData
+from .canonical import UNDEFINED, NotJSONData, digest
 from .config import LoopDetectionSettings, OpenClawConfig
 from .decision import set_decided_by
 from .detectors import CRITICAL, Detection, detect, is_known_poll
-from .events import EventError, blocked_key, guard_key, has_session, has_session_key, validate_event
-from .fingerprint import args_hash, js_trim, normalize_tool_name, outcome_profile
+from .events import EventError, blocked_key, guard_key, has_session, has_session_key, run_identity, validate_event
+from .fingerprint import args_hash, normalize_tool_name, outcome_profile
 from .outcomes_2026_9 import KIND_VETO
 from .policies import Policies, build as build_policies
 from .post_compaction_guard import arm, guard_status
@@ -137,7 +137,7 @@ class Engine:
         if blocked is None:
             blocked = state.blocked
         runs = guards if guards is not None else state.runs
-        own_key = guard_key(event)
+        raw_run, run_id, own_key = run_identity(event)
         answered = None  # a tool_result's blocked or pending call: (blocked key or None, call or None)
         if kind == "tool_result":
             answered = answered_call(event, state, blocked)
@@ -154,9 +154,9 @@ class Engine:
             if policies is not None:
                 event = policies.prepare(event)
             if kind == "tool_call":
-                verdict = self._tool_call(event, state, ref, guards, blocked, run_key)
+                verdict = self._tool_call(event, state, ref, guards, blocked, run_key, raw_run, run_id)
             elif kind == "tool_result":
-                verdict = self._tool_result(event, state, ref, guards, blocked, *answered, run_key)
+                verdict = self._tool_result(event, state, ref, guards, blocked, *answered, run_key, run_id)
             else:
                 verdict = self._compaction_retry(event, state, guards, run_key)
         except RecursionError:
@@ -192,12 +192,9 @@ class Engine:
 
     # ---------------------------------------------------------------- event kinds
 
-    def _context(self, event: Mapping[str, Any]) -> tuple[LoopDetectionSettings, str | None, str | None]:
-        """Settings of the event's agent and profile, and its raw and trimmed run id."""
-        raw_run = event.get("run_id")
-        settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
-        run_id = (js_trim(raw_run) or None) if raw_run else None
-        return settings, raw_run, run_id
+    def _settings(self, event: Mapping[str, Any]) -> LoopDetectionSettings:
+        """Settings of the event's agent and profile (cached by the config)."""
+        return self.config.for_agent(event.get("agent_id"), event.get("profile"))
 
     @staticmethod
     def _run(state: SessionState | None, guards: MutableMapping[str, RunState] | None,
@@ -215,13 +212,15 @@ class Engine:
 
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any,
                    guards: MutableMapping[str, RunState] | None,
-                   blocked: MutableMapping[str, PendingCall], run_key: str | None) -> dict[str, Any]:
+                   blocked: MutableMapping[str, PendingCall], run_key: str | None, raw_run: str | None,
+                   run_id: str | None) -> dict[str, Any]:
+        """``raw_run`` and ``run_id``: the event's run id as sent and trimmed (:func:`run_identity`)."""
         call_id = event.get("tool_call_id")
-        settings, raw_run, run_id = self._context(event)
+        settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
         is_2026_9 = settings.is_2026_9
         tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
         args = event.get("args", UNDEFINED)
-        call_hash = args_hash(tool, args)  # may raise RecursionError: before any change to state
+        call_hash = digest(args, tool + ":")  # args_hash, inlined (hot); may raise RecursionError: before any change
         call_key = call_hash[:-32]  # hash_key, inlined (hot)
         session_id = event.get("session_id")
         keyed = has_session_key(event)
@@ -306,10 +305,11 @@ class Engine:
 
     def _tool_result(self, event: Mapping[str, Any], state: SessionState | None, ref: Any,
                      guards: MutableMapping[str, RunState] | None, blocked: MutableMapping[str, PendingCall],
-                     blocked_hit: str | None, call: PendingCall | None, run_key: str | None) -> dict[str, Any]:
+                     blocked_hit: str | None, call: PendingCall | None, run_key: str | None,
+                     run_id: str | None) -> dict[str, Any]:
         """docs/detection-rules.md §9: a result for a blocked call, for a pending call, or for no pending call.
 
-        ``blocked_hit`` and ``call`` are what :func:`answered_call` found. A
+        ``blocked_hit`` and ``call`` are what :func:`answered_call` found; ``run_id`` the event's trimmed run id. A
         pending call (by ``tool_call_id``, in the session's state) gets its
         outcome recorded as that call's: its run id, agent config, tool, args
         and guard, whatever run id the result carries. Else a result whose run
@@ -326,13 +326,13 @@ class Engine:
         """
         call_id = event.get("tool_call_id")
         if event.get("judged") is False:
-            return self._unjudged_result(event, state, guards, self._context(event)[0], run_key)
+            return self._unjudged_result(event, state, guards, self._settings(event), run_key)
         sessionful = has_session(event)
         if blocked_hit is not None:
             del blocked[blocked_hit]  # the first such result uses the entry up
             if not (event.get("ran_without_verdict") is True and sessionful):
                 # blocked: OpenClaw never ran it. The event's own tool name and args (absent: "tool" and undefined)
-                settings = self._context(event)[0]
+                settings = self._settings(event)
                 tool = normalize_tool_name(event.get("tool_name"), settings.is_2026_9)
                 call_hash = args_hash(tool, event.get("args", UNDEFINED))
                 run = self._run(state, guards, settings, run_key)
@@ -350,7 +350,7 @@ class Engine:
             # event's own tool name and args (absent: "tool" and undefined), hashed before
             # any change to the state (RecursionError); recorded as step 6 records any
             # outcome, carrying the event's call id.
-            settings, _, record_run = self._context(event)
+            settings, record_run = self._settings(event), run_id
             is_2026_9 = settings.is_2026_9
             tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
             args = event.get("args", UNDEFINED)

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .canonical import accelerated
 from .fingerprint import js_trim
 from .profiles import check_profile
 
-__all__ = ["EVENT_TYPES", "EventError", "validate_event", "state_key", "guard_key", "has_session_key", "has_session",
-           "blocked_key"]
+__all__ = ["EVENT_TYPES", "EventError", "validate_event", "state_key", "guard_key", "run_identity", "has_session_key",
+           "has_session", "blocked_key"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction_retry")
 
@@ -46,6 +47,8 @@ _STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_
                   "blocked_by", "runner")
 _NUMBER_FIELDS = ("ts", "deadline")
 _BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
+# one C call for the usual event, whose fields are all of their types (None: the loops below only)
+_fields_typed = accelerated("fields_typed")
 
 
 def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
@@ -58,20 +61,24 @@ def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
     ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1).
     """
     get = event.get
-    for field in _STRING_FIELDS:
-        value = get(field)
-        if value is not None and type(value) is not str:
-            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    typed = _fields_typed is not None and type(event) is dict and _fields_typed(
+        event, _STRING_FIELDS, _NUMBER_FIELDS, _BOOL_FIELDS)
+    if not typed:
+        for field in _STRING_FIELDS:
+            value = get(field)
+            if value is not None and type(value) is not str:
+                raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
     if kind != "tool_result" and not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
-    for field in _NUMBER_FIELDS:
-        value = get(field)
-        if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
-            raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
-    for field in _BOOL_FIELDS:
-        value = get(field)
-        if value is not None and type(value) is not bool:
-            raise EventError(f"{field} must be true or false, got {type(value).__name__}")
+    if not typed:
+        for field in _NUMBER_FIELDS:
+            value = get(field)
+            if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
+                raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
+        for field in _BOOL_FIELDS:
+            value = get(field)
+            if value is not None and type(value) is not bool:
+                raise EventError(f"{field} must be true or false, got {type(value).__name__}")
     if get("judged") is False and get("ran_without_verdict") is True:
         raise EventError("judged: false (loopwatch was never asked) contradicts ran_without_verdict: true "
                          "(asked, not waited for)")
@@ -159,10 +166,14 @@ def guard_key(event: Mapping[str, Any]) -> str | None:
     None for a blank run id with neither (only a ``tool_result`` can have
     neither: it gets a guard of its own that nothing keeps).
     """
+    return run_identity(event)[2]
+
+
+def run_identity(event: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(run id as sent, trimmed run id or None when blank, guard_key(event))``, trimming once."""
     raw_run = event.get("run_id")
-    if raw_run and js_trim(raw_run):
-        return raw_run
+    run_id = js_trim(raw_run) if raw_run else None
+    if run_id:
+        return raw_run, run_id, raw_run
     session_key = event.get("session_key")
-    if session_key is not None:
-        return session_key
-    return event.get("session_id")
+    return raw_run, None, session_key if session_key is not None else event.get("session_id")

@@ -118,7 +118,11 @@ def outcome_of(profile: int, result: Any, error: Any, is_2026_9: bool = False) -
     result_hash = outcome_hash(profile, result, error)
     if result_hash is None:
         return None
-    return Outcome(result_hash, unknown_tool_name(error) if error is not None else None, 0, False, None)
+    # tuple.__new__: an Outcome without the named tuple's Python-level __new__ (once per recorded outcome)
+    return _new_tuple(Outcome, (result_hash, unknown_tool_name(error) if error is not None else None, 0, False, None))
+
+
+_new_tuple = tuple.__new__
 
 
 def rebind_pending(state: SessionState, run_id: str | None, tool: str, call_id: str | None, call_hash: str,

@@ -14,13 +14,14 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.detection import UNDEFINED, canonical
+from streams.detection import UNDEFINED, canonical, events
 from streams.detection.canonical import _exact_text, _number
 
 pytestmark = pytest.mark.skipif(not canonical.ACCELERATED, reason="the C accelerator is not built here")
@@ -141,3 +142,55 @@ def test_conformance_passes_without_the_accelerator(name):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert ", 0 failed" in run.stdout
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+_FIELD_VALUES = [None, "x", "", _Str("x"), 0, -3, _Int(4), 1.5, math.nan, True, False, [], {}, b"x", UNDEFINED]
+
+
+@pytest.mark.parametrize("field", events._STRING_FIELDS + events._NUMBER_FIELDS + events._BOOL_FIELDS)
+def test_field_types_checked_in_c_as_in_python(field):
+    """The C check of the schema's field types (``fields_typed``) accepts exactly what the Python loops accept:
+    each value in each field, and the field absent."""
+    fields_typed = canonical.accelerated("fields_typed")
+    assert fields_typed is not None and fields_typed is events._fields_typed
+    base = {"type": "tool_call", "session_id": "s", "run_id": "r", "ts": 1, "judged": True}
+    for value in [*_FIELD_VALUES, "absent"]:
+        event = {k: v for k, v in base.items() if k != field}
+        if value != "absent":
+            event[field] = value
+        python_ok = _accepts(_Mapping(event))  # not a dict: the Python loops alone
+        assert _accepts(event) is python_ok, (field, value)  # a dict: the C check first
+        if field == "session_id" and value in (None, "", "absent"):
+            continue  # no session: rejected by the envelope rule after the types
+        in_c = fields_typed(event, events._STRING_FIELDS, events._NUMBER_FIELDS, events._BOOL_FIELDS)
+        assert in_c is python_ok, (field, value)
+
+
+def _accepts(event) -> bool:
+    try:
+        events.validate_event(event)
+    except events.EventError:
+        return False
+    return True
+
+
+class _Mapping(Mapping):
+    def __init__(self, data):
+        self._data = data
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)

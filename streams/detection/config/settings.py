@@ -6,7 +6,7 @@ and OpenClaw's defaults (docs/detection-rules.md §2.2, §2.3; 2026.9.6's fixed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..profiles import DEFAULT_PROFILE, OPENCLAW_2026_9_6
 
@@ -50,23 +50,20 @@ class LoopDetectionSettings:
     profile: str = DEFAULT_PROFILE  # streams.detection.profiles
     is_2026_9: bool = False  # profile == openclaw-2026.9.6: the engine's and detectors' branches test this
 
-    @property
-    def detectors_enabled(self) -> bool:
-        """Rolling detectors run only when ``enabled`` is exactly true."""
-        return self.enabled is True
+    # derived from ``enabled`` and ``is_2026_9`` once (the engine reads them for every event)
+    detectors_enabled: bool = field(init=False, repr=False, compare=False)
+    """Rolling detectors run only when ``enabled`` is exactly true."""
+    records_calls: bool = field(init=False, repr=False, compare=False)
+    """Calls are recorded before execution unless ``enabled`` is exactly false
+    (2026.9.6: only when it is exactly true, docs/detection-rules.md §11.2.3)."""
+    guard_enabled: bool = field(init=False, repr=False, compare=False)
+    """The post-compaction guard runs unless ``enabled`` is exactly false."""
 
-    @property
-    def records_calls(self) -> bool:
-        """Calls are recorded before execution unless ``enabled`` is exactly false
-        (2026.9.6: only when it is exactly true, docs/detection-rules.md §11.2.3)."""
-        if self.is_2026_9:
-            return self.enabled is True
-        return self.enabled is not False
-
-    @property
-    def guard_enabled(self) -> bool:
-        """The post-compaction guard runs unless ``enabled`` is exactly false."""
-        return self.enabled is not False
+    def __post_init__(self) -> None:
+        enabled = self.enabled
+        object.__setattr__(self, "detectors_enabled", enabled is True)
+        object.__setattr__(self, "records_calls", enabled is True if self.is_2026_9 else enabled is not False)
+        object.__setattr__(self, "guard_enabled", enabled is not False)
 
 
 DEFAULTS = LoopDetectionSettings()
