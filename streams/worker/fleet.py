@@ -58,7 +58,6 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.detection.fleet import FleetCorrelator, FleetSettings, observation, window_ranges
-from streams.detection.decision import findings
 from streams.detection.fleet_breaker import FleetBreaker
 from streams.wire.codecs import DecodeError, decode_event, record_encoder
 
@@ -204,6 +203,7 @@ class FleetView:
                  fleet_events_topic: str, bootstrap: str, codec: str = "msgpack") -> None:
         self.settings = fleet
         self._encode = record_encoder(codec)
+        self._pack = msgpack.Packer(use_bin_type=True).pack  # observations: msgpack whatever the codec
         topic = {**_RAW, "partitions": partitions, "replicas": replicas}
         self.signals = app.topic(f"{app_id}-fleet-signals", internal=True, **topic)
         self.fleet_events = app.topic(fleet_events_topic, **topic)
@@ -243,12 +243,13 @@ class FleetView:
     # -------------------------------------------------------------- verdict path
 
     def after_apply(self, record: Mapping[str, Any], event: Mapping[str, Any], key: bytes,
-                    add: Callable[[str, bytes | None, bytes], None]) -> None:
-        """Queue the observation of a verdict ``record`` (and its fleet_block record, if the breaker matched)."""
+                    found: list[dict[str, Any]], add: Callable[[str, bytes | None, bytes], None]) -> None:
+        """Queue the observation of a verdict ``record`` (and its fleet_block record, if the breaker matched;
+        ``found``: the record's findings, :func:`streams.detection.decision.findings`)."""
         obs = observation(record, self.settings, event.get("agent_id"))
         if obs is not None:
-            add(self.signals_topic, obs["sig"].encode("utf-8"), msgpack.packb(obs, use_bin_type=True))
-        for finding in findings(record):
+            add(self.signals_topic, obs["sig"].encode("utf-8"), self._pack(obs))
+        for finding in found:
             if finding["kind"] != "fleet":
                 continue
             shadow = not finding["enforced"]

@@ -7,8 +7,9 @@ only these names (a test checks it).
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -37,6 +38,7 @@ __all__ = [
     "DEAD_LETTER_REASONS",
     "observe_many",
     "count_finding",
+    "BatchCounts",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -211,3 +213,79 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     for bucket, count in zip(buckets, counts):
         if count:
             bucket.inc(count)
+
+
+class BatchCounts:
+    """The metric updates of the events of a batch, gathered per event at a dict increment's cost and
+    published once per batch (:meth:`publish`): a Prometheus update takes a lock.
+
+    Arguments:
+        clock: the wall clock, seconds since the epoch, for the ``past_deadline`` count of
+            :data:`LATE_VERDICTS` only (no verdict depends on it; tests pass a fake).
+    Attributes:
+        engine_times: the engine's seconds per event (:data:`ENGINE_SECONDS`); redelivered: events skipped
+            as already applied (:data:`REDELIVERED`).
+    """
+
+    __slots__ = ("clock", "engine_times", "redelivered", "_events", "_verdicts", "_late", "_run_ended")
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.engine_times: list[float] = []
+        self.redelivered = 0
+        self._events: dict[Any, int] = {}
+        self._verdicts: dict[Any, int] = {}
+        self._late: dict[str, int] = {}
+        self._run_ended = 0
+
+    def verdict(self, event_type: Any, record: Mapping[str, Any]) -> None:
+        """Count one event applied and its verdict ``record`` (:data:`EVENTS`, :data:`VERDICTS`,
+        :data:`LATE_VERDICTS`, :data:`RUN_ENDED_EVENTS`).
+
+        A call's verdict produced after its runner stopped waiting (past its ``deadline`` by
+        :attr:`clock`) counts as ``late``, not as what it said: the runner ran the call (the blocks
+        counted are calls that were blocked). A ``late: true`` record counts as ``ran_without_verdict``.
+        """
+        events = self._events
+        events[event_type] = events.get(event_type, 0) + 1
+        reason = None
+        if record.get("late"):
+            reason = "ran_without_verdict"
+        elif record.get("type") == "tool_call":
+            deadline = record.get("deadline")
+            if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and \
+                    self.clock() * 1000.0 > deadline:
+                reason = "past_deadline"
+        if reason is not None:
+            self._late[reason] = self._late.get(reason, 0) + 1
+        if "run_ended" in record:
+            self._run_ended += 1
+        kind = "late" if reason == "past_deadline" else record["verdict"]
+        verdicts = self._verdicts
+        verdicts[kind] = verdicts.get(kind, 0) + 1
+
+    @staticmethod
+    def detections(loop_events: list[dict[str, Any]]) -> None:
+        """Count the findings of a verdict's loop events in :data:`DETECTIONS` (a correction is counted as a
+        late verdict already); few verdicts have any, so these go at once."""
+        for loop_event in loop_events:
+            if loop_event["kind"] != "correction":
+                count_finding(loop_event)
+
+    def publish(self) -> None:
+        """Add what was counted since the last call to the metrics."""
+        for counts, metric in ((self._events, EVENTS), (self._verdicts, VERDICTS)):
+            for label, count in counts.items():
+                metric.labels(str(label)).inc(count)
+            counts.clear()
+        observe_many(ENGINE_SECONDS, self.engine_times)
+        self.engine_times.clear()
+        if self.redelivered:
+            REDELIVERED.inc(self.redelivered)
+            self.redelivered = 0
+        for reason, count in self._late.items():
+            LATE_VERDICTS.labels(reason).inc(count)
+        self._late.clear()
+        if self._run_ended:
+            RUN_ENDED_EVENTS.inc(self._run_ended)
+            self._run_ended = 0

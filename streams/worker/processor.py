@@ -39,20 +39,18 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from streams.wire import keys
 from . import metrics
-from .records import Source, encode_dead_letter, loop_events, shortened
+from .records import Source, encode_capped, encode_dead_letter, loop_events
 from .rekey import decode_envelope, encode_envelope
 from .states import States, UnreadableState
 from streams.wire.codecs import MAX_CARRIED_BYTES, DecodeError, decode_event, fits, record_encoder
 from streams.detection import Engine, EventError, SessionState
+from streams.detection.decision import findings
 from streams.detection.fleet_breaker import FleetBreaker, decide
 from streams.wire.verdicts import verdict_record
 
 __all__ = ["APPLIED", "DEAD_LETTER", "SKIPPED", "Handled", "Outcome", "Processor", "Topics"]
 
 log = logging.getLogger(__name__)
-
-EVENTS_BY_TYPE = metrics.EVENTS
-VERDICTS_BY_NAME = metrics.VERDICTS
 
 # What apply() did with an event.
 APPLIED = "applied"          # applied to the state; new verdict
@@ -65,7 +63,8 @@ class Outcome:
     """What :meth:`Processor.apply` did with one event, and what it gives to publish.
 
     ``verdict``/``loop_events``/``dead_letter`` are encoded record values;
-    ``record`` the verdict as a dict (None when not applied now).
+    ``record`` the verdict as a dict (None when not applied now); ``findings`` the verdict's
+    (:func:`streams.detection.decision.findings`, computed once: the loop events and the fleet view read them).
     """
 
     kind: str
@@ -74,6 +73,7 @@ class Outcome:
     loop_events: list[bytes] = field(default_factory=list)
     dead_letter: bytes | None = None
     record: dict[str, Any] | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Topics(NamedTuple):
@@ -124,12 +124,13 @@ class Processor:
             ``loopwatch_late_verdicts_total`` only (tests pass a fake).
         states: where :meth:`handle` finds the state of a key (default: states of an empty table).
         topics: where :meth:`handle` sends what it publishes.
-        observe: ``observe(record, event, key, add)``, called for each verdict applied, may ``add(topic, key,
-            value)`` records to publish (the fleet view's observations, :mod:`streams.worker.fleet`).
+        observe: ``observe(record, event, key, findings, add)``, called for each verdict applied (``findings``:
+            the verdict's, :attr:`Outcome.findings`), may ``add(topic, key, value)`` records to publish (the fleet
+            view's observations, :mod:`streams.worker.fleet`).
     """
 
-    __slots__ = ("engine", "key_by", "codec", "fleet", "clock", "states", "topics", "observe", "_encode",
-                 "_event_counts", "_verdict_counts", "_engine_times", "_redelivered", "_late_counts", "_run_ended")
+    __slots__ = ("_engine", "_warning_floor", "key_by", "codec", "fleet", "states", "topics", "observe", "_encode",
+                 "counts")
 
     def __init__(self, engine: Engine, key_by: str = "run", codec: str = "msgpack",
                  fleet: FleetBreaker | None = None, clock: Callable[[], float] = _wall_clock,
@@ -142,21 +143,25 @@ class Processor:
         self.codec = codec
         self.fleet = fleet
         self._encode = record_encoder(codec)
-        # metric updates gathered per batch, published by flush_metrics()
-        self._event_counts: dict[Any, int] = {}
-        self._verdict_counts: dict[Any, int] = {}
-        self._engine_times: list[float] = []
-        self._redelivered = 0
-        self.clock = clock  # metrics only (past_deadline): no verdict depends on it
-        self._late_counts: dict[str, int] = {}
-        self._run_ended = 0
+        self.counts = metrics.BatchCounts(clock)  # gathered per event, published by flush_metrics()
         self.states = states if states is not None else States({}, self.encode_state)
         self.topics = topics
         self.observe = observe
 
+    @property
+    def engine(self) -> Engine:
+        """The detection engine (may be replaced while no batch is handled)."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self._engine = engine
+        # read once, not per state encoded: a property over every agent and profile of the config
+        self._warning_floor = engine.config.smallest_warning_threshold
+
     def encode_state(self, state: SessionState) -> bytes:
         """The state table value of ``state`` (:func:`streams.worker.states.encode_state`)."""
-        return state.to_bytes(self.engine.config.smallest_warning_threshold)
+        return state.to_bytes(self._warning_floor)
 
     # ---------------------------------------------------------------- records
 
@@ -236,7 +241,7 @@ class Processor:
                 publish.append((topics.loop_events, key, value, 0))
             record: dict[str, Any] = outcome.record  # type: ignore[assignment]
             if self.observe is not None:
-                self.observe(record, event, key, done.add)
+                self.observe(record, event, key, outcome.findings, done.add)
             event_ts = record.get("event_ts")
             # a plausible epoch-ms ts only: NaN, infinities or a JSON integer of 400 digits would
             # spoil the histogram or overflow the float arithmetic (and stop the worker)
@@ -270,14 +275,7 @@ class Processor:
                              self.dead_letter(raw, key, source, reason_class, reason).dead_letter,  # type: ignore[arg-type]
                              partition))
 
-    # ---------------------------------------------------------------- decoding
-
-    def decode(self, raw: bytes | None, key: bytes | None, source: Source) -> tuple[dict[str, Any] | None, Outcome | None]:
-        """``(event, None)``, or ``(None, dead-letter outcome)`` when ``raw`` is not an event record."""
-        try:
-            return decode_event(raw or b""), None
-        except DecodeError as exc:
-            return None, self.dead_letter(raw, key, source, "decode", str(exc))
+    # ---------------------------------------------------------------- dead letters and keys
 
     def dead_letter(self, raw: bytes | None, key: bytes | None, source: Source, reason_class: str,
                     reason: str) -> Outcome:
@@ -308,103 +306,48 @@ class Processor:
         offset = source.offset
         last = state.last_offsets.get(tp)
         if last is not None and offset <= last:
-            self._redelivered += 1
+            self.counts.redelivered += 1
             return Outcome(SKIPPED, key)
 
         ref = [event.get("event_id"), source.partition, offset]
         started = _perf_counter()
         try:
             if self.fleet is None:
-                verdict = self.engine.process(event, state, ref)
+                verdict = self._engine.process(event, state, ref)
             else:
-                verdict = decide(self.fleet, event, lambda: self.engine.process(event, state, ref),
-                                 lambda: state.history, lambda: self.engine.run_end(event, state))
+                verdict = decide(self.fleet, event, lambda: self._engine.process(event, state, ref),
+                                 lambda: state.history, lambda: self._engine.run_end(event, state))
         except EventError as exc:
             return self.dead_letter(raw, key, source, "schema", str(exc))
         except Exception as exc:  # a bug must not stop the fleet's worker; the record is kept
             return self.dead_letter(raw, key, source, "error", f"{type(exc).__name__}: {exc}")
         finally:
-            self._engine_times.append(_perf_counter() - started)
+            self.counts.engine_times.append(_perf_counter() - started)
 
         record = verdict_record(verdict, event, key.decode("utf-8", "replace"))
         if "source" in event:
             record["event_source"] = record["source"]
         record["source"] = source.as_dict()
+        encode = self._encode
         try:
-            encoded = self._encode_capped(key, record)
+            encoded = encode_capped(encode, key, record)
         except ValueError:
             if "event_source" not in record:
                 raise
             # the one field a verdict copies from the event unchecked: one neither codec can carry (nested
             # past msgpack's 511 levels and Python's ~1,000) goes as its shortened repr text
             record["event_source"] = reprlib.repr(record["event_source"])
-            encoded = self._encode_capped(key, record)
+            encoded = encode_capped(encode, key, record)
         state.last_offsets[tp] = offset
-        counts = self._event_counts
-        kind = event.get("type")
-        counts[kind] = counts.get(kind, 0) + 1
-        counts = self._verdict_counts
-        # a call's verdict produced after its runner stopped waiting counts as late, not as what it said:
-        # the runner ran the call (the blocks counted are calls that were blocked)
-        kind = "late" if self._count_late(record) == "past_deadline" else record["verdict"]
-        counts[kind] = counts.get(kind, 0) + 1
-        events = loop_events(record)
-        if events:
-            self._count_detections(events)
-            return Outcome(APPLIED, key, verdict=encoded, loop_events=[self._encode_capped(key, e) for e in events],
-                           record=record)
-        return Outcome(APPLIED, key, verdict=encoded, record=record)
-
-    def _encode_capped(self, key: bytes, record: dict[str, Any]) -> bytes:
-        """``record`` encoded, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
-
-        The stub goes even if it does not fit (a key of about 1 MB): it is a
-        few KB, and :meth:`streams.worker.outputs.Outputs.add` then leaves the key out.
-        """
-        encoded = self._encode(record)
-        if fits(key, encoded):
-            return encoded
-        size = len(encoded)
-        encoded = self._encode(shortened(record, size))
-        return encoded if fits(key, encoded) else self._encode(shortened(record, size, stub=True))
-
-    def _count_late(self, record: Mapping[str, Any]) -> str | None:
-        """Count late verdicts (``late: true``, or a call's verdict past its runner's deadline by :attr:`clock`)
-        and refusals of ended runs; the late reason (``ran_without_verdict``, ``past_deadline``) or None."""
-        reason = None
-        if record.get("late"):
-            reason = "ran_without_verdict"
-        elif record.get("type") == "tool_call":
-            deadline = record.get("deadline")
-            if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and \
-                    self.clock() * 1000.0 > deadline:
-                reason = "past_deadline"
-        if reason is not None:
-            self._late_counts[reason] = self._late_counts.get(reason, 0) + 1
-        if "run_ended" in record:
-            self._run_ended += 1
-        return reason
+        self.counts.verdict(event.get("type"), record)
+        if record.get("decided_by", record) is None and "corrects" not in record:
+            return Outcome(APPLIED, key, verdict=encoded, record=record)  # the usual verdict: nothing decided it
+        found = findings(record)
+        events = loop_events(record, found)
+        self.counts.detections(events)
+        return Outcome(APPLIED, key, verdict=encoded, loop_events=[encode_capped(encode, key, e) for e in events],
+                       record=record, findings=found)
 
     def flush_metrics(self) -> None:
         """Publish the metric updates of the events applied since the last call (once per batch)."""
-        for counts, metric in ((self._event_counts, EVENTS_BY_TYPE), (self._verdict_counts, VERDICTS_BY_NAME)):
-            for label, count in counts.items():
-                metric.labels(str(label)).inc(count)
-            counts.clear()
-        metrics.observe_many(metrics.ENGINE_SECONDS, self._engine_times)
-        self._engine_times.clear()
-        if self._redelivered:
-            metrics.REDELIVERED.inc(self._redelivered)
-            self._redelivered = 0
-        for reason, count in self._late_counts.items():
-            metrics.LATE_VERDICTS.labels(reason).inc(count)
-        self._late_counts.clear()
-        if self._run_ended:
-            metrics.RUN_ENDED_EVENTS.inc(self._run_ended)
-            self._run_ended = 0
-
-    @staticmethod
-    def _count_detections(events: list[dict[str, Any]]) -> None:
-        for loop_event in events:
-            if loop_event["kind"] != "correction":  # counted as a late verdict already
-                metrics.count_finding(loop_event)
+        self.counts.publish()

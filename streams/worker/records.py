@@ -39,14 +39,14 @@ are always msgpack because they carry raw bytes.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import msgpack
 
 from streams.detection.decision import correction, findings
 from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 
-__all__ = ["SHORTENED_CHARS", "Source", "encode_dead_letter", "loop_events", "shortened"]
+__all__ = ["SHORTENED_CHARS", "Source", "encode_capped", "encode_dead_letter", "loop_events", "shortened"]
 
 
 class Source(NamedTuple):
@@ -114,6 +114,20 @@ def shortened(record: Mapping[str, Any], size: int, stub: bool = False) -> dict[
     return out
 
 
+def encode_capped(encode: Callable[[Any], bytes], key: bytes, record: dict[str, Any]) -> bytes:
+    """``encode(record)``, :func:`shortened` (then a stub) while it does not :func:`fit <fits>` with ``key``.
+
+    The stub goes even if it does not fit (a key of about 1 MB): it is a few KB, and
+    :meth:`streams.worker.outputs.Outputs.add` then leaves the key out. Raises what ``encode`` raises.
+    """
+    encoded = encode(record)
+    if fits(key, encoded):
+        return encoded
+    size = len(encoded)
+    encoded = encode(shortened(record, size))
+    return encoded if fits(key, encoded) else encode(shortened(record, size, stub=True))
+
+
 def _cut(value: Any, limit: int = SHORTENED_CHARS, depth: int = 0) -> Any:
     if isinstance(value, (str, bytes)):
         return value[:limit] if len(value) > limit else value
@@ -159,13 +173,15 @@ def _pack_letter(record: dict[str, Any]) -> bytes:
     return msgpack.packb(record, use_bin_type=True, unicode_errors="backslashreplace")
 
 
-def loop_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+def loop_events(record: Mapping[str, Any], found: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The loop events of a verdict record: one per finding of its ``decided_by``
-    (:func:`streams.detection.decision.findings`), enforced or shadow, and the correction of a late
-    result whose call loopwatch had refused (:func:`streams.detection.decision.correction`)."""
+    (:func:`streams.detection.decision.findings`, or ``found`` when the caller has them already),
+    enforced or shadow, and the correction of a late result whose call loopwatch had refused
+    (:func:`streams.detection.decision.correction`)."""
     if record.get("decided_by", record) is None and "corrects" not in record:
         return []  # the usual case, at a dict lookup's cost: nothing decided, nothing to correct
-    found = findings(record)
+    if found is None:
+        found = findings(record)
     fix = correction(record)  # a late result: the block or abort of its call did not happen
     if fix is not None:
         found = [*found, fix]

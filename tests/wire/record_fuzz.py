@@ -346,8 +346,9 @@ def _worker(findings: list[str], data: bytes) -> None:
     state = SessionState()
     for offset in range(3):
         source = Source("events", 0, offset)
-        event, dead = processor.decode(data, None, source)
-        if dead is not None:  # JSON nested to Python's limit decodes or not by the stack depth it starts at
+        try:
+            event = decode_event(data)
+        except DecodeError:  # JSON nested to Python's limit decodes or not by the stack depth it starts at
             return
         key = processor.state_key(None, event)
         before = encode_state(state, _ENGINE)

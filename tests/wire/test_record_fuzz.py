@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.wire.codecs import DecodeError, decode_event, read_event_file
-from streams.worker.processor import DEAD_LETTER, Processor
+from streams.worker.processor import Processor
 from streams.worker.records import Source
 from streams.detection import Engine, SessionState
+from tests.one_record import handle_one
 from tests.wire.record_fuzz import CONFIG, check, emit, event_tree, generated, json_text, mutate, poison_records, seeds
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
@@ -73,14 +74,14 @@ def test_regression_corpus(expect, data):
     assert check(data) == []
     processor = Processor(Engine(CONFIG))
     source = Source("events", 0, 5)
-    event, dead = processor.decode(data, b"r1", source)
     if expect == "decode":
-        assert dead is not None and dead.kind == DEAD_LETTER
-        letter = msgpack.unpackb(dead.dead_letter)
+        [(topic, _, dead, _)] = handle_one(processor, data, b"r1", offset=5).publish
+        assert topic == processor.topics.dead_letters
+        letter = msgpack.unpackb(dead)
         assert letter["reason_class"] == "decode" and letter["value"] == data
         assert letter["reason"].startswith("invalid msgpack: a map key is a map or an array")
         return
-    outcome = processor.apply(b"r1", event, source, SessionState(), data)
+    outcome = processor.apply(b"r1", decode_event(data), source, SessionState(), data)
     if expect == "schema":
         assert msgpack.unpackb(outcome.dead_letter)["reason_class"] == "schema"
     else:

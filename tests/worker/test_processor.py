@@ -5,6 +5,7 @@ import json
 import msgpack
 import pytest
 
+from tests.one_record import handle_one
 from tests.shared_vectors import shared_path, shared_scenarios, skip_without
 from streams.worker import metrics
 from streams.wire.codecs import BROKER_MESSAGE_MAX_BYTES, decode_event, fits, record_size
@@ -149,9 +150,11 @@ def test_state_table_rejects_other_bytes():
 ], ids=["garbage", "json-array", "json-array-after-space", "empty", "none", "deep-json", "deep-msgpack"])
 def test_undecodable_records_are_dead_lettered(raw, reason):
     before = metrics.DEAD_LETTERS.labels("decode")._value.get()
-    event, out = processor().decode(raw, b"k", src(3))
-    assert event is None and out.kind == DEAD_LETTER
-    letter = msgpack.unpackb(out.dead_letter)
+    proc = processor()
+    [(topic, key, value, fallback)] = handle_one(proc, raw, b"k", offset=3).publish
+    assert topic == proc.topics.dead_letters and key == b"k" and fallback == 0
+    assert not proc.states.cache  # nothing of the key is kept
+    letter = msgpack.unpackb(value)
     assert letter["reason_class"] == "decode" and reason in letter["reason"]
     assert letter["source"] == {"topic": "events", "partition": 0, "offset": 3}
     assert letter["key"] == b"k" and letter["value"] == (raw or b"")
@@ -342,9 +345,9 @@ def test_what_is_published_stays_within_the_brokers_limit_for_any_input_it_accep
     assert record_size(key, out.verdict) <= BROKER_MESSAGE_MAX_BYTES
     # a key that leaves no room beside even a dead letter: a small one (Outputs.add then leaves the key out)
     huge = b"k" * largest(lambda n: b"k" * n, lambda n: b"\xc1", 1_048_000)
-    _, dead = proc.decode(b"\xc1", huge, src(9))
-    assert not fits(huge, dead.dead_letter) and record_size(None, dead.dead_letter) < 2_000
-    assert msgpack.unpackb(dead.dead_letter)["key_size"] == len(huge)
+    [(_, _, dead, _)] = handle_one(proc, b"\xc1", huge, offset=9).publish
+    assert not fits(huge, dead) and record_size(None, dead) < 2_000
+    assert msgpack.unpackb(dead)["key_size"] == len(huge)
 
 
 def test_results_without_session_or_call_id_are_applied_under_their_run_key():

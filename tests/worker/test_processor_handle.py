@@ -97,7 +97,7 @@ def test_the_snapshot_in_flight_keeps_a_state_as_it_was_before_the_next_event():
 def test_observations_of_the_fleet_view_are_published_after_their_verdict():
     seen = []
 
-    def observe(record, event, key, add):
+    def observe(record, event, key, found, add):
         seen.append(record["event_id"])
         add("signals", b"sig", b"obs")
 

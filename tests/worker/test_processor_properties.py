@@ -14,11 +14,12 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.wire.codecs import decode_event
+from streams.wire.codecs import DecodeError, decode_event
 from streams.detection import Engine, OpenClawConfig, SessionState
 from streams.worker.processor import APPLIED, DEAD_LETTER, Processor
 from streams.worker.records import Source
 from streams.worker.states import decode_state, encode_state
+from tests.one_record import handle_one
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 ENABLED = OpenClawConfig({"tools": {"loopDetection": {"enabled": True, "historySize": 8, "warningThreshold": 2,
@@ -63,9 +64,11 @@ def test_every_record_is_dead_lettered_or_applied_and_checkpoints(records, codec
         if raw is None:
             continue
         source = Source("events", 0, offset)
-        decoded, dead = processor.decode(raw, None, source)
-        if dead is not None:
-            assert dead.kind == DEAD_LETTER and msgpack.unpackb(dead.dead_letter)["reason_class"] == "decode"
+        try:
+            decoded = decode_event(raw)
+        except DecodeError:
+            [(topic, _, dead, _)] = handle_one(processor, raw, offset=offset).publish
+            assert topic == processor.topics.dead_letters and msgpack.unpackb(dead)["reason_class"] == "decode"
             continue
         key = processor.state_key(b"k" if keyed else None, decoded)
         state = states.setdefault(key, SessionState())
