@@ -17,7 +17,12 @@ part of OpenClaw's in-process map, holding every state in one place:
 * the post-compaction guards live beside the states, one map for all
   sessions, by :func:`~streams.detection.events.guard_key` (docs/detection-rules.md §7): they
   never move or merge with a session's state; so do the blocked deferred
-  calls, by :func:`~streams.detection.events.blocked_key` (docs/detection-rules.md §9).
+  calls, by :func:`~streams.detection.events.blocked_key` (docs/detection-rules.md §9);
+* a deferred call is found by its ``tool_call_id`` in whatever state holds it
+  (docs/detection-rules.md §9: OpenClaw's wrapper keeps the call, not the session): a
+  ``tool_result`` whose own state lacks its pending call takes it from the
+  state that has it (another alias of the session, before the lookup joined
+  them), and is recorded as that call's in the state its own fields look up.
 
 Idle states are not pruned: a store lives for one input.
 """
@@ -69,7 +74,8 @@ class SessionStore:
         blocked: blocked deferred calls by run and call id, for all sessions (docs/detection-rules.md §9).
     """
 
-    __slots__ = ("engine", "states", "guards", "blocked", "_session_ids", "_by_session_id", "_order", "_next")
+    __slots__ = ("engine", "states", "guards", "blocked", "_session_ids", "_by_session_id", "_order", "_next",
+                 "_pending")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -80,6 +86,7 @@ class SessionStore:
         self._by_session_id: dict[str, set[str]] = {}  # session id -> keys of the states remembering it
         self._order: dict[str, int] = {}  # state key -> insertion number (the lookup's "first")
         self._next = 0
+        self._pending: dict[str, SessionState] = {}  # tool_call_id -> the state its deferred call went to
 
     def __len__(self) -> int:
         return len(self.states)
@@ -136,9 +143,26 @@ class SessionStore:
         kind = validate_event(event)  # before keying: a session id that is a list is an EventError, not a TypeError
         if kind == "compaction_retry" or (kind == "tool_result" and not has_session(event)):
             return self.engine.process_valid(kind, event, None, ref, self.guards, self.blocked)
-        return self.engine.process_valid(kind, event, self.state_for(event), ref, self.guards, self.blocked)
+        state = self.state_for(event)
+        call_id = event.get("tool_call_id")
+        if kind == "tool_result" and call_id and isinstance(call_id, str):
+            self._bring_pending(call_id, state)
+        verdict = self.engine.process_valid(kind, event, state, ref, self.guards, self.blocked)
+        if kind == "tool_call" and event.get("outcome_follows") is True and call_id in state.calls:
+            self._pending[call_id] = state
+        return verdict
 
     # ------------------------------------------------------------------ helpers
+
+    def _bring_pending(self, call_id: str, state: SessionState) -> None:
+        """Move the pending deferred call ``call_id`` into ``state`` when another state holds it (docs/detection-rules.md §9)."""
+        owner = self._pending.pop(call_id, None)
+        if call_id in state.calls:
+            return
+        if owner is None or call_id not in owner.calls:  # its state was merged into another since
+            owner = next((other for other in self.states.values() if call_id in other.calls), None)
+        if owner is not None and owner is not state:
+            state.calls[call_id] = owner.calls.pop(call_id)
 
     def _first_remembering(self, session_id: str) -> str | None:
         keys = self._by_session_id.get(session_id)

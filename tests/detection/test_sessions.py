@@ -58,3 +58,28 @@ def test_merge_states_concatenates_and_keeps_bucket_maxima():
     assert [r.ref for r in into.history] == ["into", "other"]
     assert into.args_counts == {hash_key(READ_HASH): 2}
     assert into.warning_buckets == {"a": 2, "b": 3, "c": 1}
+
+
+def test_a_result_finds_its_deferred_call_in_another_state_of_the_session():
+    # Found by bench/difffuzz.py against OpenClaw 2026.7.35 (docs/detection-rules.md §9): OpenClaw's wrapper keeps
+    # a deferred call, not its session. Here the call's state (key k1) goes on to remember session s2, so the
+    # result (no session key, session s1) looks up a new state of its own; it is still c1's result: grep, run
+    # r1's config and guard (armed by the compaction), recorded in the state the result looks up.
+    store = SessionStore(Engine(OpenClawConfig({})))
+    grep = {"pattern": "TODO"}
+    store.process({"type": "tool_call", "run_id": "r1", "session_id": "s1", "session_key": "k1", "tool_call_id": "c1",
+                   "tool_name": "grep", "args": grep, "result": None, "error": None, "outcome_follows": True})
+    store.process({"type": "tool_call", "run_id": "r2", "session_id": "s2", "session_key": "k1", "tool_call_id": "c2",
+                   "tool_name": "ls", "args": {"dir": "/"}, "result": {"content": [{"type": "text", "text": "a b"}],
+                                                                        "details": {}}, "error": None})
+    store.process({"type": "compaction_retry", "run_id": "r1", "session_id": "s1"})
+    verdict = store.process({"type": "tool_result", "run_id": "r1", "session_id": "s1", "session_key": None,
+                             "tool_call_id": "c1", "result": {"content": [{"type": "text", "text": "3 hits"}],
+                                                              "details": {}}, "error": None})
+    assert verdict["tool_name"] == "grep"
+    assert verdict["args_hash"] == "grep:481b1b87d58b795f6c6e7e9246b3154e07016959b5e7b675c56419b35c9cd56c"
+    assert verdict["outcome"] == {"recorded": True, "unknown_tool_name": None,
+                                  "result_hash": "038fb793de97ce9cf01020d95862511f933e769cc4dd588fc91e8e242e9dab1c"}
+    assert verdict["guard"] == {"enabled": True, "armed": True, "observed": True, "remaining": 2, "abort": False}
+    assert list(store) == ["k1", "s1"] and "c1" not in store.states["k1"].calls
+    assert [record.tool for record in store.states["s1"].history] == ["grep"]
