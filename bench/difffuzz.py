@@ -18,12 +18,17 @@ orders, -0, 1e21, integers past 2^53, floats), results (plain, exec and process 
 with volatile ids, the detector's own veto shape, strings, numbers, arrays, nothing) and thrown errors
 (unknown-tool texts with JavaScript and non-JavaScript whitespace, non-string values); several runs (blank and
 padded run ids) and sessions (absent, null and empty session keys, aliases of one session id); deferred calls
-and their results (also under another run id), results of calls never seen or blocked; compaction retries; random
-thresholds (also invalid ones and integers past 2^53), detector flags, ``enabled`` values and per-agent blocks.
-Left out, because the oracle emulates OpenClaw's glue there (bench/openclaw_oracle.mjs) and the answer would be
-the emulation's, not OpenClaw's: ``options.channelSendTools`` (channel plugins), a result in another session than
-its deferred call, two deferred calls pending under one ``tool_call_id``, and the 2026.9.6 profile (its veto
-recording and recovery live in OpenClaw's runner, not in the module).
+and their results (also under another run id or other session fields, a blank call id), results of calls never
+seen or blocked; compaction retries; random thresholds (also invalid ones and integers past 2^53), detector
+flags, ``enabled`` values and per-agent blocks; with ``--wide``, long scenarios past OpenClaw's bounds (256
+warning keys, 1,024 blocked calls, many runs). Left out, because the oracle would decide them by its own glue
+rather than by OpenClaw's code (bench/openclaw_oracle.mjs): ``options.channelSendTools`` (channel plugins), a
+result without any session for a deferred call, and two deferred calls pending under one ``tool_call_id``.
+
+``--profile openclaw-2026.9.6`` with a 2026.9.x install compares what that release's module decides alone: tool
+calls carrying their outcomes (repeats, ping-pongs, argument churn with no-progress outcomes), detection and
+warning dedupe and result hashes, up to each scenario's first critical detection (from there 2026.9.6 records the
+veto and runs its recovery, which live in its runner, not in the module).
 """
 
 from __future__ import annotations
@@ -54,11 +59,12 @@ class Oracle:
     Raises ``RuntimeError`` when node ends or the oracle reports an error for a scenario.
     """
 
-    def __init__(self, openclaw: str | Path, node: str | None = None) -> None:
+    def __init__(self, openclaw: str | Path, node: str | None = None, detector_only: bool = False) -> None:
         node = node or os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
         if not node:
             raise RuntimeError("no node executable (set LOOPWATCH_OPENCLAW_NODE)")
-        self.process = subprocess.Popen([node, str(ORACLE), str(openclaw)], stdin=subprocess.PIPE,
+        extra = ["--detector-only"] if detector_only else []
+        self.process = subprocess.Popen([node, str(ORACLE), str(openclaw), *extra], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, encoding="utf-8")
 
     def expected(self, scenario: dict[str, Any]) -> list[dict[str, Any]]:
@@ -246,6 +252,7 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
     pending: list[dict[str, Any]] = []
     answered: list[str] = []
     serial = 0
+    used_ids: set[str] = set()
     mode = rng.choice(["random", "repeat", "alternate", "alternate"])  # loops need repeats or a ping-pong
     calls = 0
     for _ in range(rng.randrange(10, 120)):
@@ -271,6 +278,8 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
                 result["session_key"] = call["session_key"]
             if rng.random() < 0.15:
                 result["run_id"] = rng.choice(["r9", None])
+            if rng.random() < 0.1 and call["session_id"] is not None:
+                result["session_key"] = rng.choice([None, "k9"])  # found by its session id (§8.1)
             if rng.random() < 0.6:
                 result["tool_name"] = call["tool_name"]
                 if "args" in call:
@@ -308,11 +317,63 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
             event["agent_id"] = rng.choice(agents)
         if rng.random() < 0.15:
             event["outcome_follows"] = True
+            if rng.random() < 0.1 and " " not in used_ids:
+                event["tool_call_id"] = " "  # an id, though blank (§9: only a missing or empty id is none)
+            used_ids.add(event["tool_call_id"])
             pending.append(event)
         else:
             _outcome(rng, event, tool, results)
         events.append(event)
     return {"name": name, "description": "random scenario (bench/difffuzz.py)", "config": config, "events": events}
+
+
+def generate_wide(rng: random.Random, name: str) -> dict[str, Any]:
+    """A long scenario past OpenClaw's bounds: more than 256 warning keys in one session (the first-inserted
+    key is dropped, §6), more than 1,024 blocked deferred calls (the oldest forgotten, §9), many runs."""
+    kind = rng.choice(["warning-keys", "blocked", "runs"])
+    events: list[dict[str, Any]] = []
+    serial = 0
+
+    def call(run: str, args: Any, **extra: Any) -> None:
+        nonlocal serial
+        serial += 1
+        events.append({"type": "tool_call", "run_id": run, "session_id": "s1", "tool_call_id": f"w{serial}",
+                       "tool_name": "read", "args": args, "result": {"content": [], "details": {"n": serial}},
+                       "error": None, **extra})
+
+    if kind == "warning-keys":
+        config = {"tools": {"loopDetection": {"enabled": True, "historySize": 4000, "criticalThreshold": 4000}}}
+        keys = rng.randrange(255, 262)
+        for key in range(keys):
+            for _ in range(11):
+                call("r1", {"k": key})
+        for key in rng.sample(range(keys), 4) + [0, 1]:
+            call("r1", {"k": key})  # an evicted key emits again
+    elif kind == "blocked":
+        config = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 1, "criticalThreshold": 2,
+                                              "historySize": 5}}}
+        for _ in range(2):
+            call("r1", {"k": "same"}, result={"content": [], "details": {}})
+        blocked = rng.randrange(1020, 1030)
+        for _ in range(blocked):
+            call("r1", {"k": "same"}, outcome_follows=True)
+        for first in rng.sample(range(3, 3 + blocked), 3) + [3, 4, 2 + blocked]:
+            events.append({"type": "tool_result", "run_id": "r1", "session_id": "s1", "tool_call_id": f"w{first}",
+                           "tool_name": "read", "args": {"k": "same"}, "result": {"content": [], "details": {}},
+                           "error": None})
+    else:
+        config = {"tools": {"loopDetection": {"enabled": True, "postCompactionGuard": {"windowSize": 1}}}}
+        runs = rng.randrange(60, 140)
+        events.append({"type": "compaction_retry", "run_id": "r0", "session_id": "s1"})
+        call("r0", {"k": 0})
+        for run in range(1, runs):
+            if rng.random() < 0.3:
+                events.append({"type": "compaction_retry", "run_id": f"r{run}", "session_id": "s1"})
+            call(f"r{run}", {"k": run})
+        call("r0", {"k": 0})
+        events.append({"type": "compaction_retry", "run_id": "r1", "session_id": "s1"})
+        call("r1", {"k": 1})
+    return {"name": name, "description": f"bounds: {kind} (bench/difffuzz.py)", "config": config, "events": events}
 
 
 def _outcome(rng: random.Random, event: dict[str, Any], tool: str, results: list[Any] | None = None) -> None:
@@ -336,7 +397,11 @@ def coverage(expected: list[dict[str, Any]]) -> Counter[str]:
     for verdict in expected:
         detection = verdict.get("detection") or {}
         if detection.get("stuck"):
-            seen[f"{detection['detector']}/{verdict['decision']}"] += 1
+            decision = verdict.get("decision") or ("emitted" if (verdict.get("warning") or {}).get("emitted")
+                                                   else detection["level"])
+            seen[f"{detection['detector']}/{decision}"] += 1
+            if detection.get("liveness_signal"):
+                seen[f"liveness {detection['liveness_signal']}"] += 1
         if (verdict.get("guard") or {}).get("abort"):
             seen["guard abort"] += 1
         if "ignored" in verdict:
@@ -354,8 +419,70 @@ def compare(scenario: dict[str, Any], expected: list[dict[str, Any]]) -> Mismatc
     return run_scenario({**json_loads(json.dumps(scenario)), "expected": expected})
 
 
+def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
+    """A random scenario for the 2026.9.6 profile's detectors: tool calls carrying their outcomes, detection on.
+
+    Thresholds are fixed in that release (10/20/30), so the scenarios are long loops: repeats, ping-pongs, and
+    argument churn (one tool cycling through a few argument variants with stable outcomes)."""
+    shapes = []
+    for _ in range(rng.randrange(1, 4)):
+        tool = rng.choice(TOOLS)
+        shapes.append((tool, _args(rng, tool), [_result(rng, tool) for _ in range(rng.randrange(1, 3))]))
+    churn_tool = rng.choice(["read", "exec", "web_fetch", "process", "write", "edit"])
+    variants = [_args(rng, churn_tool) for _ in range(rng.randrange(2, 4))]
+    # no-progress outcomes (2026.9.6): a thrown error, or a write that changed nothing
+    churn_result, churn_error = rng.choice([(None, _error(rng)), ({"content": [], "details": {"changed": False}}, None),
+                                            (_result(rng, churn_tool), None)])
+    mode = rng.choice(["repeat", "alternate", "churn", "random"])
+    runs = rng.sample(["r1", "r2", None], rng.randrange(1, 3))
+    events = []
+    for serial in range(rng.randrange(15, 70)):
+        if mode == "churn" and rng.random() > 0.05:
+            tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
+        else:
+            if mode == "random" or rng.random() < 0.05:
+                tool, args, results = rng.choice(shapes)
+            elif mode == "repeat":
+                tool, args, results = shapes[0]
+            else:
+                tool, args, results = shapes[serial % 2 if len(shapes) > 1 else 0]
+            result, error = rng.choice(results), None
+            if rng.random() < 0.1:
+                result, error = None, _error(rng)
+        events.append({"type": "tool_call", "run_id": rng.choice(runs), "session_id": "s1",
+                       "tool_call_id": f"c{serial}", "tool_name": tool, "args": _shuffled(rng, args),
+                       "result": result, "error": error})
+    return {"name": name, "description": "random scenario, 2026.9.6 detectors (bench/difffuzz.py)",
+            "profile": "openclaw-2026.9.6", "config": {"tools": {"loopDetection": {"enabled": True}}},
+            "events": events}
+
+
+def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
+    """loopwatch's first difference from 2026.9.6's module (``--detector-only``): for each tool call up to the first
+    critical detection, its tool name, args hash, detection, warning (without loopwatch's note) and result hash."""
+    from streams.detection import Engine, SessionStore
+    from streams.offline.conformance import scenario_config
+    scenario = json_loads(json.dumps(scenario))
+    store = SessionStore(Engine(scenario_config(scenario)))
+    for index, (event, want) in enumerate(zip(scenario["events"], expected)):
+        verdict = store.process(event)
+        if want is None:
+            continue
+        warning = verdict.get("warning")
+        got = {"tool_name": verdict.get("tool_name"), "args_hash": verdict.get("args_hash"),
+               "detection": verdict.get("detection"),
+               "warning": None if warning is None else {k: v for k, v in warning.items() if k != "note"},
+               "result_hash": (verdict.get("outcome") or {}).get("result_hash")}
+        for field in want:
+            if got[field] != want[field]:
+                return Mismatch(scenario["name"], index, field, want[field], got[field])
+    return None
+
+
 def _differs(oracle: Oracle, scenario: dict[str, Any]) -> Mismatch | None:
     try:
+        if scenario.get("profile") == "openclaw-2026.9.6":
+            return compare_2026_9(scenario, oracle.expected(scenario))
         return compare(scenario, oracle.expected(scenario))
     except RuntimeError:
         return None
@@ -417,11 +544,18 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--check", metavar="FILE", help="compare the oracle's expectations with FILE's instead")
     parser.add_argument("--expect", metavar="FILE", help="print FILE's scenarios with the oracle's expectations")
+    parser.add_argument("--profile", choices=["openclaw-2026.7", "openclaw-2026.9.6"], default="openclaw-2026.7",
+                        help="openclaw-2026.9.6: DIR is a 2026.9.x install; only its detectors and warning dedupe "
+                             "are compared, up to each scenario's first critical detection")
+    parser.add_argument("--wide", type=float, default=0.01,
+                        help="share of long scenarios past OpenClaw's bounds (256 warning keys, 1,024 blocked calls, "
+                             "many runs; default 0.01)")
     parser.add_argument("--show", type=int, default=5, help="minimised mismatches to print (default 5)")
     options = parser.parse_args()
     if not options.openclaw or not (Path(options.openclaw) / "dist").is_dir():
         parser.error("--openclaw: an OpenClaw package directory with dist/ (or LOOPWATCH_OPENCLAW_DIR)")
-    with Oracle(options.openclaw, options.node) as oracle:
+    nine = options.profile == "openclaw-2026.9.6"
+    with Oracle(options.openclaw, options.node, detector_only=nine) as oracle:
         if options.expect:
             for scenario in load_scenarios(options.expect):
                 print(json.dumps({**scenario, "expected": oracle.expected(scenario)}, ensure_ascii=False))
@@ -442,11 +576,12 @@ def main() -> int:
         events = 0
         seen: Counter[str] = Counter()
         for number in range(options.count):
-            scenario = generate(rng, f"fuzz-{options.seed}-{number}")
+            make = generate_2026_9 if nine else generate_wide if rng.random() < options.wide else generate
+            scenario = make(rng, f"fuzz-{options.seed}-{number}")
             events += len(scenario["events"])
             expected = oracle.expected(scenario)
-            seen.update(coverage(expected))
-            mismatch = compare(scenario, expected)
+            seen.update(coverage([entry for entry in expected if entry is not None]))
+            mismatch = (compare_2026_9 if nine else compare)(scenario, expected)
             if mismatch is not None:
                 found.append((mismatch, scenario))
         print(f"{options.count} scenarios, {events} events (seed {options.seed}): {len(found)} differ")

@@ -16,7 +16,8 @@
 //   * the diagnostic session state getDiagnosticSessionState (src/logging/diagnostic-session-state.ts): the
 //     lookup by session key and session id, moves and merges;
 //   * from src/agents/agent-tools.before-tool-call.ts, taken out of the dist file by name and evaluated here:
-//     shouldEmitLoopWarning (the warning buckets) and buildAdjustedParamsKey (the key of a blocked call);
+//     shouldEmitLoopWarning (the warning buckets) and recordPreExecutionBlockedToolCall /
+//     consumePreExecutionBlockedToolCall with buildAdjustedParamsKey (blocked calls, by run and call id, 1,024 kept);
 //   * from src/agents/embedded-agent-runner/post-compaction-loop-guard.ts, the same way: the post-compaction
 //     guard createPostCompactionLoopGuard.
 //
@@ -25,14 +26,16 @@
 // it (detect and record only with a session key, block on critical, dedupe warnings, record the call unless
 // enabled === false, record the outcome with a session key or id); one guard per run identity (the raw run id,
 // else the session key, else the session id: spec §7) created with the config of the event that starts it; a
-// deferred call (outcome_follows) keeps its context (session, run, config, guard) until its tool_result, as the
-// wrapper's closure does, found by tool_call_id; a blocked deferred call is remembered by
-// buildAdjustedParamsKey(run id, call id) when it has a call id, and its result is ignored. The differential
+// deferred call (outcome_follows) keeps its context (run, config, tool, args, guard) until its tool_result, as the
+// wrapper's closure does, found by tool_call_id in any session; the result is recorded in the session state its
+// own session fields look up (spec §8.1 R7: a result with neither records nothing); a blocked deferred call is
+// remembered (OpenClaw's functions) and its result ignored; every tool_result with a session looks its state up
+// first, as the spec's lookup has it (§8.1; OpenClaw itself never sees a result of a blocked call). The differential
 // check keeps its scenarios inside what this emulation decides for certain (bench/difffuzz.py).
 //
 // Only the 2026.7 line (e.g. openclaw@2026.7.35) is driven whole. For a 2026.9.x install give --detector-only:
-// then each tool_call event is only detected and recorded (no outcome bookkeeping beyond recordToolCallOutcome),
-// and the output holds per event {"detection", "warning"} (see bench/difffuzz.py --profile openclaw-2026.9.6).
+// tool calls that carry their outcome, detected, deduped and recorded as 2026.9's admission does, up to the first
+// critical detection (detectorOnlyRun; bench/difffuzz.py --profile openclaw-2026.9.6).
 import { readFileSync, readdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
@@ -82,6 +85,14 @@ function functionSource(prefix, name) {
   throw new Error(`no function ${name} in dist/${prefix}* of ${pkg}`);
 }
 
+function optionalFunctionSource(prefix, name) {
+  try {
+    return functionSource(prefix, name);
+  } catch {
+    return "";
+  }
+}
+
 function constantSource(prefix, name) {
   for (const file of distFiles) {
     if (!file.startsWith(prefix)) continue;
@@ -94,19 +105,29 @@ function constantSource(prefix, name) {
 
 const { detectToolCallLoop, recordToolCall, recordToolCallOutcome } = await load("tool-loop-detection-",
   ["detectToolCallLoop", "recordToolCall", "recordToolCallOutcome"]);
-const { normalizeToolName } = await load("tool-policy-", ["normalizeToolName"]);
+// 2026.7 exports normalizeToolName; 2026.9 calls it normalizeToolPolicyName
+const { normalizeToolName } = await load("tool-policy-", ["normalizeToolName"])
+  .catch(() => load("tool-policy-", ["normalizeToolPolicyName"]))
+  .then((found) => ({ normalizeToolName: found.normalizeToolName ?? found.normalizeToolPolicyName }));
 const { stableStringify } = await load("stable-stringify-", ["stableStringify"]);
 const { resolveToolLoopDetectionConfig } = await load("tool-loop-detection-config-", ["resolveToolLoopDetectionConfig"]);
 const { getDiagnosticSessionState, resetDiagnosticSessionStateForTest } = await load("diagnostic-session-state-",
   ["getDiagnosticSessionState", "resetDiagnosticSessionStateForTest"]);
 
 const BEFORE = "agent-tools.before-tool-call-";
-const { shouldEmitLoopWarning, buildAdjustedParamsKey } = new Function([
+const { shouldEmitLoopWarning, recordPreExecutionBlockedToolCall, consumePreExecutionBlockedToolCall,
+  preExecutionBlockedToolCallIds } = new Function([
   constantSource(BEFORE, "LOOP_WARNING_BUCKET_SIZE"),
   constantSource(BEFORE, "MAX_LOOP_WARNING_KEYS"),
+  constantSource(BEFORE, "MAX_TRACKED_ADJUSTED_PARAMS"),
+  "const preExecutionBlockedToolCallIds = new Set();",
+  optionalFunctionSource("map-size-", "pruneMapToMaxSize"), // 2026.9's shouldEmitLoopWarning calls it
   functionSource(BEFORE, "shouldEmitLoopWarning"),
   functionSource(BEFORE, "buildAdjustedParamsKey"),
-  "return { shouldEmitLoopWarning, buildAdjustedParamsKey };",
+  functionSource(BEFORE, "recordPreExecutionBlockedToolCall"),
+  functionSource(BEFORE, "consumePreExecutionBlockedToolCall"),
+  "return { shouldEmitLoopWarning, recordPreExecutionBlockedToolCall, consumePreExecutionBlockedToolCall,",
+  "  preExecutionBlockedToolCallIds };",
 ].join("\n"))();
 
 function guardFactory() {
@@ -163,6 +184,7 @@ function detectionView(loop) {
     warning_key: loop.warningKey,
   };
   if (loop.pairedToolName !== undefined) view.paired_tool_name = loop.pairedToolName;
+  if (loop.livenessSignal !== undefined) view.liveness_signal = loop.livenessSignal;
   return view;
 }
 
@@ -171,7 +193,7 @@ class Scenario {
     this.config = config ?? {};
     this.guards = new Map();
     this.pending = new Map();
-    this.blocked = new Set();
+    preExecutionBlockedToolCallIds.clear();
     resetDiagnosticSessionStateForTest();
   }
 
@@ -245,8 +267,8 @@ class Scenario {
         out.outcome = { recorded: false, result_hash: null, unknown_tool_name: null };
         out.guard = Scenario.guardView(guardEntry);
         out.run_aborted = guardEntry.aborted;
-        if (event.outcome_follows === true && !blank(event.tool_call_id)) {
-          this.blocked.add(buildAdjustedParamsKey({ runId: ctx.runId, toolCallId: event.tool_call_id }));
+        if (event.outcome_follows === true) {
+          recordPreExecutionBlockedToolCall(event.tool_call_id ?? undefined, ctx.runId);
         }
         return out;
       }
@@ -278,10 +300,13 @@ class Scenario {
 
   toolResult(event) {
     const callId = event.tool_call_id;
-    if (!blank(callId)) {
-      const key = buildAdjustedParamsKey({ runId: event.run_id ?? undefined, toolCallId: callId });
-      if (this.blocked.has(key)) {
-        this.blocked.delete(key);
+    // spec §8.1: every tool_result with a session key or id looks its state up first (moves and merges happen
+    // even when the result then turns out to be a blocked call's)
+    const ref = sessionRef(event);
+    if (ref.sessionKey || ref.sessionId) getDiagnosticSessionState(ref);
+    // a result without a call id never matches a blocked call (spec §9, R8)
+    if (callId) {
+      if (consumePreExecutionBlockedToolCall(callId, event.run_id ?? undefined)) {
         const toolName = normalizeToolName(event.tool_name || "tool");
         const entry = this.guard(guardIdentity(event), this.loopConfig(event.agent_id));
         return { type: "tool_result", tool_name: toolName, args_hash: argsHash(toolName, event.args),
@@ -289,8 +314,11 @@ class Scenario {
       }
     }
     let call = callId === undefined || callId === null ? undefined : this.pending.get(callId);
-    if (call) this.pending.delete(callId);
-    else {
+    if (call) {
+      // the call's run, config, tool, args and guard (spec §9 R5), in the session the result names (§8.1 R7)
+      this.pending.delete(callId);
+      call = { ...call, ctx: { ...call.ctx, ...sessionRef(event) } };
+    } else {
       const { sessionKey, sessionId } = sessionRef(event);
       const loopDetection = this.loopConfig(event.agent_id);
       const toolName = normalizeToolName(event.tool_name || "tool");
@@ -320,31 +348,44 @@ class Scenario {
   }
 }
 
-// --detector-only (a 2026.9.x install): detection and the warning dedupe of each call, nothing else.
+// --detector-only (a 2026.9.x install): what src/agents/tool-loop-admission.ts admitSingleToolCallLoop and
+// recordLoopOutcome do for a call that carries its outcome, up to the first critical detection (from there on
+// 2026.9 records the veto and runs its recovery, which live in the runner). Per tool_call event:
+// {tool_name, args_hash, detection, warning, result_hash}; null for other events and after the first critical.
 function detectorOnlyRun(scenario) {
   resetDiagnosticSessionStateForTest();
   const config = scenario.config ?? {};
+  let critical = false;
   return scenario.events.map((event) => {
-    if (event.type !== "tool_call") return null;
+    if (event.type !== "tool_call" || critical) return null;
     const { sessionKey, sessionId } = sessionRef(event);
     const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
-    const state = getDiagnosticSessionState({ sessionKey, sessionId });
     const toolName = normalizeToolName(event.tool_name || "tool");
     const scope = event.run_id ? { runId: event.run_id } : undefined;
-    const loop = detectToolCallLoop(state, toolName, event.args, loopDetection, scope);
-    let warning = null;
-    if (loop.stuck && loop.level !== "critical") {
-      const base = loop.warningKey ?? `${loop.detector}:${toolName}`;
-      const key = event.run_id ? `${event.run_id}:${base}` : base;
-      warning = { emitted: shouldEmitLoopWarning(state, key, loop.count), key, bucket: Math.floor(loop.count / 10) };
-    }
-    if (!(loop.stuck && loop.level === "critical")) {
+    const out = { tool_name: toolName, args_hash: argsHash(toolName, event.args), detection: { stuck: false },
+      warning: null, result_hash: null };
+    if (sessionKey && loopDetection?.enabled === true) {
+      const state = getDiagnosticSessionState({ sessionKey, sessionId });
+      const loop = detectToolCallLoop(state, toolName, event.args, loopDetection, scope);
+      out.detection = detectionView(loop);
+      if (loop.stuck && loop.level === "critical") {
+        critical = true;
+        return out;
+      }
+      if (loop.stuck) {
+        const base = loop.warningKey ?? `${loop.detector}:${toolName}`;
+        const key = event.run_id ? `${event.run_id}:${base}` : base;
+        out.warning = { emitted: shouldEmitLoopWarning(state, key, loop.count), key, bucket: Math.floor(loop.count / 10) };
+      }
       recordToolCall(state, toolName, event.args, event.tool_call_id, loopDetection, scope);
-      recordToolCallOutcome(state, { toolName, toolParams: event.args, toolCallId: event.tool_call_id,
-        result: event.result ?? undefined, error: thrown(event.error), config: loopDetection,
-        ...event.run_id && { runId: event.run_id } });
     }
-    return { tool_name: toolName, args_hash: argsHash(toolName, event.args), detection: detectionView(loop), warning };
+    if (sessionKey || sessionId) {
+      const record = recordToolCallOutcome(getDiagnosticSessionState({ sessionKey, sessionId }), {
+        toolName, toolParams: event.args, toolCallId: event.tool_call_id, result: event.result ?? undefined,
+        error: thrown(event.error), config: loopDetection, ...event.run_id && { runId: event.run_id } });
+      out.result_hash = record?.resultHash ?? null;
+    }
+    return out;
   });
 }
 

@@ -3,7 +3,7 @@
 Marker ``oracle``: not run by ``make test``; ``make test-oracle`` runs it. Needs an OpenClaw 2026.7.x install
 (``LOOPWATCH_OPENCLAW_DIR``: its ``node_modules/openclaw``) and node 22+ (``LOOPWATCH_OPENCLAW_NODE``, else
 ``node`` on ``PATH``); skipped, saying why, without them. ``LOOPWATCH_OPENCLAW_9_DIR`` (an OpenClaw 2026.9.x
-install) adds the 2026.9.6 profile's detector check. ``LOOPWATCH_ORACLE_COUNT`` (default 400) random
+install) adds the 2026.9.6 profile's detector check (tests without it skip). ``LOOPWATCH_ORACLE_COUNT`` (default 400) random
 scenarios per seed.
 """
 
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.difffuzz import Oracle, compare, generate, minimise
+from bench.difffuzz import Oracle, compare, compare_2026_9, generate, generate_2026_9, generate_wide, minimise
 from streams.offline.conformance import load_scenarios
 from tests.shared_vectors import OWN_2026_7, shared_path, skip_without
 
 OPENCLAW = os.environ.get("LOOPWATCH_OPENCLAW_DIR", "")
+OPENCLAW_9 = os.environ.get("LOOPWATCH_OPENCLAW_9_DIR", "")
 NODE = os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
 COUNT = int(os.environ.get("LOOPWATCH_ORACLE_COUNT", "400"))
 
@@ -74,3 +75,25 @@ def test_the_own_2026_7_scenarios_expect_what_openclaws_code_does(oracle):
             assert oracle.expected(scenario) == scenario["expected"], scenario["name"]
             checked += 1
     assert checked >= 40
+
+
+def test_loopwatch_gives_openclaws_verdicts_past_its_bounds(oracle):
+    # more than 256 warning keys, 1,024 blocked deferred calls, many runs with guards
+    rng = random.Random(7)
+    for number in range(6):
+        scenario = generate_wide(rng, f"wide-{number}")
+        mismatch = compare(scenario, oracle.expected(scenario))
+        assert mismatch is None, str(mismatch)
+
+
+@pytest.mark.skipif(not OPENCLAW_9 or not (Path(OPENCLAW_9) / "dist").is_dir(),
+                    reason="no OpenClaw 2026.9.x install: set LOOPWATCH_OPENCLAW_9_DIR")
+def test_the_2026_9_6_profile_detects_as_that_releases_module():
+    rng = random.Random(21)
+    with Oracle(OPENCLAW_9, NODE, detector_only=True) as nine:
+        for number in range(COUNT):
+            scenario = generate_2026_9(rng, f"fuzz9-{number}")
+            mismatch = compare_2026_9(scenario, nine.expected(scenario))
+            if mismatch is not None:
+                small = minimise(nine, scenario)
+                pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
