@@ -96,9 +96,11 @@ class Oracle:
 
 TOOLS = ["read", "read", "exec", "bash", " Bash ", "READ", "write", "process", "process", "command_status",
          "message", "sessions_send", "apply-patch", "apply_patch", "web_fetch", "mystery_tool", "Weather.Get",
-         "", "   ", "tool", "\u30c4\u30fc\u30eb", "update_plan"]
+         "", "   ", "tool", "\u30c4\u30fc\u30eb", "update_plan", "APPLY-PATCH", "Bash\t", "\u00a0bash", "\ufeffread",
+         "\u0085read", "\u001cread", "read\u2028", "Command_Status"]
 STRINGS = ["", " ", "a", "A", "/workspace/notes.md", "caf\u00e9", "\U0001f600", "\uffff", "line\nbreak", "tab\t",
-           "quote\"back\\slash", "\u2028", "\u0001", "10", "2", "b", "B", "\u00e9", "z"]
+           "quote\"back\\slash", "\u2028", "\u0001", "10", "2", "b", "B", "\u00e9", "z", "\ud800", "x\udc00",
+           "\U0001f600\uffff", "\x7f", "undefined", "null"]
 NUMBERS: list[Any] = [0, 1, -1, 2, 10, 1.0, 1.5, -0.0, 1e21, 1e-7, 123456789.125, 9007199254740993,
                       9007199254740992, 2**64, -(2**53) - 3, 5e-324, 1.7976931348623157e308]
 WHITESPACE = [" ", "\t", "\u00a0", "\u3000", "\ufeff", "\u0085", "\u001c", "\u2028", "\n"]
@@ -162,6 +164,8 @@ def _result(rng: random.Random, tool: str) -> Any:
                                    "timedOut": rng.choice([True, False, "yes"])}
         return {"content": content, "details": details}
     if name == "process" and roll < 0.6:
+        if rng.random() < 0.2:
+            return {"content": content, "details": {"exitCode": 0}}  # no status: the bare word undefined
         return {"content": content, "details": {"status": rng.choice(["running", "exited", None]),
                                                 "exitCode": rng.choice([0, None]), "aggregated": rng.choice(["x", None]),
                                                 "totalLines": rng.choice([3, 4]), "pid": rng.randrange(99)}}
@@ -173,6 +177,10 @@ def _result(rng: random.Random, tool: str) -> Any:
         return {"content": content, "details": details}
     if roll < 0.04:
         return {"content": content, "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": "x"}}
+    if roll < 0.07:
+        return rng.choice([{"content": [{"type": "text", "text": 5}, {"text": "x"}, "str", None, {"type": "t", "text": "y"}]},
+                           {"details": {"status": "blocked", "deniedReason": "policy"}}, {"content": []},
+                           {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": " b "}], "details": []}])
     if roll < 0.1:
         return rng.choice(["plain text", 0, -0.0, [], [1, "a"], True, {"content": "not a list"}])
     return {"content": content, "details": rng.choice([{"ok": True}, {"ok": False}, {}, "not an object", None])}
@@ -187,7 +195,8 @@ def _error(rng: random.Random) -> Any:
                            f"tool {name}{ws}is not available", f"{ws}unknown tool: {name}{ws}", "unknown toolbox failure"])
     if roll < 0.85:
         return rng.choice(["HTTP 503", "ENOENT", "", " ", "boom"])
-    return rng.choice([0, 42, True, {"code": 1}, [1], -0.0])
+    return rng.choice([0, 42, True, False, {"code": 1}, [1], -0.0, 1e21, {"message": "Unknown tool: ghost"},
+                       {"name": "Error", "message": ""}, [None]])
 
 
 def _positive(rng: random.Random) -> Any:
@@ -214,13 +223,19 @@ def _block(rng: random.Random) -> dict[str, Any]:
     return block
 
 
-AGENT_IDS = ["ops", "Ops", " ops ", "main", "Sales Team!", "", " ", None, "x" * 70]
+AGENT_IDS = ["ops", "Ops", " ops ", "main", "Sales Team!", "", " ", None, "x" * 70, "\u00c4gent", "a.b", "-ops-",
+             "y" * 64, "\u00a0ops"]
 
 
 def _config(rng: random.Random) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if rng.random() < 0.9:
         config["tools"] = {"loopDetection": _block(rng)}
+        if rng.random() < 0.05:
+            config["tools"]["loopDetection"] = rng.choice([None, [], "on"])
+        elif rng.random() < 0.08:
+            config["tools"]["loopDetection"][rng.choice(["detectors", "postCompactionGuard"])] = rng.choice(
+                [None, [], "xy", 3])
     if rng.random() < 0.4:
         entries: list[Any] = []
         for _ in range(rng.randrange(1, 4)):
@@ -231,8 +246,11 @@ def _config(rng: random.Random) -> dict[str, Any]:
             entry: dict[str, Any] = {"id": rng.choice(AGENT_IDS)}
             if rng.random() < 0.8:
                 entry["tools"] = {"loopDetection": _block(rng)}
+            elif rng.random() < 0.3:
+                entry["tools"] = rng.choice([None, {"loopDetection": None}, {}])
             entries.append(entry)
-        config["agents"] = {"list": entries}
+        config["agents"] = {"list": entries} if rng.random() < 0.95 else rng.choice([{"list": {"0": entries[0]}},
+                                                                                      {"list": None}, None])
     return config
 
 
@@ -244,7 +262,7 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
         tool = rng.choice(TOOLS)
         args = _args(rng, tool)
         shapes.append((tool, args, [_result(rng, tool) for _ in range(rng.randrange(1, 3))]))
-    runs = rng.sample(["r1", "r2", " r1 ", "", None, "r3"], rng.randrange(1, 3))
+    runs = rng.sample(["r1", "r2", " r1 ", "", None, "r3", "\u00a0r1", "\u0085r1", " "], rng.randrange(1, 3))
     sessions = rng.sample([("s1", "absent"), ("s1", "k1"), ("s2", "absent"), ("s1", None), ("s1", ""),
                            (None, "k1"), ("s2", "k1"), (None, None)], rng.randrange(1, 3))
     agents = rng.sample(AGENT_IDS, 2) if "agents" in config else [None]

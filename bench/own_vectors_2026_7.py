@@ -402,6 +402,23 @@ def scenarios() -> list[dict[str, Any]]:
     add("results-of-unseen-calls-count",
         "§9: results of calls never seen are recorded with their own tool name and args and count in the "
         "next call's streak (critical 3 blocks)", on(warningThreshold=2, criticalThreshold=3), ur)
+    mv = Events(run="r1")
+    mv.call("grep", grep, outcome_follows=True, session_key="k1")
+    mv.call("ls", {"dir": "/"}, res("a b"), session_id="sess-b", session_key="k1", run_id="r2")
+    mv.compaction()
+    mv.result("c1", res("3 hits"), session_key=None)
+    add("result-finds-its-call-after-the-session-moved-on",
+        "§9 and §8.1: call c1 is deferred under key k1 (session sess-a); a call with key k1 and session sess-b "
+        "makes that state remember sess-b; c1's result (no key, sess-a) looks up a new state, yet it is c1's "
+        "result: grep, run r1, observed by r1's armed guard", {}, mv)
+    ig = Events()
+    ig.call("grep", grep, res("1"), times=3, session_key="k1").call("grep", grep, outcome_follows=True, session_key="k1")
+    ig.result("c4", res("1"), session_key="k9", tool_name="grep", args=grep)
+    ig.call("grep", grep, res("1"), session_id="sess-b", session_key="k1")
+    add("ignored-result-still-looks-up-its-session",
+        "§8.1 and §9: the result of blocked call c4 is ignored, but its lookup (key k9, session sess-a) moves the "
+        "state away from k1; the next call (key k1, session sess-b) finds no state and starts from nothing",
+        on(warningThreshold=2, criticalThreshold=3), ig)
     # §7 guard
     add("guard-differing-observation-saves-the-window",
         "§7: one differing outcome in the window of 3 prevents the abort; repeats after the window closes are "
