@@ -20,7 +20,9 @@ Per kill, from the verdicts' arrival times:
   that hands over the killed worker's partitions pauses them too);
 * where the time goes, from the survivor's log: kill -> the group's rebalance
   starts (the session timeout), -> the survivor has joined the new generation,
-  -> its table recovery completed, -> the first verdict.
+  -> it reads the input partitions (from their committed offsets; those whose
+  states its bulk read caught up at once), -> Faust's table recovery
+  completed (it no longer holds the input back), -> the first verdict.
 
 Also the restarted worker's start-up: process start -> its first log line
 (Python imports) -> ready, and the longest pause of any partition while it
@@ -377,21 +379,24 @@ def measure(traffic: Traffic, killed_at: float, survivor: GroupWorker, partition
     time.sleep(5.0)  # the window for the survivor's own partitions' pause
     window_end = killed_at + stall + 5.0
     everything = traffic.arrivals()
-    pause = 0.0
+    pause, pause_at = 0.0, (0.0, 0.0)
     for p in set(range(partitions)) - set(owned):
         times = sorted(t for t in everything.get(p, []) if killed_at <= t <= window_end)
         points = [killed_at, *times, window_end]
-        pause = max(pause, max(b - a for a, b in zip(points, points[1:])))
+        gap, at = max((b - a, a) for a, b in zip(points, points[1:]))
+        if gap > pause:
+            pause, pause_at = gap, (at - killed_at, at + gap - killed_at)
     lines = survivor.log_times(killed_at)
     rebalance = _first_after(lines, "Revoking previously assigned partitions", killed_at)
     joined = _first_after(lines, "Joined group", rebalance or killed_at)
     recovered = _first_after(lines, "Recovery complete", joined or killed_at)
-    phases = {"rebalance starts": rebalance, "joined": joined, "recovered": recovered}
+    reading = _first_after(lines, "input partition(s) from their committed offsets", joined or killed_at)
+    phases = {"rebalance starts": rebalance, "joined": joined, "reads input": reading, "recovered": recovered}
     bulk = [(int(m.group(1)), float(m.group(2))) for stamp, line in lines
             if stamp <= (recovered or float("inf")) and (m := _BULK_READ.search(line))]
     faust = _restored(survivor, killed_at)
     restored = None if faust is None and not bulk else (faust or 0) + sum(n for n, _ in bulk)
-    return {"stall": stall, "owned": owned, "pause": pause, "restored": restored,
+    return {"stall": stall, "owned": owned, "pause": pause, "pause_at": pause_at, "restored": restored,
             "bulk": sum(n for n, _ in bulk), "bulk_s": sum(t for _, t in bulk),
             **{name: (at - killed_at if at is not None else None) for name, at in phases.items()}}
 
@@ -466,10 +471,12 @@ def main() -> None:
                 time.sleep(_SETTLE_S)
                 rejoins.append(_longest_gap(traffic, victim.started_at, time.time()))
                 print(f"kill {number + 1}: stall {result['stall']:.2f} s (partitions {result['owned']}), "
-                      f"unaffected pause {result['pause']:.2f} s; {result['restored']} changelog records restored "
+                      f"unaffected pause {result['pause']:.2f} s ({result['pause_at'][0]:.2f}-{result['pause_at'][1]:.2f} s "
+                      f"after the kill); {result['restored']} changelog records restored "
                       f"({result['bulk']} of them in bulk, {result['bulk_s']:.2f} s); "
                       f"rebalance at {_fmt(result['rebalance starts'])}, "
-                      f"joined {_fmt(result['joined'])}, recovered {_fmt(result['recovered'])} s; "
+                      f"joined {_fmt(result['joined'])}, reads input {_fmt(result['reads input'])}, "
+                      f"Faust's recovery complete {_fmt(result['recovered'])} s; "
                       f"restart: first log line {_fmt(startups[-1][0])}, ready {_fmt(startups[-1][1])} s, "
                       f"longest pause of a partition while it rejoined {rejoins[-1]:.2f} s", flush=True)
             sizes = asyncio.run(_changelog_records(args.bootstrap, workers[0].app_id))
@@ -499,7 +506,7 @@ def main() -> None:
     if restored:
         print(f"  {'changelog records restored (median, largest)':<44} {statistics.median(restored):>9.0f} "
               f"{max(restored):>9}")
-    for phase in ("rebalance starts", "joined", "recovered"):
+    for phase in ("rebalance starts", "joined", "reads input", "recovered"):
         print(f"  {'kill -> ' + phase:<44} {_fmt(_median([r[phase] for r in results])):>9}")
     print(f"  {'restart: process start -> first log line':<44} {_fmt(_median([s[0] for s in startups])):>9}")
     print(f"  {'restart: process start -> ready':<44} {_fmt(_median([s[1] for s in startups])):>9}")

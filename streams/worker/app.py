@@ -81,6 +81,7 @@ from .fleet import FleetView
 from streams.detection import Engine, load_config
 from streams.wire.logs import limit_kafka_client_logs
 from .outage import Outages, is_broker_trouble
+from .offsets import CommittedOffsets
 from .outputs import Outputs
 from .reader import Batch, InputReader
 from .states import States
@@ -102,6 +103,7 @@ _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _FAUST_STOP_S = 5.0
 _READY_POLL_S, _READY_NOTE_S = 0.02, 10.0  # start-up: looking whether the input is read; saying what it waits for
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
+_OFFSETS_WAIT_S = 5.0  # longest the admin client's read of them takes before Faust's consumer is asked
 
 
 class _App(faust.App):
@@ -209,6 +211,7 @@ class Loopwatch(Checkpoints, Outages):
         self._init_checkpoints()
         self._init_outages()
         self._owned_generation: int | None = None  # the group generation whose writers this worker started
+        self._revoked_at = time.monotonic()  # when the last rebalance took the partitions away (or the start)
         self._lock = asyncio.Lock()  # one batch or snapshot at a time (handlers, timers, rebalance)
         self._out: Outputs | None = None  # opened with its producer, at start or on the first batch
         self._producers: tuple[AIOKafkaProducer, ...] = ()
@@ -221,6 +224,7 @@ class Loopwatch(Checkpoints, Outages):
         self._backoff = Backoff(s.kafka_retry_backoff_ms, s.kafka_reconnect_backoff_max_ms)
         app.transport = Transport(app.conf.broker_consumer, app, external, self._backoff)
         self._bootstrap = bootstrap_servers(s.broker)
+        self._offsets = CommittedOffsets(self._bootstrap, s.app_id, f"{s.app_id}-offsets", self._backoff)
         # The changelog writers of the partitions owned (streams.worker.fencing), started at each assignment
         # before the partitions' states are recovered.
         self._writers = PartitionWriters(
@@ -383,9 +387,16 @@ class Loopwatch(Checkpoints, Outages):
     async def _on_revoked(self, *args: Any, **kwargs: Any) -> None:
         """Partitions move: checkpoint the states and offsets (see streams.worker.checkpoint), drop the cache;
         write the fleet view's windows and drop its copies."""
+        self._revoked_at = time.monotonic()
+        # The windows go out on the output producer, the checkpoint on the changelog writers: both at once.
+        await asyncio.gather(self._flush_fleet_windows(), self._checkpoint_at_revoke())
+
+    async def _flush_fleet_windows(self) -> None:
         if self.fleet is not None:
             await self.fleet.flush()
             self.fleet.windows.forget()
+
+    async def _checkpoint_at_revoke(self) -> None:
         async with self._lock:
             try:
                 fenced = await self._final_checkpoint()
@@ -401,42 +412,57 @@ class Loopwatch(Checkpoints, Outages):
             self._reader.revoke()
 
     async def _on_assigned(self, *args: Any, **kwargs: Any) -> None:
-        """New assignment: read its input partitions here, from their committed offsets, once recovered."""
+        """New assignment: read its input partitions here, from their committed offsets, once recovered.
+
+        Faust's consumer is told to leave the input partitions alone while the committed offsets are read
+        (both go to the broker; the offsets by :class:`~streams.worker.offsets.CommittedOffsets`, in this
+        loop, not behind the calls Faust's recovery makes in the consumer thread at the same moment)."""
         consumer = self.app.consumer
         mine = [tp for tp in consumer.assignment() if tp.topic in consumer.transport.external_topics]
         async with self._lock:
             await self._wait_checkpoint()
             self._drop()  # the table is the truth
             self._reader.revoke()
-            await consumer.stop_fetching(mine)
-            generation = self.app.consumer_generation_id
-            if self._outage_since is not None and self._owned_generation != generation:
-                return  # no fresh writers for this assignment (Kafka did not answer): the next one reads
-            for attempt in range(1, _OFFSET_ATTEMPTS + 1):
-                try:
-                    committed = await consumer.committed_offsets(mine)
-                    break
-                except Exception as exc:
-                    if self.app.consumer_generation_id != generation:
-                        return  # the group rebalanced again: its assignment comes next
-                    if attempt == _OFFSET_ATTEMPTS:  # no input read until a restart otherwise
-                        if is_broker_trouble(exc):
-                            self._enter_outage(exc)  # a rebalance once Kafka answers assigns them again
-                            return
-                        log.error("loopwatch: cannot read the committed offsets: %r", exc)
-                        await self.app.crash(exc)
-                        return
-                    log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
-                    await asyncio.sleep(_OFFSET_RETRY_S)
+            stopping = asyncio.ensure_future(consumer.stop_fetching(mine))
             try:
-                await self._reader.start()
+                await self._read_input_from_committed(consumer, mine)
+            finally:
+                await stopping
+
+    async def _read_input_from_committed(self, consumer: Any, mine: list[Any]) -> None:
+        """The reader reads ``mine`` (the input and rekey partitions assigned) from their committed offsets."""
+        generation = self.app.consumer_generation_id
+        if self._outage_since is not None and self._owned_generation != generation:
+            return  # no fresh writers for this assignment (Kafka did not answer): the next one reads
+        for attempt in range(1, _OFFSET_ATTEMPTS + 1):
+            try:
+                committed = await self._committed_offsets(consumer, mine)
+                break
             except Exception as exc:
-                if not is_broker_trouble(exc):
-                    raise
-                self._enter_outage(exc)
-                return
-            self._reader.assign(committed)
-            self._outage_over()
+                if self.app.consumer_generation_id != generation:
+                    return  # the group rebalanced again: its assignment comes next
+                if attempt == _OFFSET_ATTEMPTS:  # no input read until a restart otherwise
+                    if is_broker_trouble(exc):
+                        self._enter_outage(exc)  # a rebalance once Kafka answers assigns them again
+                        return
+                    log.error("loopwatch: cannot read the committed offsets: %r", exc)
+                    await self.app.crash(exc)
+                    return
+                log.warning("loopwatch: reading the committed offsets failed (attempt %d): %r", attempt, exc)
+                await asyncio.sleep(_OFFSET_RETRY_S)
+        try:
+            await self._reader.start()
+        except Exception as exc:
+            if not is_broker_trouble(exc):
+                raise
+            self._enter_outage(exc)
+            return
+        self._reader.assign(committed)
+        at_once = sum(1 for tp in mine if self._ready(tp))
+        log.info("loopwatch: generation %d: reading %d input partition(s) from their committed offsets, %d at once "
+                 "(states caught up), %.2f s after the revocation", generation, len(mine), at_once,
+                 time.monotonic() - self._revoked_at)
+        self._outage_over()
 
     async def _reading_input(self) -> None:
         """Return once the worker reads the input of every state partition it owns, its outputs open.
@@ -496,10 +522,31 @@ class Loopwatch(Checkpoints, Outages):
         else:
             self._owned_generation = generation
 
+    async def _committed_offsets(self, consumer: Any, tps: list[Any]) -> dict[Any, int | None]:
+        """``{tp: next offset to read, None: from the beginning}`` of the group; raises aiokafka's errors."""
+        try:
+            found = await asyncio.wait_for(self._offsets.read(tps), _OFFSETS_WAIT_S)
+            return found
+        except Exception as exc:  # Faust's consumer asks in its own way (and says what is wrong, if anything)
+            log.debug("loopwatch: reading the committed offsets with the admin client failed: %r", exc)
+        return await consumer.committed_offsets(tps)
+
     def _ready(self, tp: Any) -> bool:
-        """Whether Faust has recovered ``tp``'s state (its input may be applied)."""
+        """Whether ``tp``'s state is recovered (its input may be applied).
+
+        Either Faust's recovery has completed (it resumed ``tp``), or, sooner,
+        the partition's writer fenced its former owners in this generation and
+        the bulk read brought the store to the changelog's end
+        (:attr:`streams.worker.table.StateTable.caught_up`): Faust's recovery
+        has nothing of it left to read then, and the checkpoints wait until
+        it has completed (``app.rebalancing``), so it never finds the store
+        past the changelog's end it took.
+        """
         consumer = self.app.consumer
-        return consumer.flow_active and tp in consumer._get_active_partitions()
+        if consumer.flow_active and tp in consumer._get_active_partitions():
+            return True
+        return (tp.partition in self.table.caught_up and self._owned_generation is not None
+                and self._owned_generation == self.app.consumer_generation_id and not self.app.should_stop)
 
     async def _on_shutdown(self, *args: Any, **kwargs: Any) -> None:
         """Graceful stop: a last checkpoint, committed (a restart re-sends nothing), if Kafka acknowledges it
@@ -518,6 +565,7 @@ class Loopwatch(Checkpoints, Outages):
             for producer in producers:  # records still unacknowledged are given up: no checkpoint covers them
                 await stop_producer(producer, max(0.1, until - loop.time()))
         await self._writers.close(max(0.1, until - loop.time()))
+        await self._offsets.close()
 
     async def _last_checkpoint(self) -> None:
         async with self._lock:

@@ -181,6 +181,7 @@ __all__ = ["Checkpoints"]
 log = logging.getLogger(__name__)
 
 _TRANSACTION_POLL_S = 0.05  # how often a checkpoint waiting for its changelog batches looks at the writer's state
+_GC_PAUSE_NOTE_S = 0.5  # a full garbage collection that held the event loop this long is logged (WARNING)
 
 
 class Checkpoints:
@@ -421,8 +422,14 @@ class Checkpoints:
         now = time.monotonic()
         if now - self._gc_full_at >= interval:
             self._gc_full_at = now
+            objects = gc.get_freeze_count()
             gc.unfreeze()
-            gc.collect()
+            found = gc.collect()
+            took = time.monotonic() - now
+            # the event loop stands still meanwhile: a pause that long shows in every partition's latency
+            log.log(logging.WARNING if took >= _GC_PAUSE_NOTE_S else logging.DEBUG,
+                    "loopwatch: full garbage collection over %d objects took %.2f s (%d unreachable)",
+                    objects, took, found)
         gc.freeze()
 
     def _fail(self, exc: BaseException) -> None:

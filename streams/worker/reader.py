@@ -30,6 +30,7 @@ wait up to :data:`IDLE_FETCH_WAIT_MS` for its first fetch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
@@ -99,6 +100,7 @@ class InputReader:
         self._starting: asyncio.Lock | None = None
         self._fetching: set[TopicPartition] = set()  # assigned and resumed
         self._revoked = False  # nothing is resumed until the next assign
+        self._assigned = asyncio.Event()  # an idle reader looks at its partitions at once after an assign
         self.epoch = 0  # changes at every assign and revoke
 
     async def start(self) -> None:
@@ -132,8 +134,9 @@ class InputReader:
         if consumer is not None:
             await stop_consumer(consumer)  # consumer.stop() raises CancelledError while the broker is down
 
-    def assign(self, offsets: Mapping[Any, int]) -> None:
-        """Read exactly the partitions of ``{(topic, partition): next offset}``, each from its offset.
+    def assign(self, offsets: Mapping[Any, int | None]) -> None:
+        """Read exactly the partitions of ``{(topic, partition): next offset}``, each from its offset (None:
+        from the partition's beginning, where a fresh assignment of this group-less consumer starts).
 
         Replaces the previous assignment. A partition is fetched once
         ``ready(tp)`` holds. Call after :meth:`start`.
@@ -143,11 +146,13 @@ class InputReader:
         tps = {TopicPartition(tp[0], tp[1]): offset for tp, offset in offsets.items()}
         consumer.assign(list(tps))
         for tp, offset in tps.items():
-            consumer.seek(tp, offset)
+            if offset is not None:
+                consumer.seek(tp, offset)
         if tps:
             consumer.pause(*tps)
         self._fetching = set()
         self._revoked = False
+        self._assigned.set()
 
     def revoke(self) -> None:
         """Stop delivering every partition (until the next :meth:`assign`)."""
@@ -197,7 +202,9 @@ class InputReader:
         try:
             while True:
                 if not self._resume_ready(consumer):
-                    await asyncio.sleep(_IDLE_S)
+                    self._assigned.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):  # ready(tp) is looked at again then
+                        await asyncio.wait_for(self._assigned.wait(), _IDLE_S)
                     continue
                 epoch = self.epoch
                 records = await consumer.getmany(timeout_ms=int(_IDLE_S * 1000))

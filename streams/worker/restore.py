@@ -1,4 +1,4 @@
-"""Changelog partitions read in bulk into a ``memory://`` store, before Faust's recovery reads them.
+"""Changelog partitions read in bulk into a table's store (memory or RocksDB), before Faust's recovery reads them.
 
 Faust's recovery hands each changelog record from its consumer thread through
 a queue to a per-record step (a wait with a timeout, the remaining-offsets
@@ -6,15 +6,17 @@ sums, a check for the end of recovery): about 1,500 records a second on the
 2-core development machine under load, where a plain consumer reads the same
 partition at about 35,000. A worker that takes over partitions whose standby
 copies are behind (the other worker restarted a moment ago), or that starts
-with the memory store (nothing kept), paused those partitions for as many
+with the memory store (nothing kept) or with RocksDB databases that others'
+writes have left behind, paused those partitions for as many
 seconds as their live states took to read: 31.8 s for 37,922 records after
 1,000,000 events (docs/worker.md, Failover).
 
-:func:`read_changelog` reads each partition with a consumer of its own
+:class:`Restorer` reads each partition with a consumer of its own
 (``read_committed``, no group, fetches of many records), from the offset
 after what the store holds up to the partition's last stable offset when
 the read starts, and hands each fetch's records, in changelog order, to the
-store (:meth:`streams.worker.table.MemoryStore.apply_records`), which then
+store (:meth:`streams.worker.table.MemoryStore.apply_records`; RocksDB's own
+``apply_changelog_batch``, one write batch per fetch), which then
 holds the changelog up to the last of them, exactly as after Faust's
 recovery of the same records (committed records only, in order). Faust's
 recovery, which starts from the store's persisted offset, then reads only
@@ -22,7 +24,15 @@ what was written after that: usually nothing.
 
 It is only a faster way to the same state: a read that fails or takes
 longer than its budget leaves the rest to Faust's recovery (logged at
-WARNING), never a partition half applied out of order.
+WARNING), never a partition half applied out of order. What it returns
+(:class:`Restored`) names the partitions it brought to their ends: the
+worker serves those at once, without waiting for Faust's recovery
+(:meth:`streams.worker.table.StateTable.caught_up`).
+
+Every partition's end is asked for in one request (``ListOffsets``), groups
+of partitions (actives, then standbys) read one after the other: on the
+loaded development machine each round trip costs tens of milliseconds of a
+rebalance.
 """
 
 from __future__ import annotations
@@ -30,13 +40,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.wire.outages import Backoff, stop_consumer
 
-__all__ = ["RESTORE_BUDGET_S", "Restorer"]
+__all__ = ["RESTORE_BUDGET_S", "Restored", "Restorer"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,22 @@ RESTORE_BUDGET_S = 8.0
 _FETCH_WAIT_MS = 50  # a partition at its end answers after this long (the broker holds an empty fetch)
 _MAX_RECORDS = 20_000  # records per getmany
 _PARTITION_FETCH_BYTES = 8 * 1024 * 1024  # per partition and fetch (aiokafka's default: 1 MiB)
+
+
+@dataclass
+class Restored:
+    """What one :meth:`Restorer.read` did.
+
+    Attributes:
+        records: ``{tp: records applied}`` for every partition asked for.
+        caught_up: the partitions whose records were all applied up to the
+            end (last stable offset) the read started with, those that had
+            nothing to read included; a partition the read gave up on (budget,
+            failure) is not among them.
+    """
+
+    records: dict[TopicPartition, int] = field(default_factory=dict)
+    caught_up: set[TopicPartition] = field(default_factory=set)
 
 
 class Restorer:
@@ -64,58 +91,65 @@ class Restorer:
         self.budget_s = budget_s
         self._consumer: AIOKafkaConsumer | None = None
 
-    async def read(self, starts: Mapping[TopicPartition, int], apply: Callable[[TopicPartition, list[Any]], None],
-                   budget_s: float | None = None) -> dict[TopicPartition, int]:
+    async def read(self, starts: Mapping[TopicPartition, int] | Sequence[Mapping[TopicPartition, int]],
+                   apply: Callable[[TopicPartition, list[Any]], None], budget_s: float | None = None) -> Restored:
         """Read each partition of ``starts`` from its offset to its last stable offset, calling ``apply(tp,
         records)`` (aiokafka ``ConsumerRecord``s, in offset order; tombstones have ``value`` None) per fetch.
 
-        Returns ``{tp: records read}``. Raises nothing but a cancellation:
-        a failure or the budget (``budget_s``, else :attr:`budget_s`) running out is logged and ends the read
-        (what was applied stays applied; the rest is Faust's recovery's).
+        ``starts``: ``{tp: first offset to read}``, or a sequence of them read
+        one after the other (the first group's partitions come to their ends
+        first); the ends of all are asked for at once. Raises nothing but a
+        cancellation: a failure or the budget (``budget_s``, else
+        :attr:`budget_s`) running out is logged and ends the read (what was
+        applied stays applied; the rest is Faust's recovery's).
         """
-        read: dict[TopicPartition, int] = {tp: 0 for tp in starts}
-        if not starts:
-            return read
+        groups = [dict(starts)] if isinstance(starts, Mapping) else [dict(group) for group in starts]
+        done = Restored({tp: 0 for group in groups for tp in group})
+        if not done.records:
+            return done
         started, budget = time.monotonic(), self.budget_s if budget_s is None else budget_s
         try:
-            await asyncio.wait_for(self._read(dict(starts), apply, read), max(0.0, budget))
+            await asyncio.wait_for(self._read(groups, apply, done), max(0.0, budget))
         except asyncio.TimeoutError:
             log.warning("loopwatch: bulk changelog read stopped after %.1f s with %d records read; Faust's recovery "
-                        "reads the rest", budget, sum(read.values()))
+                        "reads the rest", budget, sum(done.records.values()))
             await self.close()  # the consumer may be mid-fetch: a fresh one next time
         except Exception as exc:  # the broker went away mid-read: Faust's recovery retries as usual
             log.warning("loopwatch: bulk changelog read failed after %d records (%r); Faust's recovery reads the "
-                        "rest", sum(read.values()), exc)
+                        "rest", sum(done.records.values()), exc)
             await self.close()
         else:
-            if sum(read.values()):
+            if sum(done.records.values()):
                 log.info("loopwatch: read %d changelog records of %d partition(s) in %.2f s",
-                         sum(read.values()), len(starts), time.monotonic() - started)
-        return read
+                         sum(done.records.values()), len(done.records), time.monotonic() - started)
+        return done
 
-    async def _read(self, starts: dict[TopicPartition, int], apply: Callable[[TopicPartition, list[Any]], None],
-                    read: dict[TopicPartition, int]) -> None:
+    async def _read(self, groups: list[dict[TopicPartition, int]], apply: Callable[[TopicPartition, list[Any]], None],
+                    done: Restored) -> None:
         consumer = await self._started()
-        ends = await consumer.end_offsets(list(starts))  # read_committed: the last stable offsets
-        todo = {tp: end for tp, end in ends.items() if starts[tp] < end}
-        if not todo:
-            return
-        consumer.assign(list(todo))
-        for tp in todo:
-            consumer.seek(tp, starts[tp])
-        try:
-            while todo:
-                batches = await consumer.getmany(*todo, timeout_ms=_FETCH_WAIT_MS, max_records=_MAX_RECORDS)
-                for tp, records in batches.items():
-                    records = [record for record in records if record.offset < todo[tp]]
-                    if records:
-                        apply(tp, records)
-                        read[tp] += len(records)
-                for tp in list(todo):
-                    if await consumer.position(tp) >= todo[tp]:
-                        del todo[tp]
-        finally:
-            consumer.unsubscribe()
+        ends = await consumer.end_offsets(list(done.records))  # read_committed: the last stable offsets
+        for starts in groups:
+            todo = {tp: ends[tp] for tp in starts if starts[tp] < ends[tp]}
+            done.caught_up.update(tp for tp in starts if tp not in todo)
+            if not todo:
+                continue
+            consumer.assign(list(todo))
+            for tp in todo:
+                consumer.seek(tp, starts[tp])
+            try:
+                while todo:
+                    batches = await consumer.getmany(*todo, timeout_ms=_FETCH_WAIT_MS, max_records=_MAX_RECORDS)
+                    for tp, records in batches.items():
+                        records = [record for record in records if record.offset < todo[tp]]
+                        if records:
+                            apply(tp, records)
+                            done.records[tp] += len(records)
+                    for tp in list(todo):
+                        if await consumer.position(tp) >= todo[tp]:
+                            del todo[tp]
+                            done.caught_up.add(tp)
+            finally:
+                consumer.unsubscribe()
 
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:

@@ -191,11 +191,11 @@ class WorkerSettings(BaseSettings):
                     "streams.worker.checkpoint), at the cost of a rebalance.",
     )
     heartbeat_interval_s: float = Field(
-        0.5, gt=0,
+        0.25, gt=0,
         description="Consumer group heartbeat interval, seconds (well under the session timeout: a few missed "
-                    "heartbeats must not end a session). A worker learns of a rebalance at its next heartbeat, so "
-                    "this is added to the pause of a rebalance at most; a shorter one costs a small request per "
-                    "interval.",
+                    "heartbeats must not end a session). A worker learns of a rebalance (a dead worker's session "
+                    "expiring) at its next heartbeat, so this is added to a failover and to the pause of a "
+                    "rebalance at most; a shorter one costs a small request per interval.",
     )
     rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
 

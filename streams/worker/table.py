@@ -12,10 +12,13 @@ Works with both of the worker's stores (``--store``):
   directory, each holding the offset of the last changelog record written to
   it; at start only the changelog records after that offset are read.
 
-With ``memory://``, each rebalance first reads the assigned changelog
+With either store, each rebalance first reads the assigned changelog
 partitions past what the store holds in bulk (:mod:`streams.worker.restore`,
-actives first, then standbys), so that Faust's recovery, a record at a time,
-finds little or nothing left to read.
+actives first, then standbys; into RocksDB one write batch per fetch, through
+the store's own ``apply_changelog_batch``), so that Faust's recovery, a record
+at a time, finds little or nothing left to read, and the active partitions
+the bulk read brought to their ends are served at once
+(:attr:`StateTable.caught_up`).
 
 Faust writes a table key from a stream only (``table[key] = value`` takes the
 partition of the current event; the RocksDB store asserts one). This worker
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Awaitable, Callable, Iterable, Set
 
 import faust
@@ -151,6 +153,9 @@ class StateTable(MemoryStoreTable):
         # the partitions' former owners there, streams.worker.fencing)
         self.before_recovery: Callable[[int], Awaitable[None]] | None = None
         self._restorer: Restorer | None = None  # the memory store's bulk reads, made at the first rebalance
+        # The active partitions of the current assignment whose store holds their changelog up to its end
+        # (the bulk read brought them there): what Faust's recovery would read of them is nothing.
+        self.caught_up: set[int] = set()
 
     async def write(self, out: Outputs, partition: int,
                     records: list[tuple[bytes, bytes | None]]) -> list[tuple[list[tuple[bytes, bytes | None]], Any]]:
@@ -254,32 +259,38 @@ class StateTable(MemoryStoreTable):
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP],
                            generation_id: int = 0) -> None:
         """Faust's table rebalance (before the recovery of the assigned partitions), after :attr:`before_recovery`."""
+        self.caught_up = set()
         if self.before_recovery is not None:
             await self.before_recovery(generation_id)
         await self._read_ahead()
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def _read_ahead(self) -> None:
-        """``memory://`` only: bring the store's assigned changelog partitions (actives, then standbys) up to
-        their ends in bulk (:class:`streams.worker.restore.Restorer`), before Faust's recovery takes their
-        persisted offsets as its starting points."""
+        """Bring the store's assigned changelog partitions (actives, then standbys) up to their ends in bulk
+        (:class:`streams.worker.restore.Restorer`), before Faust's recovery takes their persisted offsets as
+        its starting points; :attr:`caught_up` = the active ones it brought there."""
         store = self.data
-        if not isinstance(store, MemoryStore):
-            return  # RocksDB keeps its partitions on disk: a start reads only what was written since
+        if not isinstance(store, (MemoryStore, rocksdb_store.Store)):
+            return
         if self._restorer is None:
             broker = ",".join(str(url) for url in self.app.conf.broker)
             self._restorer = Restorer(bootstrap_servers(broker), f"{self.app.conf.id}-{self.name}-restore",
                                       getattr(self.app.transport, "backoff", None))
         topic = self.changelog_topic.get_topic_name()
         assignor = self.app.assignor
-        deadline = time.monotonic() + self._restorer.budget_s  # both reads: within the rebalance timeout
-        for tps in (assignor.assigned_actives(), assignor.assigned_standbys()):
-            starts = {TopicPartition(tp.topic, tp.partition): _after(store.persisted_offset(tp))
-                      for tp in tps if tp.topic == topic}
-            await self._restorer.read(starts, self._apply_records, deadline - time.monotonic())
+        actives, standbys = ({TopicPartition(tp.topic, tp.partition): _after(store.persisted_offset(tp))
+                              for tp in tps if tp.topic == topic}
+                             for tps in (assignor.assigned_actives(), assignor.assigned_standbys()))
+        restored = await self._restorer.read([actives, standbys], self._apply_records)
+        self.caught_up = {tp.partition for tp in restored.caught_up if tp in actives}
 
     def _apply_records(self, tp: TopicPartition, records: list[Any]) -> None:
-        self.data.apply_records(TP(tp.topic, tp.partition), records)
+        store = self.data
+        if isinstance(store, MemoryStore):
+            store.apply_records(TP(tp.topic, tp.partition), records)
+        else:  # RocksDB: its own recovery step (one write batch into the partition's database, then the offset)
+            store.apply_changelog_batch([_ChangelogEvent(TP(tp.topic, tp.partition), record) for record in records],
+                                        to_key=None, to_value=None)
         partitions = self.key_partitions
         for record in records:
             if record.value is None:
@@ -322,6 +333,24 @@ class StateTable(MemoryStoreTable):
                 for partition, db in list(store._dbs.items()) if partition in assigned
                 for key in store._visible_keys(db)
             }
+
+
+class _ChangelogEvent:
+    """What Faust's ``Store.apply_changelog_batch`` reads of a changelog event: ``event.message`` with ``tp``,
+    ``partition``, ``offset``, ``key`` and ``value`` (raw bytes; RocksDB's ignores ``to_key``/``to_value``)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, tp: TP, record: Any) -> None:
+        self.message = _ChangelogMessage(tp, record)
+
+
+class _ChangelogMessage:
+    __slots__ = ("tp", "partition", "offset", "key", "value")
+
+    def __init__(self, tp: TP, record: Any) -> None:
+        self.tp, self.partition, self.offset = tp, tp.partition, record.offset
+        self.key, self.value = record.key, record.value
 
 
 def _after(offset: int | None) -> int:

@@ -187,6 +187,33 @@ def test_assign_replaces_the_previous_assignment(kafka_bootstrap: str) -> None:
     run(scenario())
 
 
+@pytest.mark.timeout(60)
+def test_a_partition_without_an_offset_is_read_from_its_beginning_even_if_it_was_read_before(
+        kafka_bootstrap: str) -> None:
+    # None: the group has no committed offset (the rekey topic nothing was written to, a fresh group)
+    topic = new_topic("beginning")
+
+    async def scenario() -> None:
+        await create_topics(kafka_bootstrap, [topic], 2)
+        await produce_to(kafka_bootstrap, topic, 0, ["a0", "a1", "a2"])
+        await produce_to(kafka_bootstrap, topic, 1, ["b0", "b1"])
+        deliveries = Deliveries()
+        async with running_reader(kafka_bootstrap, deliveries) as reader:
+            reader.assign({(topic, 0): 2})
+            await deliveries.until(lambda: len(deliveries.offsets(topic, 0)) >= 1, "p0 from 2")
+            reader.assign({(topic, 0): None, (topic, 1): None})  # p0 was at 3: a new assignment starts over
+            await deliveries.until(lambda: len(deliveries.offsets(topic, 0, epoch=2)) >= 3
+                                   and len(deliveries.offsets(topic, 1, epoch=2)) >= 2, "both from 0")
+            await asyncio.sleep(QUIET_S)
+
+            assert deliveries.offsets(topic, 0, epoch=1) == [2]
+            assert deliveries.offsets(topic, 0, epoch=2) == [0, 1, 2]
+            assert deliveries.keys(topic, 1, epoch=2) == ["b0", "b1"]
+            assert not deliveries.errors
+
+    run(scenario())
+
+
 # ----------------------------------------------------------------------------------------- ready
 
 

@@ -92,7 +92,8 @@ def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset
     assert [(key, value) for _, key, value in seen] == [
         (b"k1", b"A"), (b"k2", b"B"), (b"k2", None), (b"k3", b"C"), (b"k5", b"E"), (b"k1", b"A2")]
     assert held == {b"k1": b"A2", b"k3": b"C", b"k5": b"E"} and partitions == {b"k1": 0, b"k3": 0, b"k5": 0}
-    assert first == {tp: 6} and again == {tp: 0}
+    assert first.records == {tp: 6} and again.records == {tp: 0}
+    assert first.caught_up == again.caught_up == {tp}  # at its end: read to it, then nothing left to read
     assert offset == seen[-1][0] and offset > 6  # past the markers and the aborted records, which are never applied
 
 
@@ -122,7 +123,51 @@ def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafk
     finally:
         restore_log.removeHandler(caplog.handler)
         restore_log.disabled = disabled
-    assert unreachable == no_time == {tp: 0} and held == {} and offset is None
+    assert unreachable.records == no_time.records == {tp: 0} and held == {} and offset is None
+    assert unreachable.caught_up == no_time.caught_up == set()  # served only once Faust's recovery has read it
     messages = [record.getMessage() for record in caplog.records]
     assert any("bulk changelog read failed after 0 records" in m for m in messages), messages
     assert any("bulk changelog read stopped after 0.0 s with 0 records read" in m for m in messages), messages
+
+
+def test_a_bulk_read_into_rocksdb_writes_the_partitions_database_and_its_offset(kafka_bootstrap, tmp_path):
+    # The RocksDB store takes the same records through its own recovery step (one write batch per fetch): the
+    # partition's database then holds what Faust's recovery of the changelog would have left, and its offset.
+    pytest.importorskip("rocksdict")
+    import faust
+
+    from streams.worker.table import StateTable
+
+    async def run() -> tuple:
+        tp = await _changelog(kafka_bootstrap)
+        app = faust.App("lw-test-restore-rocksdb", datadir=str(tmp_path), store="rocksdb://", autodiscover=False,
+                        key_serializer="raw", value_serializer="raw")
+        table = StateTable(app, name="states", default=None, key_type=bytes, value_type=bytes, partitions=1)
+        restorer = Restorer(kafka_bootstrap, "lw-test-restore")
+        try:
+            read = await restorer.read({tp: 0}, table._apply_records)
+        finally:
+            await restorer.close()
+        store = table.data
+        db = store._db_for_partition(0)  # Faust's RocksDB store: one database per changelog partition
+        held = {key: db.get(key) for key in (b"k1", b"k2", b"k3", b"k4", b"k5")}
+        offset = store.persisted_offset(TP(tp.topic, 0))
+        ends = await _end_offset(kafka_bootstrap, tp)
+        return tp, read, held, offset, ends, dict(table.key_partitions)
+
+    tp, read, held, offset, end, partitions = asyncio.run(run())
+    assert read.records == {tp: 6} and read.caught_up == {tp}
+    assert held == {b"k1": b"A2", b"k2": None, b"k3": b"C", b"k4": None, b"k5": b"E"}
+    assert partitions == {b"k1": 0, b"k3": 0, b"k5": 0}
+    assert offset == end - 2  # the last committed record (k1=A2); its commit marker follows it
+
+
+async def _end_offset(bootstrap: str, tp: TopicPartition) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        return (await consumer.end_offsets([tp]))[tp]
+    finally:
+        await consumer.stop()
