@@ -103,6 +103,12 @@ STRINGS = ["", " ", "a", "A", "/workspace/notes.md", "caf\u00e9", "\U0001f600", 
            "\U0001f600\uffff", "\x7f", "undefined", "null"]
 NUMBERS: list[Any] = [0, 1, -1, 2, 10, 1.0, 1.5, -0.0, 1e21, 1e-7, 123456789.125, 9007199254740993,
                       9007199254740992, 2**64, -(2**53) - 3, 5e-324, 1.7976931348623157e308]
+FAILURE_OUTPUTS = ["Error at {} (pid {}) after {}", "attempt {}: connection refused {} {}", "{} FAILED {} {}",
+                   "build failed in {}; retry{} ppid={}"]
+VOLATILE_PARTS = ["2026-12-03T10:00:00Z", "2026-12-03 10:00:01.123456+01:00", "2026-12-03t10:00:02", "10:00:00",
+                  "9:59:59.1234567", "12ms", "1.5 s", "3 seconds", "2 hours", "40us", "5\u00a0ms", "7 \u017f",
+                  "8 \u212as", "ATTEMPT 3", "Retry#4", "retry=5", "pid:77", "PID 78", "ppid=9", "\u0661\u0662 ms",
+                  "12msx", "x12ms", "\u212apid 4", "pid\u212a 4", "42", "#", "", "attempt\u00a0\u00a06"]
 WHITESPACE = [" ", "\t", "\u00a0", "\u3000", "\ufeff", "\u0085", "\u001c", "\u2028", "\n"]
 SEND_IDS = ["messageId", "message_id", "ts", "timestamp", "runId", "receipt", "id", "conversationId"]
 
@@ -451,11 +457,19 @@ def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
     # no-progress outcomes (2026.9.6): a thrown error, or a write that changed nothing
     churn_result, churn_error = rng.choice([(None, _error(rng)), ({"content": [], "details": {"changed": False}}, None),
                                             (_result(rng, churn_tool), None)])
-    mode = rng.choice(["repeat", "alternate", "churn", "random"])
+    mode = rng.choice(["repeat", "alternate", "churn", "random", "exec-failure"])
     runs = rng.sample(["r1", "r2", None], rng.randrange(1, 3))
+    failure = rng.choice(FAILURE_OUTPUTS)
     events = []
     for serial in range(rng.randrange(15, 70)):
-        if mode == "churn" and rng.random() > 0.05:
+        if mode == "exec-failure" and rng.random() > 0.05:
+            # a terminal exec failure whose output differs only in what 2026.9.6 masks (or not quite)
+            output = failure.format(*(rng.choice(VOLATILE_PARTS) for _ in range(3)))
+            tool, args, error = "exec", {"command": "make test"}, None
+            result = {"content": [{"type": "text", "text": output}],
+                      "details": {"status": rng.choice(["failed", "failed", "completed"]), "exitCode": rng.choice([2, 2, 0]),
+                                  "aggregated": output, "timedOut": False, "pid": rng.randrange(9999)}}
+        elif mode == "churn" and rng.random() > 0.05:
             tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
         else:
             if mode == "random" or rng.random() < 0.05:
@@ -477,7 +491,8 @@ def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
 
 def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
     """loopwatch's first difference from 2026.9.6's module (``--detector-only``): for each tool call up to the first
-    critical detection, its tool name, args hash, detection, warning (without loopwatch's note) and result hash."""
+    critical detection, its tool name, args hash, detection, warning (without loopwatch's note) and outcome (result
+    hash, no-progress mark, outcome kind, failure identity)."""
     from streams.detection import Engine, SessionStore
     from streams.offline.conformance import scenario_config
     scenario = json_loads(json.dumps(scenario))
@@ -491,9 +506,11 @@ def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | Non
                "detection": verdict.get("detection"),
                "warning": None if warning is None else {k: v for k, v in warning.items() if k != "note"},
                "result_hash": (verdict.get("outcome") or {}).get("result_hash")}
-        for field in want:
-            if got[field] != want[field]:
-                return Mismatch(scenario["name"], index, field, want[field], got[field])
+        for field in ("no_progress", "outcome_kind", "failure_identity_hash"):
+            got[field] = (verdict.get("outcome") or {}).get(field)
+        for field in set(want) | {"no_progress", "outcome_kind", "failure_identity_hash"}:
+            if got[field] != want.get(field):
+                return Mismatch(scenario["name"], index, field, want.get(field), got[field])
     return None
 
 

@@ -351,7 +351,8 @@ class Scenario {
 // --detector-only (a 2026.9.x install): what src/agents/tool-loop-admission.ts admitSingleToolCallLoop and
 // recordLoopOutcome do for a call that carries its outcome, up to the first critical detection (from there on
 // 2026.9 records the veto and runs its recovery, which live in the runner). Per tool_call event:
-// {tool_name, args_hash, detection, warning, result_hash}; null for other events and after the first critical.
+// {tool_name, args_hash, detection, warning, result_hash, [no_progress, outcome_kind, failure_identity_hash]};
+// null for other events and after the first critical.
 function detectorOnlyRun(scenario) {
   resetDiagnosticSessionStateForTest();
   const config = scenario.config ?? {};
@@ -384,6 +385,9 @@ function detectorOnlyRun(scenario) {
         toolName, toolParams: event.args, toolCallId: event.tool_call_id, result: event.result ?? undefined,
         error: thrown(event.error), config: loopDetection, ...event.run_id && { runId: event.run_id } });
       out.result_hash = record?.resultHash ?? null;
+      if (record?.noProgress) out.no_progress = true;
+      if (record?.outcomeKind) out.outcome_kind = record.outcomeKind;
+      if (record?.failureIdentityHash) out.failure_identity_hash = record.failureIdentityHash;
     }
     return out;
   });
