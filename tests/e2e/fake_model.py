@@ -13,10 +13,12 @@ Speaks the two wire formats the runners use (only the parts they need for a tool
 After ``max_calls`` tool calls (counted over the server's life) it answers with text and no tool, so
 a runner that never stops still ends. Every request is appended to ``log`` (JSON Lines) when given.
 
-With ``spawn`` (Responses API only, Codex's ``multi_agent_v1`` tools): the thread ``codex exec`` started
-first spawns a sub-agent (``spawn_agent {"message": "CHILD-TASK: ..."}``), then waits for it
-(``wait_agent``), then repeats the shell command ``spawn`` times and ends; the sub-agent (a request whose
-user messages hold ``CHILD-TASK``) is the one that loops, ``max_calls`` times.
+With ``spawn``, a sub-agent loops instead of the main agent. Codex (its ``multi_agent_v1`` tools): the
+thread ``codex exec`` started first spawns a sub-agent (``spawn_agent {"message": "CHILD-TASK: ..."}``),
+then waits for it (``wait_agent``); Claude Code: the main agent calls its ``Agent`` tool in the foreground
+with the prompt ``CHILD-TASK: ...``. Then the main agent repeats the shell command ``spawn`` times and
+ends; the sub-agent (a request whose user messages hold ``CHILD-TASK``) is the one that loops,
+``max_calls`` times.
 
 Run: ``python fake_model.py --port 0 --command 'ls /nonexistent' --max-calls 12 --port-file F``.
 """
@@ -87,20 +89,43 @@ def _asks_summary(body: dict[str, Any]) -> bool:
     return bool(messages) and COMPACTION_MARK in json.dumps(messages[-1].get("content"))
 
 
+CHILD_MARK = "CHILD-TASK"  # in the task a parent hands its sub-agent
+
+
+def _anthropic_parent_step(model: FakeModel, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Under ``spawn``, the main agent's next tool use (from how many tool results its conversation holds):
+    start the sub-agent (Claude Code's ``Agent`` tool, in the foreground), then ``model.spawn`` Bash calls;
+    None when it is done."""
+    step = sum(1 for m in body.get("messages") or [] if m.get("role") == "user" and isinstance(m.get("content"), list)
+               for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_result")
+    if step == 0:
+        return {"type": "tool_use", "id": f"toolu_agent_{next(model._ids):06d}", "name": "Agent",
+                "input": {"description": "run the check", "prompt": f"{CHILD_MARK}: run the check",
+                          "subagent_type": "general-purpose", "run_in_background": False}}
+    if step <= model.spawn:
+        return {"type": "tool_use", "id": f"toolu_parent_{step:02d}_{next(model._ids):06d}", "name": "Bash",
+                "input": {"command": model.command, "description": "run the check"}}
+    return None
+
+
 def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, Any], list]:
     """``(message, stream events)`` answering a Messages API request."""
     tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     summary = _asks_summary(body)
-    number = model.next_call() if "Bash" in tools and not summary else None
+    messages = body.get("messages") or []
+    parent = (model.spawn is not None and "Agent" in tools and not summary
+              and not (messages and CHILD_MARK in json.dumps(messages[0].get("content"))))
+    step = _anthropic_parent_step(model, body) if parent else None
+    number = model.next_call() if "Bash" in tools and not summary and not parent else None
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     if number is not None and number == model.full_after:
         usage["input_tokens"] = 990_000
     message = {"id": f"msg_{next(model._ids):06d}", "type": "message", "role": "assistant",
                "model": body.get("model", "fake"), "content": [], "stop_reason": None, "stop_sequence": None,
                "usage": usage}
-    if number is not None:
-        block = {"type": "tool_use", "id": f"toolu_{number:02d}_{message['id'][4:]}", "name": "Bash",
-                 "input": {"command": model.command, "description": "run the check"}}
+    if number is not None or step is not None:
+        block = step or {"type": "tool_use", "id": f"toolu_{number:02d}_{message['id'][4:]}", "name": "Bash",
+                         "input": {"command": model.command, "description": "run the check"}}
         stop = "tool_use"
         events = [("content_block_start", {"type": "content_block_start", "index": 0,
                                            "content_block": {**block, "input": {}}}),
@@ -124,7 +149,6 @@ def anthropic_answer(model: FakeModel, body: dict[str, Any]) -> tuple[dict[str, 
     return full, stream
 
 
-CHILD_MARK = "CHILD-TASK"
 SPAWN_NAMESPACE = "multi_agent_v1"  # Codex 0.171's sub-agent tools: a "namespace" tool in the request
 
 

@@ -260,7 +260,8 @@ def run_claude_code(binary: Path, workdir: Path, model_url: str, hook_env: dict[
     proc = subprocess.run([str(binary), "-p", prompt, "--settings", str(settings), "--allowedTools", "Bash",
                            "--output-format", "json"], cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-    files = sorted((home / ".claude" / "projects").rglob("*.jsonl"))
+    # the main log (<project>/<session>.jsonl), not a sub-agent's side file (<session>/subagents/agent-*.jsonl)
+    files = sorted(f for f in (home / ".claude" / "projects").rglob("*.jsonl") if f.parent.name != "subagents")
     session_file = files[0] if files else None
     session_id = session_file.stem if session_file else None
     return RunnerRun(proc.returncode, proc.stdout, proc.stderr, session_file, session_id, home)

@@ -129,9 +129,6 @@ def test_codex_blocks_the_sixth_call_and_denies_every_later_call_of_the_turn(pip
     print(f"codex e2e run: {time.monotonic() - started:.1f} s")
 
 
-PARENT_CALLS = 2  # the parent's own shell calls after its sub-agent is done
-
-
 def test_codex_sub_agent_loop_ends_the_sub_agents_run_and_its_parent_goes_on(pipeline, tmp_path):
     """The thread ``codex exec`` started spawns a sub-agent (``spawn_agent``, Codex's ``multi_agent_v1`` tools)
     and waits for it; the sub-agent repeats the failing command: 5 run, the 6th is blocked, every later one
@@ -174,6 +171,42 @@ def test_codex_sub_agent_loop_ends_the_sub_agents_run_and_its_parent_goes_on(pip
     replayed = calls_of(replay("codex", run.home / "sessions", pipeline.config_path))
     assert calls_of(live) == replayed
     print(f"codex sub-agent e2e run: {time.monotonic() - started:.1f} s")
+
+
+PARENT_CALLS = 2  # the parent's own shell calls after its sub-agent is done
+
+
+def test_claude_code_sub_agent_loop_stops_the_sub_agent_and_its_parent_goes_on(pipeline, tmp_path):
+    """The main agent starts a sub-agent in the foreground (Claude Code's ``Agent`` tool); the sub-agent
+    repeats the failing command: 5 run, the 6th is blocked, the 7th aborts its run (deny + ``continue:
+    false``). Claude Code 2.1.332 then stops the sub-agent only (its side file records
+    ``hook_stopped_continuation``): the ``Agent`` call returns and the main agent goes on, its own calls in
+    its own run, allowed. The sub-agent's calls carry its ``agent_id`` and run ``<session>:<agent_id>``; live
+    verdicts equal the replay of the main log (which brings the sub-agent's side file)."""
+    binary = _binary("claude")
+    counter = tmp_path / "project" / "ran.txt"
+    started = time.monotonic()
+    with ModelServer(_command(counter), MAX_CALLS, tmp_path / "model.jsonl", spawn=PARENT_CALLS) as model:
+        run = run_claude_code(binary, tmp_path, model.url, pipeline.hook_env())
+    assert run.status == 0, run.stderr
+    side_files = list(run.session_file.with_suffix("").glob("subagents/agent-*.jsonl"))
+    assert len(side_files) == 1
+    sub_agent = side_files[0].stem.removeprefix("agent-")
+    live = pipeline.verdicts(run.session_id, at_least=2 * (5 + 1 + PARENT_CALLS) + 2)
+    calls = [r for r in live if r["type"] == "tool_call"]
+    child = [r for r in calls if r["agent_id"] == sub_agent]
+    parent = [r for r in calls if r["agent_id"] == "main"]
+    assert len(child) + len(parent) == len(calls)
+    assert {r["run_id"] for r in child} == {f"{run.session_id}:{sub_agent}"}
+    assert len({r["run_id"] for r in parent}) == 1 and parent[0]["run_id"] != child[0]["run_id"]
+    assert [r["verdict"] for r in child] == ["allow"] * 5 + ["block", "abort"]
+    assert [(r["tool_name"], r["verdict"]) for r in parent] == [("agent", "allow")] + [("exec", "allow")] * PARENT_CALLS
+    assert _ran(counter) == 5 + PARENT_CALLS  # nothing of the sub-agent's after its block, the parent's ran
+    assert model.model.calls == 7  # no sub-agent turn after its abort
+    assert "hook_stopped_continuation" in side_files[0].read_text()
+    assert "hook_stopped_continuation" not in run.session_file.read_text()
+    assert calls_of(replay("claude-code", run.session_file, pipeline.config_path)) == calls_of(live)
+    print(f"claude-code sub-agent e2e run: {time.monotonic() - started:.1f} s")
 
 
 def test_codex_exec_skips_untrusted_hooks_without_a_word(pipeline, tmp_path):
