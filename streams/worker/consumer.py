@@ -48,6 +48,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.wire.outages import Backoff, stop_consumer
+from .reader import IDLE_AFTER_S, _PacedFetcher
 
 __all__ = ["Consumer", "Transport", "STABLE_WAIT_S", "SUBSCRIBE_WAIT_S", "last_committed", "stable_ends"]
 
@@ -58,6 +59,10 @@ _LISTED_POLL_S = 0.05
 _SCAN_WINDOW = 64  # records read back from a changelog's end at first (one transaction's marker, usually)
 _SCAN_TIMEOUT_S = 10.0
 _CHANGELOG_FETCH_WAIT_MS = 100
+# With no record for IDLE_AFTER_S, no recovery and no rebalance under way, the broker holds Faust's fetches this
+# long instead (a record arriving ends a fetch at once): a fetch every 100 ms, each naming every changelog and fleet
+# partition, was about half of an idle worker's CPU (docs/worker.md, "Idle"). Below Faust's own 1,500 ms.
+CHANGELOG_IDLE_FETCH_WAIT_MS = 500
 # Longest wait for the transactions open on a changelog partition when its end is asked for: longer than
 # the changelog writers' transaction timeout (streams.worker.fencing), after which the coordinator aborts
 # one left open. Faust allows the whole step broker_request_timeout (90 s).
@@ -67,10 +72,47 @@ _STABLE_POLL_S = 0.05
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's consumer thread: its aiokafka consumer gets the transport's :class:`~streams.wire.outages.Backoff`,
-    reads ``read_committed``, and changelog ends are at their last committed record."""
+    reads ``read_committed``, and changelog ends are at their last committed record.
+
+    Its fetches are held :data:`_CHANGELOG_FETCH_WAIT_MS` while records come, while Faust recovers tables and
+    from a rebalance's start, else (after :data:`~streams.worker.reader.IDLE_AFTER_S`)
+    :data:`CHANGELOG_IDLE_FETCH_WAIT_MS`, paced as the input reader's are. The verdict path does not use this
+    consumer (:mod:`streams.worker.reader`)."""
 
     _scanner: AIOKafkaConsumer | None = None  # read_committed, no group: changelog ends and their last records
     _watermarks: AIOKafkaConsumer | None = None  # read_uncommitted, no group: high watermarks
+    _busy_since = 0.0  # monotonic time of the last fetch with records, recovery or rebalance
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        fetcher = self._ensure_consumer()._fetcher  # aiokafka internals: built by start()
+        fetcher.__class__ = _PacedFetcher
+        fetcher.busy_wait_ms = _CHANGELOG_FETCH_WAIT_MS
+        self._busy_since = time.monotonic()
+
+    def _busy(self) -> None:
+        """Back to the short fetch wait (the next request built has it)."""
+        self._busy_since = time.monotonic()
+        consumer = self._consumer
+        if consumer is not None and getattr(consumer, "_fetcher", None) is not None:
+            consumer._fetcher._fetch_max_wait_ms = _CHANGELOG_FETCH_WAIT_MS
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:  # a rebalance starts: recovery seeks follow
+        self._busy()
+        await super().on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any, generation_id: int = 0) -> None:
+        self._busy()
+        await super().on_partitions_assigned(assigned, generation_id)
+
+    async def _fetch_records(self, consumer: Any, active_partitions: Any, timeout: Optional[float] = None,
+                             max_records: Optional[int] = None) -> Any:  # runs in the consumer thread
+        records = await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
+        if records or getattr(self.app, "in_recovery", False) or getattr(self.app, "rebalancing", False):
+            self._busy_since = time.monotonic()
+        elif time.monotonic() - self._busy_since >= IDLE_AFTER_S and isinstance(consumer._fetcher, _PacedFetcher):
+            consumer._fetcher._fetch_max_wait_ms = CHANGELOG_IDLE_FETCH_WAIT_MS
+        return records
 
     def _create_consumer(self, loop: asyncio.AbstractEventLoop) -> Any:
         consumer = super()._create_consumer(loop)

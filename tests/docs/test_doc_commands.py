@@ -125,8 +125,9 @@ def _check(words: list[str], made: set[str] | None) -> list[str]:
 
 
 def _looks_like_a_path(word: str) -> bool:
-    return not word.startswith(("-", "/")) and "://" not in word and ("/" in word or re.search(r"\.(json5?|jsonl|msgpack|toml)$", word)
-                                                        is not None)
+    if word.startswith(("-", "/")) or "://" in word:
+        return False
+    return "/" in word or re.search(r"\.(json5?|jsonl|msgpack|toml)$", word) is not None
 
 
 @pytest.mark.parametrize("where, mark, line, block", SHELL, ids=[f"{w}:{line[:40]}" for w, _, line, _ in SHELL])
