@@ -22,12 +22,24 @@
  *   With `needle` (bytes): None instead when the canonical text contains it
  *   (the 2026.9.6 outcome digest then takes the normalising Python path).
  *
- * fields_typed(event, strings, numbers, booleans) -> bool
+ * plain_outcome_hex(number_text, undefined, result, needle) -> str | None
  *
- *   Whether every field named in the three tuples of str is absent from the dict
- *   `event`, None, or of its kind: exactly str; int or float but not bool; bool.
- *   False sends the caller to its own checks, which say which field and why
- *   (streams.detection.events: the schema check every event passes through).
+ *   The hex SHA-256 of the plain outcome fingerprint {"details": ..., "text": ...}
+ *   of a tool result (docs/detection-rules.md §4.3 rule 8) for the usual shape: a
+ *   dict whose `content` is a list of one dict block with str `text` (ASCII) and
+ *   `type`, and whose `details` is a dict or absent; None for anything else, a
+ *   `status` of "blocked", or a canonical text holding `needle` (bytes, or None
+ *   for no needle): the caller then takes its Python path (streams.detection.recording).
+ *
+ * event_kind(event, kinds, strings, numbers, booleans, profiles) -> str | None
+ *
+ *   The `type` of a dict event that passes the schema check of
+ *   streams.detection.events.validate_event, for the usual event: `type` one of
+ *   `kinds`; every field named in the next three tuples absent, None, or of its
+ *   kind (exactly str; int or float but not bool; bool); a session id or key
+ *   unless it is a tool_result; not judged: false with ran_without_verdict: true;
+ *   `profile` absent, None or one of `profiles`. None: the Python check decides
+ *   (and says which field and why).
  *
  * Size: one walk serves both entry points, with its string escaping and key order; split, the static helpers
  * would need a header of their own for no reader's gain.
@@ -43,6 +55,9 @@
 #endif
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 200
 #define MAX_SAFE_INT 9007199254740992LL /* 2**53 */
@@ -134,6 +149,21 @@ static int put_utf8_escaped(Buf *b, const char *s, Py_ssize_t n) {
     if (buf_grow(b, n + 2) < 0) return -1;
     b->data[b->len++] = '"';
     Py_ssize_t start = 0, i = 0;
+#ifdef __SSE2__
+    /* 16 bytes at a time: the usual string has nothing to escape */
+    const __m128i below = _mm_set1_epi8(0x1f), quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    while (i + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, below), below),
+                                   _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+        int mask = _mm_movemask_epi8(hit);
+        if (!mask) { i += 16; continue; }
+        Py_ssize_t at = i + __builtin_ctz((unsigned)mask);
+        if (buf_put(b, s + start, at - start) < 0) return -1;
+        if (put_escape_ascii(b, (unsigned char)s[at]) < 0) return -1;
+        start = i = at + 1;
+    }
+#endif
     while (i < n) {
         if (i + 8 <= n) {
             uint64_t word;
@@ -308,8 +338,11 @@ static int put_value(Buf *b, PyObject *o, PyObject *number_text, PyObject *undef
         if (v == -1 && PyErr_Occurred()) return -1;
         if (overflow || v > MAX_SAFE_INT || v < -MAX_SAFE_INT) return put_number_via(b, o, number_text);
         char digits[24];
-        int len = snprintf(digits, sizeof digits, "%lld", v);
-        return buf_put(b, digits, len);
+        int len = 0;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        do { digits[sizeof digits - 1 - len++] = (char)('0' + u % 10); u /= 10; } while (u);
+        if (v < 0) digits[sizeof digits - 1 - len++] = '-';
+        return buf_put(b, digits + sizeof digits - len, len);
     }
     if (PyFloat_CheckExact(o)) return put_number_via(b, o, number_text);
     if (PyDict_CheckExact(o)) return put_dict(b, o, number_text, undefined, depth);
@@ -366,6 +399,42 @@ static int contains(const char *hay, Py_ssize_t hay_len, const char *needle, Py_
     return 0;
 }
 
+/* prefix (NULL: none) + lower-case hex SHA-256 of the buffer's bytes, as a new str. */
+static PyObject *sha256_hex(Buf *b, PyObject *prefix) {
+    unsigned char md[32];
+    unsigned int md_len = 0;
+    int ok = EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) && EVP_DigestUpdate(sha256_ctx, b->data, (size_t)b->len)
+             && EVP_DigestFinal_ex(sha256_ctx, md, &md_len);
+    if (!ok || md_len != 32) {
+        PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
+        return NULL;
+    }
+    Py_ssize_t plen = 0;
+    const char *head = "";
+    if (prefix != NULL) {
+        head = PyUnicode_AsUTF8AndSize(prefix, &plen);
+        if (!head) return NULL;
+        if (!PyUnicode_IS_ASCII(prefix)) {
+            PyObject *hex = PyUnicode_New(64, 127);
+            if (!hex) return NULL;
+            Py_UCS1 *h = PyUnicode_1BYTE_DATA(hex);
+            for (int i = 0; i < 32; i++) { h[2 * i] = HEX[md[i] >> 4]; h[2 * i + 1] = HEX[md[i] & 0xf]; }
+            PyObject *out = PyUnicode_Concat(prefix, hex);
+            Py_DECREF(hex);
+            return out;
+        }
+    }
+    PyObject *out = PyUnicode_New(plen + 64, 127);
+    if (!out) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(out);
+    memcpy(o, head, (size_t)plen);
+    for (int i = 0; i < 32; i++) {
+        o[plen + 2 * i] = HEX[md[i] >> 4];
+        o[plen + 2 * i + 1] = HEX[md[i] & 0xf];
+    }
+    return out;
+}
+
 static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if ((nargs != 4 && nargs != 5) || !PyUnicode_Check(args[3]) || (nargs == 5 && !PyBytes_Check(args[4]))) {
         PyErr_SetString(PyExc_TypeError, "digest_hex(value, number_text, undefined, prefix: str[, needle: bytes])");
@@ -380,40 +449,82 @@ static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t na
         buf_free(&b);
         Py_RETURN_NONE;
     }
-    unsigned char md[32];
-    unsigned int md_len = 0;
-    int ok = EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) && EVP_DigestUpdate(sha256_ctx, b.data, (size_t)b.len)
-             && EVP_DigestFinal_ex(sha256_ctx, md, &md_len);
+    PyObject *out = sha256_hex(&b, args[3]);
     buf_free(&b);
-    if (!ok || md_len != 32) {
-        PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
+    return out;
+}
+
+static PyObject *str_content, *str_details, *str_text, *str_status;
+static PyObject *str_type_key; /* "type", interned (also the event's kind field) */
+
+/* A dict value by an interned str key: borrowed, NULL when absent (or on an error, then set). */
+static inline PyObject *item(PyObject *dict, PyObject *key) { return PyDict_GetItemWithError(dict, key); }
+
+static inline int js_space_ascii(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static PyObject *plain_outcome_hex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || (args[3] != Py_None && !PyBytes_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "plain_outcome_hex(number_text, undefined, result, needle: bytes | None)");
         return NULL;
     }
-    Py_ssize_t plen;
-    const char *prefix = PyUnicode_AsUTF8AndSize(args[3], &plen);
-    if (!prefix) return NULL;
-    if (!PyUnicode_IS_ASCII(args[3])) {
-        PyObject *hex = PyUnicode_New(64, 127);
-        if (!hex) return NULL;
-        Py_UCS1 *h = PyUnicode_1BYTE_DATA(hex);
-        for (int i = 0; i < 32; i++) { h[2 * i] = HEX[md[i] >> 4]; h[2 * i + 1] = HEX[md[i] & 0xf]; }
-        PyObject *out = PyUnicode_Concat(args[3], hex);
-        Py_DECREF(hex);
-        return out;
+    PyObject *result = args[2], *content, *block, *text, *kind, *details, *status;
+    if (!PyDict_CheckExact(result)) Py_RETURN_NONE;
+    if (!(content = item(result, str_content)) || !PyList_CheckExact(content) || PyList_GET_SIZE(content) != 1
+        || !PyDict_CheckExact(block = PyList_GET_ITEM(content, 0))
+        || !(text = item(block, str_text)) || !PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text)
+        || !(kind = item(block, str_type_key)) || !PyUnicode_CheckExact(kind)) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
     }
-    PyObject *out = PyUnicode_New(plen + 64, 127);
-    if (!out) return NULL;
-    Py_UCS1 *o = PyUnicode_1BYTE_DATA(out);
-    memcpy(o, prefix, (size_t)plen);
-    for (int i = 0; i < 32; i++) {
-        o[plen + 2 * i] = HEX[md[i] >> 4];
-        o[plen + 2 * i + 1] = HEX[md[i] & 0xf];
+    details = item(result, str_details);
+    if (details != NULL && PyDict_Check(details)) {
+        if (!PyDict_CheckExact(details)) Py_RETURN_NONE;
+        status = item(details, str_status);
+        /* a "blocked" status may be the detector's own veto (no outcome), and a value of another type may
+           compare in its own way: both go to the Python path */
+        if (status != NULL && !(status == Py_None || PyBool_Check(status) || PyLong_CheckExact(status)
+                                || PyFloat_CheckExact(status) || PyDict_CheckExact(status) || PyList_CheckExact(status)
+                                || (PyUnicode_CheckExact(status)
+                                    && PyUnicode_CompareWithASCIIString(status, "blocked") != 0)))
+            Py_RETURN_NONE;
+    } else {
+        details = NULL; /* absent or not a dict: {} */
     }
+    if (PyErr_Occurred()) return NULL;
+    /* JavaScript's trim of an ASCII text: tab, line feed, vertical tab, form feed, carriage return, space */
+    const char *chars = (const char *)PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t first = 0, end = PyUnicode_GET_LENGTH(text);
+    while (first < end && js_space_ascii(chars[first])) first++;
+    while (end > first && js_space_ascii(chars[end - 1])) end--;
+    BUF_ON_STACK(b, space);
+    int rc = buf_put(&b, "{\"details\":", 11);
+    if (rc == 0) rc = details != NULL ? put_value(&b, details, args[0], args[1], 1) : buf_put(&b, "{}", 2);
+    if (rc == 0) rc = buf_put(&b, ",\"text\":", 8);
+    if (rc == 0) rc = put_utf8_escaped(&b, chars + first, end - first);
+    if (rc == 0) rc = buf_byte(&b, '}');
+    if (rc < 0) {
+        buf_free(&b);
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+        PyErr_Clear(); /* a value the Python path knows (bytes, a subclass, deep nesting) */
+        Py_RETURN_NONE;
+    }
+    if (args[3] != Py_None && contains(b.data, b.len, PyBytes_AS_STRING(args[3]), PyBytes_GET_SIZE(args[3]))) {
+        buf_free(&b);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = sha256_hex(&b, NULL);
+    buf_free(&b);
     return out;
 }
 #endif
 
-/* ---- the event schema's field types ---- */
+/* ---- the event schema (streams.detection.events.validate_event) ---- */
+
+#ifndef LOOPWATCH_OPENSSL
+static PyObject *str_type_key;
+#endif
+static PyObject *str_session_id, *str_session_key, *str_judged, *str_ran_without_verdict, *str_profile,
+    *str_tool_result;
 
 static int fields_of_kind(PyObject *event, PyObject *names, int kind) {
     Py_ssize_t n = PyTuple_GET_SIZE(names);
@@ -431,37 +542,82 @@ static int fields_of_kind(PyObject *event, PyObject *names, int kind) {
     return 1;
 }
 
-static PyObject *fields_typed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])
-        || !PyTuple_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "fields_typed(event: dict, strings, numbers, booleans: tuple)");
+/* 1 when `value` is an exact str equal to one of the str of the tuple `names`, else 0. */
+static int one_of(PyObject *value, PyObject *names) {
+    if (!PyUnicode_CheckExact(value)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (PyUnicode_CheckExact(name) && PyUnicode_Compare(value, name) == 0) return 1;
+    }
+    return 0;
+}
+
+/* a present, non-empty str (the fields are checked to be str or None first) */
+static inline int filled(PyObject *value) { return value != NULL && value != Py_None && PyUnicode_GET_LENGTH(value) > 0; }
+
+static PyObject *event_kind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])
+        || !PyTuple_Check(args[3]) || !PyTuple_Check(args[4]) || !PyTuple_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "event_kind(event: dict, kinds, strings, numbers, booleans, profiles: tuple)");
         return NULL;
     }
-    for (int kind = 0; kind < 3; kind++) {
-        int ok = fields_of_kind(args[0], args[1 + kind], kind);
-        if (ok < 0) return NULL;
-        if (!ok) Py_RETURN_FALSE;
+    PyObject *event = args[0];
+    PyObject *kind = PyDict_GetItemWithError(event, str_type_key);
+    if (kind == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
     }
-    Py_RETURN_TRUE;
+    int ok = one_of(kind, args[1]);
+    for (int field_kind = 0; ok == 1 && field_kind < 3; field_kind++)
+        ok = fields_of_kind(event, args[2 + field_kind], field_kind);
+    if (ok < 0) return NULL;
+    if (!ok) Py_RETURN_NONE;
+    PyObject *judged = PyDict_GetItemWithError(event, str_judged);
+    PyObject *ran = judged == Py_False ? PyDict_GetItemWithError(event, str_ran_without_verdict) : NULL;
+    PyObject *profile = PyDict_GetItemWithError(event, str_profile);
+    int sessionless = PyUnicode_Compare(kind, str_tool_result) != 0
+                      && !filled(PyDict_GetItemWithError(event, str_session_id))
+                      && !filled(PyDict_GetItemWithError(event, str_session_key));
+    if (PyErr_Occurred()) return NULL;
+    if (sessionless || ran == Py_True) Py_RETURN_NONE;
+    if (profile != NULL && profile != Py_None && !one_of(profile, args[5])) Py_RETURN_NONE;
+    Py_INCREF(kind);
+    return kind;
 }
 
 static PyMethodDef methods[] = {
     {"canonical_bytes", (PyCFunction)(void (*)(void))canonical_bytes, METH_FASTCALL,
      "canonical_bytes(value, number_text, undefined) -> bytes: OpenClaw's canonical text, UTF-8."},
-    {"fields_typed", (PyCFunction)(void (*)(void))fields_typed, METH_FASTCALL,
-     "fields_typed(event, strings, numbers, booleans) -> bool: every named field absent, None or of its kind."},
+    {"event_kind", (PyCFunction)(void (*)(void))event_kind, METH_FASTCALL,
+     "event_kind(event, kinds, strings, numbers, booleans, profiles) -> str | None: the type of a usual valid "
+     "event, else None."},
 #ifdef LOOPWATCH_OPENSSL
     {"digest_hex", (PyCFunction)(void (*)(void))digest_hex, METH_FASTCALL,
      "digest_hex(value, number_text, undefined, prefix[, needle]) -> str | None: prefix + hex SHA-256 of the "
      "canonical text (None when it contains needle)."},
+    {"plain_outcome_hex", (PyCFunction)(void (*)(void))plain_outcome_hex, METH_FASTCALL,
+     "plain_outcome_hex(number_text, undefined, result, needle) -> str | None: hex SHA-256 of the plain outcome "
+     "fingerprint of a usual result, else None."},
 #endif
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_canonical", NULL, -1, methods};
 
+static int intern(PyObject **slot, const char *text) {
+    *slot = PyUnicode_InternFromString(text);
+    return *slot != NULL ? 0 : -1;
+}
+
 PyMODINIT_FUNC PyInit__canonical(void) {
+    if (intern(&str_type_key, "type") || intern(&str_session_id, "session_id") || intern(&str_session_key, "session_key")
+        || intern(&str_judged, "judged") || intern(&str_ran_without_verdict, "ran_without_verdict")
+        || intern(&str_profile, "profile") || intern(&str_tool_result, "tool_result"))
+        return NULL;
 #ifdef LOOPWATCH_OPENSSL
+    if (intern(&str_content, "content") || intern(&str_details, "details") || intern(&str_text, "text")
+        || intern(&str_status, "status"))
+        return NULL;
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
     sha256_ctx = EVP_MD_CTX_new();
     if (!sha256_md || !sha256_ctx) {

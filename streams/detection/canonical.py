@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import re
+from functools import partial
 from typing import Any, Callable
 
 __all__ = ["UNDEFINED", "NotJSONData", "ACCELERATED", "stable_stringify", "canonical_bytes", "digest",
@@ -261,6 +262,11 @@ except ImportError:  # built without OpenSSL's headers: hashlib hashes instead
 ACCELERATED = _c_canonical_bytes is not None
 
 
+def _plain_outcome() -> Callable[[Any, bytes | None], str | None] | None:
+    c_plain = accelerated("plain_outcome_hex")
+    return None if c_plain is None else partial(c_plain, _number, UNDEFINED)
+
+
 def accelerated(name: str) -> Callable[..., Any] | None:
     """The C accelerator's function ``name``, or None when the accelerator is not loaded (or predates it)."""
     if _PURE:
@@ -362,3 +368,11 @@ def _plain_unless(value: Any, needle: bytes, prefix: str) -> str | None:
     """:func:`digest` of ``value`` unless its canonical text contains ``needle`` (then None)."""
     data = canonical_bytes(value)
     return None if needle in data else prefix + _sha256(data).hexdigest()
+
+
+plain_outcome_hex = _plain_outcome()
+"""``(result, needle) -> str | None``, or None without the accelerator: the hex digest of the plain outcome
+fingerprint ``{"details": <details or {}>, "text": <the one content block's text, trimmed>}`` of a result
+(docs/detection-rules.md §4.3 rule 8) for the usual shape (a dict with one text block of ASCII text,
+details a dict or absent, no ``"blocked"`` status); None for any other, or when the canonical text holds
+``needle`` (bytes; None: no needle). The caller's Python path then decides."""

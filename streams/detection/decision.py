@@ -162,8 +162,11 @@ def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     ``tool_loop_recovery``, ``late``); never raises for a record of another shape
     (missing fields read as absent).
     """
-    if not _fired(verdict):
-        return None
+    return _decided_by(verdict) if _fired(verdict) else None
+
+
+def _decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
+    """:func:`decided_by` of a verdict :func:`_fired` says something may have decided."""
     found = _all_findings(verdict)
     if not found:
         return None
@@ -188,7 +191,7 @@ def set_decided_by(verdict: dict[str, Any]) -> dict[str, Any]:
 
     The engine calls it for every event: the usual verdict, where nothing fired, costs one test.
     """
-    verdict["decided_by"] = decided_by(verdict) if _fired(verdict) else None
+    verdict["decided_by"] = _decided_by(verdict) if _fired(verdict) else None
     return verdict
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "ARGUMENT_CHURN",
     "WARNING",
     "CRITICAL",
+    "POLL_TOOLS",
 ]
 
 GENERIC_REPEAT = "generic_repeat"
@@ -141,6 +142,10 @@ def _churn_warning(tool: str, variants: int, count: int) -> str:
 def _generic_warning(tool: str, count: int) -> str:
     return (f"WARNING: You have called {tool} {count} times with identical arguments. "
             "If this is not making progress, stop retrying and report the task as failed.")
+
+
+POLL_TOOLS = frozenset({"command_status", "process"})
+"""The tools a call of which can be a known poll (:func:`is_known_poll` is False for any other)."""
 
 
 def is_known_poll(tool: str, args: Any) -> bool:

@@ -59,14 +59,15 @@ top to bottom in one class; the schema and the session bookkeeping live in event
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Mapping, MutableMapping
 
 from .canonical import UNDEFINED, NotJSONData, digest
 from .config import LoopDetectionSettings, OpenClawConfig
 from .decision import set_decided_by
-from .detectors import CRITICAL, Detection, detect, is_known_poll
-from .events import EventError, blocked_key, guard_key, has_session, has_session_key, run_identity, validate_event
-from .fingerprint import args_hash, normalize_tool_name, outcome_profile
+from .detectors import CRITICAL, POLL_TOOLS, Detection, detect, is_known_poll
+from .events import EventError, blocked_key, guard_key, has_session, run_identity, validate_event
+from .fingerprint import PROFILE_PLAIN, PROFILED_TOOLS, args_hash, normalize_tool_name, outcome_profile
 from .outcomes_2026_9 import KIND_VETO
 from .policies import Policies, build as build_policies
 from .post_compaction_guard import arm, guard_status
@@ -80,6 +81,7 @@ __all__ = ["Engine", "BLOCKED_RESULT_IGNORED", "UNJUDGED_RESULT_IGNORED"]
 
 BLOCKED_RESULT_IGNORED = "tool call was blocked; no tool result exists in OpenClaw"
 UNJUDGED_RESULT_IGNORED = "loopwatch never judged this tool call (judged: false); its result is not applied"
+_NO_MARKS: Mapping[str, Any] = MappingProxyType({})
 
 
 class Engine:
@@ -90,10 +92,12 @@ class Engine:
             default: OpenClaw's defaults (rolling detectors off, guard on).
     """
 
-    __slots__ = ("config", "policies")
+    __slots__ = ("config", "policies", "_profiled_tools")
 
     def __init__(self, config: OpenClawConfig | None = None) -> None:
         self.config = config or OpenClawConfig({})
+        # tools whose outcome rule may not be the plain one (fingerprint.outcome_profile): the others skip it
+        self._profiled_tools = PROFILED_TOOLS | self.config.channel_send_tools
         # loopwatch's own opt-in rules (the file's ``policies`` section); None: OpenClaw's verdicts only
         self.policies: Policies | None = build_policies(self.config.raw)
 
@@ -154,7 +158,7 @@ class Engine:
             if policies is not None:
                 event = policies.prepare(event)
             if kind == "tool_call":
-                verdict = self._tool_call(event, state, ref, guards, blocked, run_key, raw_run, run_id)
+                verdict = self._tool_call(event, state, ref, guards, blocked, run_key, raw_run, run_id, run)
             elif kind == "tool_result":
                 verdict = self._tool_result(event, state, ref, guards, blocked, *answered, run_key, run_id)
             else:
@@ -213,22 +217,24 @@ class Engine:
     def _tool_call(self, event: Mapping[str, Any], state: SessionState, ref: Any,
                    guards: MutableMapping[str, RunState] | None,
                    blocked: MutableMapping[str, PendingCall], run_key: str | None, raw_run: str | None,
-                   run_id: str | None) -> dict[str, Any]:
-        """``raw_run`` and ``run_id``: the event's run id as sent and trimmed (:func:`run_identity`)."""
-        call_id = event.get("tool_call_id")
-        settings = self.config.for_agent(event.get("agent_id"), event.get("profile"))
+                   run_id: str | None, run: RunState | None) -> dict[str, Any]:
+        """``raw_run`` and ``run_id``: the event's run id as sent and trimmed (:func:`run_identity`); ``run``: the
+        guard of ``run_key`` if it exists already (else None: created here)."""
+        get = event.get
+        call_id = get("tool_call_id")
+        settings = self.config.for_agent(get("agent_id"), get("profile"))
         is_2026_9 = settings.is_2026_9
-        tool = normalize_tool_name(event.get("tool_name"), is_2026_9)
-        args = event.get("args", UNDEFINED)
+        tool = normalize_tool_name(get("tool_name"), is_2026_9)
+        args = get("args", UNDEFINED)
         call_hash = digest(args, tool + ":")  # args_hash, inlined (hot); may raise RecursionError: before any change
         call_key = call_hash[:-32]  # hash_key, inlined (hot)
-        session_id = event.get("session_id")
-        keyed = has_session_key(event)
+        session_id = get("session_id")
+        keyed = bool(event["session_key"] if "session_key" in event else session_id)  # has_session_key, inlined
 
         detection: Detection | None = None
-        marks: dict[str, Any] = {}  # loopwatch's perTool policy: what decided, or would have (policies)
+        marks: Mapping[str, Any] = _NO_MARKS  # loopwatch's perTool policy: what decided, or would have (policies)
         if keyed and settings.detectors_enabled:
-            known_poll = is_known_poll(tool, args)
+            known_poll = tool in POLL_TOOLS and is_known_poll(tool, args)
             if self.policies is None:
                 detection = detect(state, run_id, tool, call_hash, known_poll, settings, call_key)
             else:
@@ -243,7 +249,8 @@ class Engine:
                 profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
                 remember_blocked(blocked, key, PendingCall(tool, call_hash, run_id, profile, run_key,
                                                            event.get("agent_id"), event.get("profile")))
-            run = self._run(state, guards, settings, run_key)
+            if run is None:
+                run = self._run(state, guards, settings, run_key)
             if is_2026_9:  # docs/detection-rules.md §11.3.1 step 3: a recorded veto, with one recovery chance per attempt
                 return self._veto(event, state, settings, run, detection, tool, call_hash, call_key, run_id, ref,
                                   marks)
@@ -256,11 +263,13 @@ class Engine:
                 "evidence": evidence_refs(detection.evidence), **marks,
             }
 
-        profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9)
+        profile = outcome_profile(tool, args, self.config.channel_send_tools, is_2026_9) \
+            if tool in self._profiled_tools else PROFILE_PLAIN
         # hashed before the state changes: a result too deep to hash (RecursionError) leaves it as it was
         can_record = not follows and (keyed or bool(session_id))
-        outcome = outcome_of(profile, event.get("result"), event.get("error"), is_2026_9) if can_record else None
-        run = self._run(state, guards, settings, run_key)
+        outcome = outcome_of(profile, get("result"), get("error"), is_2026_9) if can_record else None
+        if run is None:
+            run = self._run(state, guards, settings, run_key)
         warning = None
         decision = "allow"
         if detection is not None:

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 from .canonical import accelerated
 from .fingerprint import js_trim
-from .profiles import check_profile
+from .profiles import PROFILES, check_profile
 
 __all__ = ["EVENT_TYPES", "EventError", "validate_event", "state_key", "guard_key", "run_identity", "has_session_key",
            "has_session", "blocked_key"]
@@ -47,8 +47,8 @@ _STRING_FIELDS = ("session_id", "session_key", "run_id", "agent_id", "tool_call_
                   "blocked_by", "runner")
 _NUMBER_FIELDS = ("ts", "deadline")
 _BOOL_FIELDS = ("outcome_follows", "ran_without_verdict", "judged")
-# one C call for the usual event, whose fields are all of their types (None: the loops below only)
-_fields_typed = accelerated("fields_typed")
+# validate_event of the usual event in one C call (None without the accelerator: the Python checks only)
+_event_kind = accelerated("event_kind")
 
 
 def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
@@ -61,24 +61,20 @@ def _check_envelope(event: Mapping[str, Any], kind: str) -> None:
     ``tool_result`` without them is valid and has no effect (docs/detection-rules.md §8.1).
     """
     get = event.get
-    typed = _fields_typed is not None and type(event) is dict and _fields_typed(
-        event, _STRING_FIELDS, _NUMBER_FIELDS, _BOOL_FIELDS)
-    if not typed:
-        for field in _STRING_FIELDS:
-            value = get(field)
-            if value is not None and type(value) is not str:
-                raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
+    for field in _STRING_FIELDS:
+        value = get(field)
+        if value is not None and type(value) is not str:
+            raise EventError(f"{field} must be a string or null, got {type(value).__name__}")
     if kind != "tool_result" and not (get("session_id") or get("session_key")):
         raise EventError("an event needs a session_id (or a session_key)")
-    if not typed:
-        for field in _NUMBER_FIELDS:
-            value = get(field)
-            if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
-                raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
-        for field in _BOOL_FIELDS:
-            value = get(field)
-            if value is not None and type(value) is not bool:
-                raise EventError(f"{field} must be true or false, got {type(value).__name__}")
+    for field in _NUMBER_FIELDS:
+        value = get(field)
+        if value is not None and (type(value) is bool or not isinstance(value, (int, float))):
+            raise EventError(f"{field} must be epoch milliseconds (a number), got {type(value).__name__}")
+    for field in _BOOL_FIELDS:
+        value = get(field)
+        if value is not None and type(value) is not bool:
+            raise EventError(f"{field} must be true or false, got {type(value).__name__}")
     if get("judged") is False and get("ran_without_verdict") is True:
         raise EventError("judged: false (loopwatch was never asked) contradicts ran_without_verdict: true "
                          "(asked, not waited for)")
@@ -103,6 +99,10 @@ def validate_event(event: Any) -> str:
     Raises:
         EventError: the first rule the event breaks (``str()`` names the field).
     """
+    if _event_kind is not None and type(event) is dict:
+        kind = _event_kind(event, EVENT_TYPES, _STRING_FIELDS, _NUMBER_FIELDS, _BOOL_FIELDS, PROFILES)
+        if kind is not None:  # the usual event, checked in C; else the checks below decide, and say why
+            return kind
     if type(event) is not dict and not isinstance(event, Mapping):
         raise EventError(f"an event must be an object, got {type(event).__name__}")
     kind = event.get("type")

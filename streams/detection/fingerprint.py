@@ -28,6 +28,7 @@ __all__ = [
     "process_fingerprint",
     "strip_volatile",
     "is_number",
+    "PROFILED_TOOLS",
 ]
 
 # JavaScript String#trim removes WhiteSpace and LineTerminator code points.
@@ -131,6 +132,11 @@ OutcomeProfile = int
 
 # docs/detection-rules.md §11.4.3 rule 7: these always count as outbound sends too
 _SEND_TOOLS_2026_9 = frozenset({"sessions_send", "conversations_send", "conversations_turn"})
+
+
+PROFILED_TOOLS = frozenset({"exec", "write", "process", "sessions_send", "message", *_SEND_TOOLS_2026_9})
+"""The tools whose outcome rule may be another than :data:`PROFILE_PLAIN` (under either profile), the
+configured channel send tools aside: :func:`outcome_profile` of any other tool is :data:`PROFILE_PLAIN`."""
 
 
 def outcome_profile(tool: str, args: Any, channel_send_tools: frozenset[str], is_2026_9: bool = False) -> OutcomeProfile:

@@ -17,7 +17,7 @@ from .fingerprint import (JS_WHITESPACE, PROFILE_EXEC, PROFILE_PROCESS_LOG, PROF
                           process_fingerprint, strip_volatile, unknown_tool_name)
 
 __all__ = ["KIND_VETO", "KIND_TERMINAL_EXEC_FAILURE", "OUTCOME_KINDS", "Outcome", "outcome_2026_9",
-           "normalize_untrusted_markers", "mask_volatile"]
+           "normalize_untrusted_markers", "mask_volatile", "MARKER_NEEDLE"]
 
 KIND_VETO = 1  # outcomeKind "tool-loop-veto" (docs/detection-rules.md §11.1)
 KIND_TERMINAL_EXEC_FAILURE = 2  # outcomeKind "terminal-exec-failure" (§4.3 rule 5)
@@ -73,7 +73,8 @@ def normalize_untrusted_markers(text: str) -> str:
 
 # An outcome digest under 2026.9.6, ``(value, prefix="") -> str``: every string and key through
 # normalize_untrusted_markers, which changes only strings holding the marker's opening.
-_digest_2026_9 = normalizing_digest(normalize_untrusted_markers, _MARKER_OPEN.encode())
+MARKER_NEEDLE = _MARKER_OPEN.encode()  # every string the normaliser changes holds it (canonical.normalizing_digest)
+_digest_2026_9 = normalizing_digest(normalize_untrusted_markers, MARKER_NEEDLE)
 
 
 # docs/detection-rules.md §11.4.3 rule 5: what varies between runs of one failing command, masked to "#" in this order.

@@ -12,8 +12,9 @@ from typing import Any, Mapping
 from .config import LoopDetectionSettings
 from .detectors import Detection
 from .events import blocked_key, has_session
-from .fingerprint import outcome_hash, unknown_tool_name
-from .outcomes_2026_9 import KIND_VETO, OUTCOME_KINDS, Outcome, outcome_2026_9
+from .canonical import plain_outcome_hex as _plain_outcome_hex
+from .fingerprint import PROFILE_PLAIN, outcome_hash, unknown_tool_name
+from .outcomes_2026_9 import KIND_VETO, MARKER_NEEDLE, OUTCOME_KINDS, Outcome, outcome_2026_9
 from .post_compaction_guard import abort_evidence, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
 
@@ -69,10 +70,11 @@ def record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopD
         shown["outcome_kind"] = OUTCOME_KINDS[kind]
     if failure_hash is not None:
         shown["failure_identity_hash"] = failure_hash
-    verdict["guard"] = observe(run, tool, call_hash, result_hash, ref) if result_hash is not None \
-        else guard_status(run)
+    # observe() of an unarmed guard is its status: asked only of an armed one
+    guard = verdict["guard"] = observe(run, tool, call_hash, result_hash, ref) \
+        if result_hash is not None and run.remaining > 0 else guard_status(run)
     verdict["run_aborted"] = run.aborted
-    if verdict["guard"]["abort"]:
+    if guard["abort"]:
         verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
 
 
@@ -113,6 +115,11 @@ def outcome_of(profile: int, result: Any, error: Any, is_2026_9: bool = False) -
 
     Raises RecursionError for a result or thrown value nested too deeply to hash.
     """
+    if profile == PROFILE_PLAIN and error is None and _plain_outcome_hex is not None:
+        # the usual result in one C call (None: another shape, or 2026.9.6's marker in it: the Python path)
+        result_hash = _plain_outcome_hex(result, MARKER_NEEDLE if is_2026_9 else None)
+        if result_hash is not None:
+            return _new_tuple(Outcome, (result_hash, None, 0, False, None))
     if is_2026_9:
         return outcome_2026_9(profile, result, error)
     result_hash = outcome_hash(profile, result, error)

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.detection import UNDEFINED, canonical, events
+from streams.detection import UNDEFINED, canonical, events, outcomes_2026_9
+from streams.detection.fingerprint import PROFILE_PLAIN, outcome_hash
 from streams.detection.canonical import _exact_text, _number
 
 pytestmark = pytest.mark.skipif(not canonical.ACCELERATED, reason="the C accelerator is not built here")
@@ -152,34 +153,36 @@ class _Int(int):
     pass
 
 
-_FIELD_VALUES = [None, "x", "", _Str("x"), 0, -3, _Int(4), 1.5, math.nan, True, False, [], {}, b"x", UNDEFINED]
+_FIELD_VALUES = [None, "x", "", " ", _Str("x"), 0, -3, _Int(4), 1.5, math.nan, True, False, [], {}, b"x", UNDEFINED,
+                 "openclaw-2026.7", "openclaw-2026.9.6", _Str("openclaw-2026.7"), "tool_call", "tool_result",
+                 "compaction_retry", _Str("tool_call"), "absent"]
+_FIELDS = ("type", *events._STRING_FIELDS, *events._NUMBER_FIELDS, *events._BOOL_FIELDS, "profile")
 
 
-@pytest.mark.parametrize("field", events._STRING_FIELDS + events._NUMBER_FIELDS + events._BOOL_FIELDS)
-def test_field_types_checked_in_c_as_in_python(field):
-    """The C check of the schema's field types (``fields_typed``) accepts exactly what the Python loops accept:
-    each value in each field, and the field absent."""
-    fields_typed = canonical.accelerated("fields_typed")
-    assert fields_typed is not None and fields_typed is events._fields_typed
-    base = {"type": "tool_call", "session_id": "s", "run_id": "r", "ts": 1, "judged": True}
-    for value in [*_FIELD_VALUES, "absent"]:
-        event = {k: v for k, v in base.items() if k != field}
-        if value != "absent":
-            event[field] = value
-        python_ok = _accepts(_Mapping(event))  # not a dict: the Python loops alone
-        assert _accepts(event) is python_ok, (field, value)  # a dict: the C check first
-        if field == "session_id" and value in (None, "", "absent"):
-            continue  # no session: rejected by the envelope rule after the types
-        in_c = fields_typed(event, events._STRING_FIELDS, events._NUMBER_FIELDS, events._BOOL_FIELDS)
-        assert in_c is python_ok, (field, value)
+@pytest.mark.parametrize("kind", ["tool_call", "tool_result", "compaction_retry"])
+@pytest.mark.parametrize("field", _FIELDS)
+def test_schema_checked_in_c_as_in_python(kind, field):
+    """validate_event's C check of the usual event (``event_kind``) accepts what the Python checks accept, with
+    the same type: each value in each field (absent too), for each event type, with and without a session."""
+    assert canonical.accelerated("event_kind") is events._event_kind is not None
+    for base in ({"type": kind, "session_id": "s", "run_id": "r", "ts": 1, "judged": True},
+                 {"type": kind, "session_key": "", "ran_without_verdict": True},
+                 {"type": kind, "session_key": "k", "judged": False}):
+        for value in _FIELD_VALUES:
+            event = {k: v for k, v in base.items() if k != field}
+            if value != "absent":
+                event[field] = value
+            python = _kind_of(_Mapping(event))  # not a dict: the Python checks alone
+            assert _kind_of(event) == python, (event, python)  # a dict: the C check first
+            if python is not None:
+                assert type(_kind_of(event)) is type(python)
 
 
-def _accepts(event) -> bool:
+def _kind_of(event):
     try:
-        events.validate_event(event)
+        return events.validate_event(event)
     except events.EventError:
-        return False
-    return True
+        return None
 
 
 class _Mapping(Mapping):
@@ -194,3 +197,45 @@ class _Mapping(Mapping):
 
     def __len__(self):
         return len(self._data)
+
+
+_ascii = st.text(alphabet=st.characters(max_codepoint=127), max_size=40)
+_texts = st.one_of(_ascii, _ascii, _strings, st.sampled_from(["", " x ", "\t\n\x0b\x0c\r x\r\n", "\x1c x \x1f", "\u00a0x\u3000",
+                                               "\ufeff", "a\"b\\c", "x" * 40]))
+_details = st.one_of(st.none(), st.just("absent"), _scalars, st.dictionaries(
+    st.sampled_from(["status", "exitCode", "deniedReason", "a", "\ud800"]),
+    st.one_of(_scalars, st.sampled_from(["blocked", "tool-loop", _Str("blocked")]), json_values), max_size=4))
+_blocks = st.dictionaries(st.sampled_from(["type", "text", "other"]),
+                          st.one_of(_texts, st.just(_Str("x")), _scalars), max_size=3)
+_results = st.one_of(json_values, st.builds(
+    lambda content, details, marker: {"content": content, **({} if details == "absent" else {"details": details}),
+                                      **({"marker": "<<<EXTERNAL_UNTRUSTED_CONTENT id="} if marker else {})},
+    st.one_of(st.lists(st.builds(lambda text: {"type": "text", "text": text}, _texts), min_size=1, max_size=1),
+              st.lists(st.builds(lambda text: {"type": "text", "text": text}, _texts), min_size=1, max_size=1),
+              st.lists(_blocks, min_size=1, max_size=2), _scalars),
+    _details, st.booleans()))
+
+
+@FUZZ
+@given(result=_results, is_2026_9=st.booleans())
+def test_plain_outcome_in_c_as_in_python(result, is_2026_9):
+    """The plain outcome digest in C (``plain_outcome_hex``) equals the Python rule's wherever it answers."""
+    needle = outcomes_2026_9.MARKER_NEEDLE if is_2026_9 else None
+    found = canonical.plain_outcome_hex(result, needle)
+    if found is None:
+        return
+    if is_2026_9:
+        assert outcomes_2026_9.outcome_2026_9(PROFILE_PLAIN, result, None) == (found, None, 0, False, None)
+    else:
+        assert outcome_hash(PROFILE_PLAIN, result, None) == found
+
+
+def test_plain_outcome_in_c_answers_the_usual_result():
+    result = {"content": [{"type": "text", "text": " done\n"}], "details": {"status": "ok", "n": 1.5}}
+    assert canonical.plain_outcome_hex(result, None) == outcome_hash(PROFILE_PLAIN, result, None)
+    assert canonical.plain_outcome_hex(result, outcomes_2026_9.MARKER_NEEDLE) == outcome_hash(PROFILE_PLAIN, result, None)
+    marked = {**result, "details": {"note": "<<<EXTERNAL_UNTRUSTED_CONTENT id="}}
+    assert canonical.plain_outcome_hex(marked, None) is not None
+    assert canonical.plain_outcome_hex(marked, outcomes_2026_9.MARKER_NEEDLE) is None
+    vetoed = {**result, "details": {"status": "blocked", "deniedReason": "tool-loop"}}
+    assert canonical.plain_outcome_hex(vetoed, None) is None
