@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.wire.logs import unreachable_reason
 from streams.wire.outages import Backoff, stop_consumer, stop_producer
 
 __all__ = ["Connection", "TopicNotFoundError", "ATTEMPT_S", "RETRY_FIRST_S", "RETRY_MOST_S"]
@@ -170,4 +171,4 @@ class Connection:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return f"no answer within {ATTEMPT_S:g} s"
-    return f"{type(exc).__name__}: {exc}"
+    return unreachable_reason(exc)  # in a command, the reason aiokafka gave per address (its log line held back)

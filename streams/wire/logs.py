@@ -26,7 +26,7 @@ import time
 from typing import Callable
 
 __all__ = ["RepeatFilter", "BootstrapFailures", "limit_kafka_client_logs", "quiet_kafka_client_logs",
-           "cannot_reach", "KAFKA_CLIENT_LOGGERS", "FAUST_PRODUCER_LOGGER"]
+           "cannot_reach", "unreachable_reason", "KAFKA_CLIENT_LOGGERS", "FAUST_PRODUCER_LOGGER"]
 
 KAFKA_CLIENT_LOGGERS = (
     "aiokafka", "aiokafka.conn", "aiokafka.cluster", "aiokafka.consumer.consumer",
@@ -125,10 +125,12 @@ def cannot_reach(bootstrap: str, exc: BaseException) -> str:
     <bootstrap>: <why>``, why being the reasons :func:`quiet_kafka_client_logs` held back (``"host:port:
     reason"``, ``"; "``-joined, when several addresses failed), else the exception as ``"<type>: <text>"``
     (e.g. a timeout). Takes the held reasons (the next failure starts afresh)."""
-    return f"cannot reach Kafka at {bootstrap}: {_why(exc)}"
+    return f"cannot reach Kafka at {bootstrap}: {unreachable_reason(exc)}"
 
 
-def _why(exc: BaseException) -> str:
+def unreachable_reason(exc: BaseException) -> str:
+    """Why a Kafka client could not connect, for one line of our own: the bootstrap failures
+    :func:`quiet_kafka_client_logs` held back since the last call (taken), else ``exc`` as ``"<type>: <text>"``."""
     reasons = _held.reasons
     _held.reasons = {}
     if len(reasons) == 1:

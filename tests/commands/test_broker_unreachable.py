@@ -3,6 +3,7 @@ address before it (streams.wire.logs.quiet_kafka_client_logs, installed by the c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import subprocess
@@ -62,3 +63,22 @@ def test_the_filter_holds_back_only_the_bootstrap_line_and_other_errors_keep_the
     assert cannot_reach("k1:9092", KafkaConnectionError("Unable to bootstrap from [k1]")) == \
         "cannot reach Kafka at k1:9092: KafkaConnectionError: Unable to bootstrap from [k1]"
     assert cannot_reach("k1:9092", TimeoutError("slow")) == "cannot reach Kafka at k1:9092: TimeoutError: slow"
+
+
+def test_the_client_in_a_command_says_why_kafka_is_unreachable_in_the_reason_aiokafka_gave():
+    # the gateway's client: aiokafka's own line is held back, so its reason goes into the client's warning
+    from streams.runners.client import LoopwatchClient
+
+    quiet_kafka_client_logs()
+    port = _closed_port()
+
+    async def unreachable() -> str | None:
+        client = LoopwatchClient(f"127.0.0.1:{port}", start_timeout=1.0)
+        await client.start()
+        try:
+            return client._connection.unreachable
+        finally:
+            await client.stop()
+
+    reason = asyncio.run(unreachable())
+    assert reason is not None and reason.startswith("[Errno 111]"), reason

@@ -11,13 +11,10 @@ import pytest
 
 from streams.worker.consumer import _CHANGELOG_FETCH_WAIT_MS, CHANGELOG_IDLE_FETCH_WAIT_MS
 from streams.worker.reader import IDLE_AFTER_S
+from tests.worker.test_open_transaction import _rejoin
 from tests.worker_harness import consume_all, encode, produce, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka]
-
-
-async def _rejoin(consumer) -> None:  # runs in Faust's consumer thread
-    consumer._coordinator.request_rejoin()  # aiokafka internals: the group coordinator of the consumer
 
 
 async def _until(check, what: str, timeout: float) -> float:
