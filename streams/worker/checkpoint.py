@@ -182,6 +182,10 @@ log = logging.getLogger(__name__)
 
 _TRANSACTION_POLL_S = 0.05  # how often a checkpoint waiting for its changelog batches looks at the writer's state
 _GC_PAUSE_NOTE_S = 0.5  # a full garbage collection that held the event loop this long is logged (WARNING)
+# Transactions of one checkpoint under way at once. All of a worker's partitions fall due together (their first
+# events came in one fetch), and 64 transactions at once (a few requests each, then the commit markers the
+# broker writes) held the broker's answers to the verdicts' producer back for seconds on a small machine.
+PARALLEL_TRANSACTIONS = 8
 
 
 class Checkpoints:
@@ -355,9 +359,14 @@ class Checkpoints:
             for tp, offset in handled.items():
                 offsets.setdefault(tp.partition, {})[TopicPartition(tp.topic, tp.partition)] = offset + 1
             partitions = sorted(by_partition.keys() | offsets.keys())
-            results = await asyncio.gather(  # (b) and (c), one transaction per partition
-                *(self._commit_partition(p, by_partition.get(p, []), offsets.get(p, {})) for p in partitions),
-                return_exceptions=True)
+            room = asyncio.Semaphore(PARALLEL_TRANSACTIONS)
+
+            async def commit(partition: int) -> None:
+                async with room:
+                    await self._commit_partition(partition, by_partition.get(partition, []), offsets.get(partition, {}))
+
+            # (b) and (c), one transaction per partition
+            results = await asyncio.gather(*(commit(p) for p in partitions), return_exceptions=True)
             fenced = set()
             for partition, result in zip(partitions, results):
                 if isinstance(result, BaseException):
