@@ -125,7 +125,8 @@ def _check(words: list[str], made: set[str] | None) -> list[str]:
 
 
 def _looks_like_a_path(word: str) -> bool:
-    if word.startswith(("-", "/")) or "://" in word:
+    # "../": outside the checkout (e.g. OpenClaw's conformance files beside it), not ours to check
+    if word.startswith(("-", "/", "../")) or "://" in word:
         return False
     return "/" in word or re.search(r"\.(json5?|jsonl|msgpack|toml)$", word) is not None
 

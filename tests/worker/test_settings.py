@@ -15,6 +15,13 @@ from streams.worker.settings import WorkerSettings
 _NO_METRICS = ("--metrics-port", "0")
 
 
+@pytest.fixture(autouse=True)
+def _no_broker_environment(monkeypatch):
+    """The defaults as a user without LOOPWATCH_BOOTSTRAP or KAFKA_PORT gets them (a test run may set either)."""
+    for name in ("LOOPWATCH_BOOTSTRAP", "KAFKA_PORT", "LOOPWATCH_BROKER"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_defaults():
     s = WorkerSettings()
     assert s.broker == "kafka://127.0.0.1:9092" and s.input_topics == ["loopwatch.events"]
