@@ -4,17 +4,22 @@ One ``loopwatch worker`` (detection on, default thresholds) and one ``loopwatch 
 ``--processes`` value (default: one of 1 process, one of 2) run as subprocesses on fresh topics of
 one broker. At each offered rate (default 200 and 1,000 requests/s, 10 s each), in turn:
 
-(a) direct -- the floor: ``LoopwatchClient.check()`` in this process, one ``tool_call`` per
-    request (what an embedded Python runner pays: Kafka there and back, the worker between);
+(a) direct -- the floor: ``LoopwatchClient.check()``, one ``tool_call`` per request (what an
+    embedded Python runner pays: Kafka there and back, the worker between);
 (b) each gateway -- the same tool calls as Claude Code ``PreToolUse`` hook calls POSTed to
-    ``/v1/hooks/claude-code`` (HTTP keep-alive), answered in Claude Code's hook output.
+    ``/v1/hooks/claude-code`` over keep-alive connections, answered in Claude Code's hook output.
 
-Round trip = from just before the request is sent to its answer; p50/p99/max per phase, side by
-side, with the gateway/direct ratios (target: gateway p99 within 2x the direct p99). Beside them:
-CPU per request of the serving side (the direct client's process, which is also its load generator;
-the gateway's processes), of the load generator apart (this process, while it sends the HTTP
-requests), and the load average at the end of each phase. ``--repeat N`` goes through every rate
-N times (alternating runs on one worker and broker, for a machine whose load moves).
+Both are sent by bench/loadgen.py, a process of its own (``--loadgen-cpus`` pins it, e.g. to
+another core than the gateway's, ``--gateway-cpus``), paced open-loop: request ``i`` is due at
+``start + i / rate``. Its HTTP client is a raw asyncio protocol with each request's bytes made
+beforehand, so that it costs a small fraction of the gateway's CPU per request.
+
+Round trip = from when the request is due to its answer; p50/p99/max per phase, side by side,
+with the gateway/direct ratios (target: gateway p99 within 2x the direct p99). Beside them: CPU
+per request of the serving side (the direct client's process; the gateway's processes), of the
+HTTP load generator apart, and the highest load average (1 min) seen at the phase's start or end.
+``--repeat N`` goes through every rate N times (alternating runs on one worker and broker, for a
+machine whose load moves).
 
 Then the command hook's start-up: ``loopwatch hook claude-code`` started N times (default 40) with a
 ``PreToolUse`` payload on stdin, each timed from spawn to exit (answer printed), against the bare
@@ -23,6 +28,7 @@ interpreter's start-up (``python -c pass``) as the floor. Target p50 <= 80 ms.
     deploy/kafka/kafka.sh start
     .venv/bin/python bench/gateway.py
     .venv/bin/python bench/gateway.py --rates 1000 --processes 1,2 --repeat 3 --starts 0
+    .venv/bin/python bench/gateway.py --rates 1000 --processes 1 --gateway-cpus 0 --loadgen-cpus 1 --starts 0
     .venv/bin/python bench/gateway.py --rates 200 --duration 5 --starts 20
 
 Every topic is named ``bench.<random>...`` and deleted at the end.
@@ -41,25 +47,22 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import aiohttp  # noqa: E402
-
 from bench.host import interpreter  # noqa: E402
 from bench.options import positive  # noqa: E402
+from bench.loadgen import TIMEOUT_S, WARM_UP, pre_tool_use  # noqa: E402
 from bench.pipeline import READY_TIMEOUT_S, Worker, _cleanup, _cpu_seconds, _free_port, _quantile  # noqa: E402
-from streams.runners.client import LoopwatchClient  # noqa: E402
-
-TIMEOUT_S = 10.0  # per request: far above any healthy round trip, so a slow one is measured, not cut
 
 
 class Gateway:
     """``loopwatch gateway`` as a subprocess on the worker's topics (``processes`` of them: ``--processes``)."""
 
-    def __init__(self, bootstrap: str, worker: Worker, workdir: Path, processes: int = 1) -> None:
+    def __init__(self, bootstrap: str, worker: Worker, workdir: Path, processes: int = 1,
+                 cpus: set[int] | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.processes = processes
@@ -69,14 +72,15 @@ class Gateway:
                      "--events-topic", worker.input, "--verdicts-topic", worker.output,
                      "--processes", str(processes)]
         self.proc: subprocess.Popen | None = None
+        self.cpus = cpus
         # The bearer token the gateway asks, sent by the requests below and the command hook (from the env).
         self.env = {**os.environ, "LOOPWATCH_GATEWAY_TOKEN": uuid.uuid4().hex}
-        self.headers = {"Authorization": f"Bearer {self.env['LOOPWATCH_GATEWAY_TOKEN']}"}
 
     def start(self) -> None:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, env=self.env)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, env=self.env,
+                                         preexec_fn=_pinned(self.cpus))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while f"loopwatch gateway: {self.url}" not in self.log.read_text("utf-8", "replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -105,84 +109,40 @@ class Gateway:
                 self.proc.wait(5)
 
 
-def _tool_call(i: int, tag: str) -> dict[str, Any]:
-    run = f"{tag}-r{i % 200}"  # 200 runs in flight, like a fleet of agents
-    return {"type": "tool_call", "run_id": run, "session_id": f"{tag}-s{i % 200}", "tool_call_id": f"{tag}-c{i}",
-            "tool_name": "read", "args": {"path": f"/src/file{i % 37}.py"}, "outcome_follows": True}
+def _cpus(text: str | None) -> set[int] | None:
+    return {int(cpu) for cpu in text.split(",")} if text else None
 
 
-def _pre_tool_use(i: int, tag: str) -> dict[str, Any]:
-    return {"session_id": f"{tag}-s{i % 200}", "transcript_path": "/tmp/t.jsonl", "cwd": "/src",
-            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Read",
-            "tool_input": {"file_path": f"/src/file{i % 37}.py"}, "tool_use_id": f"{tag}-toolu{i}"}
+def _pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that pins the child (and what it forks) to ``cpus`` (Linux), or None."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None  # type: ignore[misc]
 
 
-async def _paced(rate: float, duration: float, one: Callable[[int], Awaitable[bool]]) -> dict[str, Any]:
-    """Start ``one(i)`` at ``rate`` per second for ``duration`` s; round trips in ms and failures."""
-    latencies: list[float] = []
-    failures = 0
-
-    async def timed(i: int) -> None:
-        nonlocal failures
-        started = time.perf_counter()
-        try:
-            ok = await one(i)
-        except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
-            ok = False  # no answer within TIMEOUT_S: counted, not timed
-        if ok:
-            latencies.append((time.perf_counter() - started) * 1000)
-        else:
-            failures += 1
-
-    count = int(rate * duration)
-    t0 = time.perf_counter()
-    tasks = []
-    for i in range(count):
-        delay = t0 + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(timed(i)))
-    sent_in = time.perf_counter() - t0
-    await asyncio.gather(*tasks)
-    return {"offered": rate, "achieved": count / sent_in if sent_in else 0.0, "answered": len(latencies),
-            "failed": failures, "p50_ms": _quantile(latencies, 0.50) if latencies else float("nan"),
-            "p99_ms": _quantile(latencies, 0.99) if latencies else float("nan"),
-            "max_ms": max(latencies, default=float("nan"))}
+def _loadgen(mode: str, rate: float, duration: float, cpus: set[int] | None, *args: str,
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One phase of bench/loadgen.py in a process of its own (pinned to ``cpus``); its figures."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loadgen.py"), mode, "--rate", str(rate),
+                           "--duration", str(duration), *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, preexec_fn=_pinned(cpus), timeout=duration + 120)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen {mode} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-async def _direct(bootstrap: str, worker: Worker, rate: float, duration: float) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:6]
-    async with LoopwatchClient(bootstrap, events_topic=worker.input, verdicts_topic=worker.output,
-                               timeout=TIMEOUT_S) as client:
-        for i in range(20):  # warm-up: partitions assigned, connections open
-            await client.check(_tool_call(i, f"w{tag}"))
-
-        async def one(i: int) -> bool:
-            verdict = await client.check(_tool_call(i, tag))
-            return not verdict.timed_out and verdict.error is None
-        return await _paced(rate, duration, one)
+def _direct(bootstrap: str, worker: Worker, rate: float, duration: float, cpus: set[int] | None) -> dict[str, Any]:
+    result = _loadgen("direct", rate, duration, cpus, "--bootstrap", bootstrap, "--events-topic", worker.input,
+                      "--verdicts-topic", worker.output)
+    result["cpu_us"] = result.pop("loadgen_us")  # the direct client is its own load generator: its CPU is the client's
+    return result
 
 
-async def _through_gateway(gateway: Gateway, rate: float, duration: float) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:6]
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
-                                     headers=gateway.headers) as http:
-        url = f"{gateway.url}/v1/hooks/claude-code"
-        for i in range(20):
-            async with http.post(url, json=_pre_tool_use(i, f"w{tag}")) as response:
-                await response.read()
-
-        async def one(i: int) -> bool:
-            async with http.post(url, json=_pre_tool_use(i, tag)) as response:
-                body = await response.read()
-            return response.status == 200 and body.startswith(b"{")
-        return await _paced(rate, duration, one)
+def _through_gateway(gateway: Gateway, rate: float, duration: float, cpus: set[int] | None) -> dict[str, Any]:
+    return _loadgen("http", rate, duration, cpus, "--url", gateway.url, env=gateway.env)
 
 
 def _sent(phase: dict[str, Any]) -> int:
-    """Requests a phase made, the 20 of its warm-up included: answered or not in time, each was served."""
-    return phase["answered"] + phase["failed"] + 20
+    """Requests a phase made, the warm-up's included: answered or not in time, each was served."""
+    return phase["answered"] + phase["failed"] + WARM_UP
 
 
 def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
@@ -207,7 +167,7 @@ def _startups(command: list[str], stdin: bytes, count: int, env: dict[str, str] 
 def _report(rounds: list[dict[str, Any]], startup: dict[str, Any], floor: dict[str, Any], answered: str) -> None:
     print()
     print("hook round trip, ms; gateway/direct ratios; CPU per request (µs, user + system) of the side that serves it")
-    print("and of the load generator (this process); load average (1 min) at the end of the phase")
+    print("and of the HTTP load generator apart; load average (1 min), the higher of the phase's start and end")
     print(f"{'offered req/s':>13} {'path':<12} {'achieved':>8}  {'p50':>7} {'p99':>7} {'max':>7}   {'p50':>5} {'p99':>5}"
           f"  {'CPU/req':>7} {'loadgen':>7}  {'load':>5}")
     for phase in rounds:
@@ -223,8 +183,8 @@ def _report(rounds: list[dict[str, Any]], startup: dict[str, Any], floor: dict[s
             if r["failed"]:
                 print(f"  ! {name} at {r['offered']:,.0f}/s: {r['failed']} request(s) without a verdict within "
                       f"{TIMEOUT_S:g} s")
-    print("direct: CPU of this process (the client and its load generator together); gateway xN: CPU of its N "
-          "processes (and the parent);\nloadgen: this process while it sends the HTTP requests (aiohttp's client)")
+    print("direct: CPU of the direct client's process (the client and its pacing); gateway xN: CPU of its N "
+          "processes (and the parent);\nloadgen: bench/loadgen.py's raw HTTP client while it sends (its own process)")
     if startup:
         print()
         print(f"command hook start-up to answer, ms ({startup['runs']} runs each)   p50     p99     max")
@@ -246,6 +206,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=positive(int), default=1,
                         help="times to go through every rate (alternating runs on one worker and broker) (1)")
     parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4)")
+    parser.add_argument("--loadgen-cpus", metavar="CPUS",
+                        help="CPUs (comma-separated, e.g. 1) the load generator runs on, both the HTTP one and the "
+                             "direct client (default: any)")
+    parser.add_argument("--gateway-cpus", metavar="CPUS",
+                        help="CPUs (comma-separated, e.g. 0) the gateways run on (default: any)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     options = parser.parse_args()
     try:
@@ -263,7 +228,10 @@ def main() -> None:
     answered = ""
     workdir = Path(tempfile.mkdtemp(prefix="loopwatch-bench-"))
     worker = Worker(options.bootstrap, tag, options.partitions, workdir)
-    gateways = {n: Gateway(options.bootstrap, worker, workdir, n) for n in processes}
+    loadgen_cpus = _cpus(options.loadgen_cpus)
+    gateways = {n: Gateway(options.bootstrap, worker, workdir, n, _cpus(options.gateway_cpus)) for n in processes}
+    print(f"CPUs: {os.cpu_count()}; load generator on {options.loadgen_cpus or 'any'}, gateways on "
+          f"{options.gateway_cpus or 'any'}; load average {os.getloadavg()[0]:.1f}", flush=True)
     try:
         worker.start()
         for gateway in gateways.values():
@@ -272,24 +240,22 @@ def main() -> None:
             for rate in rates:
                 print(f"{rate:,.0f} req/s: direct client, then the gateway with "
                       f"{' and '.join(map(str, processes))} process(es), {options.duration:g} s each ...", flush=True)
-                mine = _cpu_seconds(os.getpid())
-                direct = asyncio.run(_direct(options.bootstrap, worker, rate, options.duration))
-                direct.update(cpu_us=_per_request(mine, _cpu_seconds(os.getpid()), _sent(direct)),
-                              load=os.getloadavg()[0])
+                load = os.getloadavg()[0]
+                direct = _direct(options.bootstrap, worker, rate, options.duration, loadgen_cpus)
+                direct.update(load=max(load, os.getloadavg()[0]))
                 print(f"  direct {json.dumps(direct)}", flush=True)
                 phase: dict[str, Any] = {"direct": direct, "gateway": {}}
                 for n, gateway in gateways.items():
-                    served, mine = gateway.cpu_seconds(), _cpu_seconds(os.getpid())
-                    through = asyncio.run(_through_gateway(gateway, rate, options.duration))
+                    served, load = gateway.cpu_seconds(), os.getloadavg()[0]
+                    through = _through_gateway(gateway, rate, options.duration, loadgen_cpus)
                     through.update(cpu_us=_per_request(served, gateway.cpu_seconds(), _sent(through)),
-                                   loadgen_us=_per_request(mine, _cpu_seconds(os.getpid()), _sent(through)),
-                                   load=os.getloadavg()[0])
+                                   load=max(load, os.getloadavg()[0]))
                     print(f"  gateway x{n} {json.dumps(through)}", flush=True)
                     phase["gateway"][n] = through
                 rounds.append(phase)
         if options.starts:
             first = gateways[processes[0]]
-            payload = json.dumps(_pre_tool_use(0, f"st{tag}")).encode()
+            payload = json.dumps(pre_tool_use(0, f"st{tag}")).encode()
             loopwatch = shutil.which("loopwatch", path=str(Path(sys.executable).parent)) or "loopwatch"
             hook = [loopwatch, "hook", "claude-code", "--url", first.url]
             print(f"command hook: {' '.join(hook)}, {options.starts} start-ups ...", flush=True)
