@@ -211,6 +211,10 @@ def main() -> None:
                              "direct client (default: any)")
     parser.add_argument("--gateway-cpus", metavar="CPUS",
                         help="CPUs (comma-separated, e.g. 0) the gateways run on (default: any)")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="niceness of this process and so of everything it starts (worker, gateways, load "
+                             "generator); below 0 (root only) gives them a larger share of a machine that other work "
+                             "keeps busy, the broker excepted (0)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     options = parser.parse_args()
     try:
@@ -219,6 +223,8 @@ def main() -> None:
     except argparse.ArgumentTypeError as exc:
         parser.error(f"--rates/--processes: {exc}")
 
+    if options.nice:
+        os.setpriority(os.PRIO_PROCESS, 0, options.nice)  # inherited by every process started from here on
     tag = uuid.uuid4().hex[:8]
     print(f"interpreter: {interpreter()} (worker and gateway run on it too); broker {options.bootstrap}; "
           f"topics bench.{tag}.*", flush=True)
@@ -231,7 +237,8 @@ def main() -> None:
     loadgen_cpus = _cpus(options.loadgen_cpus)
     gateways = {n: Gateway(options.bootstrap, worker, workdir, n, _cpus(options.gateway_cpus)) for n in processes}
     print(f"CPUs: {os.cpu_count()}; load generator on {options.loadgen_cpus or 'any'}, gateways on "
-          f"{options.gateway_cpus or 'any'}; load average {os.getloadavg()[0]:.1f}", flush=True)
+          f"{options.gateway_cpus or 'any'}; nice {os.getpriority(os.PRIO_PROCESS, 0)}; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     try:
         worker.start()
         for gateway in gateways.values():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import sys
@@ -155,32 +156,61 @@ class _Connection(asyncio.Protocol):
 
 
 class HttpLoad:
-    """Keep-alive connections to the gateway, opened as needed and reused once answered."""
+    """Keep-alive connections to the gateway, opened as needed (at most ``limit``, one per run of the fleet)
+    and reused once answered; a request finding them all busy waits for one (its wait counts in its round trip)."""
 
-    def __init__(self, url: str, token: str, path: str = "/v1/hooks/claude-code") -> None:
+    def __init__(self, url: str, token: str, path: str = "/v1/hooks/claude-code", limit: int = RUNS) -> None:
         parts = urlsplit(url)
         self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, path
         self.head = (f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
                      "Content-Type: application/json\r\nContent-Length: ").encode()
         self.idle: list[_Connection] = []
         self.opened = 0
+        self.open_now = 0
+        self.limit = limit
+        self.waiting: collections.deque[asyncio.Future] = collections.deque()
 
     def request(self, body: bytes) -> bytes:
         return self.head + str(len(body)).encode() + b"\r\n\r\n" + body
 
-    async def send(self, request: bytes) -> bool:
-        connection = None
-        while self.idle:
-            connection = self.idle.pop()
-            if not connection.lost:
-                break
-            connection = None
-        if connection is None:
-            _, connection = await asyncio.get_running_loop().create_connection(_Connection, self.host, self.port)
-            self.opened += 1
-        status, body = await connection.ask(request)
-        if not connection.lost:
+    async def _connection(self) -> _Connection:
+        while True:
+            while self.idle:
+                connection = self.idle.pop()
+                if not connection.lost:
+                    return connection
+                self.open_now -= 1
+            if self.open_now < self.limit:
+                self.open_now += 1
+                try:
+                    _, connection = await asyncio.get_running_loop().create_connection(_Connection, self.host,
+                                                                                        self.port)
+                except BaseException:
+                    self.open_now -= 1
+                    raise
+                self.opened += 1
+                return connection
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiting.append(waiter)
+            await waiter
+
+    def _release(self, connection: _Connection) -> None:
+        if connection.lost:
+            self.open_now -= 1
+        else:
             self.idle.append(connection)
+        while self.waiting:
+            waiter = self.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+
+    async def send(self, request: bytes) -> bool:
+        connection = await self._connection()
+        try:
+            status, body = await connection.ask(request)
+        finally:
+            self._release(connection)
         return status == 200 and body.startswith(b"{")
 
     def close(self) -> None:

@@ -60,6 +60,14 @@ class _Entry:
     def size(self) -> int:
         return len(self.key) + len(self.value)
 
+    def settled(self, acked: asyncio.Future) -> None:
+        """``acked`` is done: ``handed`` too, and its outcome read (a caller that stopped waiting need not
+        read it: no "exception never retrieved" noise)."""
+        if not acked.cancelled():
+            acked.exception()
+        if not self.handed.done():
+            self.handed.set_result(None)
+
 
 def retriable(exc: BaseException) -> bool:
     """Whether a failed send can pass by itself (so the event is kept and sent again)."""
@@ -124,9 +132,7 @@ class Outbox:
         self._seq += 1
         loop = asyncio.get_running_loop()
         entry = _Entry(self._seq, key, value, loop.create_future(), loop.create_future())
-        # A caller that stopped waiting need not read the outcome: no "exception never retrieved" noise.
-        entry.acked.add_done_callback(lambda done: done.cancelled() or done.exception())
-        entry.acked.add_done_callback(lambda done: entry.handed.done() or entry.handed.set_result(None))
+        entry.acked.add_done_callback(entry.settled)
         self._held[entry.seq] = entry
         self._bytes += size
         self._emptied.clear()

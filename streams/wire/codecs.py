@@ -91,6 +91,10 @@ def non_finite(value: Any) -> str | None:
     return None
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+"""One decoder for every call: ``json.loads`` with hooks would build a decoder and its scanner each time."""
+
+
 def json_loads(text: str | bytes) -> Any:
     """``json.loads`` as every reader of loopwatch's input takes JSON (event files, recorded sessions, the
     gateway's bodies, JSON records): only what JSON holds. ``NaN``, ``Infinity`` and numbers beyond a double
@@ -98,8 +102,12 @@ def json_loads(text: str | bytes) -> Any:
     :class:`UnplacedJSONError` ("NaN is not JSON"), and so does a document nested too deeply for Python
     (about 1,000 levels: "nested too deeply to decode", not ``RecursionError``); both are
     ``json.JSONDecodeError``."""
+    if not isinstance(text, str):  # as json.loads reads bytes
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    elif text.startswith("\ufeff"):  # as json.loads says it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return _DECODER.decode(text)
     except RecursionError:
         raise UnplacedJSONError(_TOO_DEEP) from None
 
