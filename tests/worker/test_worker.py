@@ -293,21 +293,28 @@ def test_lone_surrogates_from_json_input_get_verdicts_and_checkpoints(kafka_boot
     asyncio.run(run())
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(150)
 def test_implausible_ts_values_get_verdicts_and_stay_out_of_the_latency_histogram(kafka_bootstrap, tmp_path):
-    # ts is the runner's send time, only used for the latency metric; the engine takes any number
+    # ts is the runner's send time, only used for the latency metric; the engine takes any number JSON
+    # holds. NaN and the infinities are not JSON (replay refuses them too): dead letters naming them.
     async def run() -> None:
         settings = worker_settings(kafka_bootstrap, tmp_path, partitions=1)
         topic = settings.input_topics[0]
         call = ('{"type":"tool_call","run_id":"r1","session_id":"s1","tool_call_id":"c%d","tool_name":"read",'
                 '"args":{},"result":"ok","ts":%s}')
-        stamps = ["NaN", "Infinity", "-Infinity", "1" + "0" * 400, "-1", "1e300"]
+        stamps = ["NaN", "1" + "0" * 400, "Infinity", "-1", "-Infinity", "1e300"]
         before = metrics.VERDICT_LATENCY_SECONDS._sum.get()
         async with running_worker(settings) as loopwatch:
             await produce(kafka_bootstrap, topic, [(b"r1", (call % (i, ts)).encode()) for i, ts in enumerate(stamps)])
-            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, len(stamps), timeout=30)
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 3, timeout=60)
+            letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, 3, timeout=60)
             assert loopwatch._failed is None and not loopwatch._tainted
-        assert [decode_event(v.value)["verdict"] for v in verdicts] == ["allow"] * len(stamps)  # one JSON: 400 digits
+        got = [decode_event(v.value) for v in verdicts]  # one JSON: 400 digits
+        assert [(g["verdict"], g["source"]["offset"]) for g in got] == [("allow", 1), ("allow", 3), ("allow", 5)]
+        dead = [decode_event(r.value) for r in letters]
+        assert [(d["reason_class"], d["source"]["offset"]) for d in dead] == [("decode", 0), ("decode", 2), ("decode", 4)]
+        assert [d["reason"] for d in dead] == [
+            "invalid JSON: NaN is not JSON", "invalid JSON: Infinity is not JSON", "invalid JSON: -Infinity is not JSON"]
         # each latency taken from the record's timestamp instead: seconds, not centuries
         assert 0 <= metrics.VERDICT_LATENCY_SECONDS._sum.get() - before < 60
 
