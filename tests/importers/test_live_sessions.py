@@ -163,3 +163,36 @@ def test_the_e2e_harness_takes_the_root_threads_rollout_whichever_sorts_first(tm
     assert root_rollout(tmp_path) == (day / "rollout-2026-12-03T10-06-10-1-parent.jsonl",
                                       _lines(parent_file)[0]["payload"]["id"])
     assert root_rollout(tmp_path / "none") == (None, None)
+
+
+CC_SUBAGENT = FIXTURES / "claude-code-subagent"  # a main log and its sub-agent's side file; the sub-agent loops
+
+
+def test_claude_code_sub_agent_hook_calls_give_the_import_of_its_side_file():
+    """Claude Code 2.1.332 wrote the main log and the sub-agent's side file (``<session>/subagents/agent-<id>.jsonl``)
+    and made the hook calls in ``claude-code-subagent.hooks.jsonl`` (a logging hook that allowed everything): the
+    main agent started a sub-agent with its ``Agent`` tool, the sub-agent ran one failing command 7 times, then
+    the main agent ran it twice. The sub-agent's hook calls carry its ``agent_id``; mapped as the live hook maps
+    them and replayed keyed by run, they give the verdicts, runs and agents the import of the main log (which
+    brings the side file) gives, call by call."""
+    main_log = next(CC_SUBAGENT.glob("*.jsonl"))
+    side_file = next(CC_SUBAGENT.glob("*/subagents/agent-*.jsonl"))
+    sub_agent, session = side_file.stem.removeprefix("agent-"), main_log.stem
+    events = list(import_paths("claude-code", [main_log]))
+    hooks = mapper("claude-code")
+    payloads = _lines(FIXTURES / "claude-code-subagent.hooks.jsonl")
+    assert {p.get("agent_id") for p in payloads if p["hook_event_name"] == "PreToolUse"} == {None, sub_agent}
+    live = [event for payload in payloads if (event := hooks.event(payload)) is not None]
+    replay_live = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
+    replay_import = Replayer(Engine(OpenClawConfig(E2E_CONFIG)), key_by="run")
+    from_hooks = calls_of([replay_live.apply(e, n) for n, e in enumerate(live)])
+    from_file = calls_of([replay_import.apply(e, e["event_id"]) for e in events])
+    assert from_hooks == from_file
+    agents = {e["tool_call_id"]: (e["agent_id"], e["run_id"]) for e in live if e["type"] == "tool_call"}
+    assert agents == {e["tool_call_id"]: (e["agent_id"], e["run_id"]) for e in events}
+    child = [c for c, (agent, _) in agents.items() if agent == sub_agent]
+    assert {agents[c][1] for c in child} == {f"{session}:{sub_agent}"}
+    assert [from_file[c]["verdict"] for c in child] == ["allow"] * 5 + ["block", "abort"]
+    parent = [c for c, (agent, _) in agents.items() if agent == "main"]
+    assert len(parent) == 3 and {from_file[c]["verdict"] for c in parent} == {"allow"}  # Agent + two commands
+    assert len({agents[c][1] for c in parent}) == 1 and agents[parent[0]][1] != f"{session}:{sub_agent}"
