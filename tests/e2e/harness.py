@@ -244,15 +244,16 @@ class RunnerRun:
 
 
 def run_claude_code(binary: Path, workdir: Path, model_url: str, hook_env: dict[str, str], prompt: str = "loop please",
-                    http: bool = False, timeout: float = 300.0) -> RunnerRun:
+                    http: bool = False, timeout: float = 300.0, loopwatch: str = LOOPWATCH) -> RunnerRun:
     """``claude -p PROMPT`` with loopwatch's hook settings (command hooks; ``http``: http hooks, with the
-    gateway's token in ``LOOPWATCH_GATEWAY_TOKEN`` as their docs say)."""
+    gateway's token in ``LOOPWATCH_GATEWAY_TOKEN`` as their docs say). ``loopwatch``: the executable the
+    command hooks run (``<loopwatch> hook claude-code``)."""
     home, project = workdir / "home", workdir / "project"
     project.mkdir(parents=True, exist_ok=True)
     (home / ".claude").mkdir(parents=True, exist_ok=True)
     settings = workdir / "settings.json"
-    gateway_url = hook_env["LOOPWATCH_GATEWAY_URL"]
-    settings.write_text(json.dumps(snippets.claude_code_settings(LOOPWATCH, http_url=gateway_url if http else None)))
+    gateway_url = hook_env.get("LOOPWATCH_GATEWAY_URL")
+    settings.write_text(json.dumps(snippets.claude_code_settings(loopwatch, http_url=gateway_url if http else None)))
     env = {**QUIET_ENV, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"),
            "ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy", **hook_env}
     if http:
@@ -294,13 +295,14 @@ stream_max_retries = 0
 
 
 def run_codex(binary: Path, workdir: Path, model_url: str, hook_env: dict[str, str], prompt: str = "loop please",
-              trust_hooks: bool = True, timeout: float = 300.0) -> RunnerRun:
+              trust_hooks: bool = True, timeout: float = 300.0, loopwatch: str = LOOPWATCH) -> RunnerRun:
     """``codex exec --json PROMPT`` with loopwatch's hooks in ``$CODEX_HOME/config.toml``; ``trust_hooks``
-    passes ``--dangerously-bypass-hook-trust`` (``codex exec`` cannot answer the trust prompt)."""
+    passes ``--dangerously-bypass-hook-trust`` (``codex exec`` cannot answer the trust prompt). ``loopwatch``:
+    the executable the hooks run (``<loopwatch> hook codex``)."""
     home, project = workdir / "codex-home", workdir / "project"
     project.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(CODEX_CONFIG.format(model_url=model_url) + snippets.codex_config_toml(LOOPWATCH))
+    (home / "config.toml").write_text(CODEX_CONFIG.format(model_url=model_url) + snippets.codex_config_toml(loopwatch))
     env = {**QUIET_ENV, "HOME": str(home), "CODEX_HOME": str(home), "E2E_MODEL_KEY": "e2e-dummy", **hook_env}
     args = [str(binary), "exec", "--skip-git-repo-check", "--json"]
     if trust_hooks:
