@@ -5,7 +5,9 @@ A state is decoded from the table (:class:`streams.worker.table.StateTable`, val
 ``SessionState.to_bytes()``: :func:`encode_state`) on its key's first event after a
 start or rebalance, then kept here; the table gets it back, encoded, at checkpoints
 (:mod:`streams.worker.checkpoint`). Everything here is dropped at a rebalance: the table
-is the truth again.
+is the truth again. The dropped states are freed a slice at a time in the background
+(:meth:`States.clear`): freed at once, the states of a long-running worker held its
+event loop for seconds at each rebalance.
 
 Copy on write for the checkpoint in flight: a checkpoint takes the keys changed so
 far (:meth:`States.snapshot`) and encodes their states a few at a time between
@@ -28,6 +30,31 @@ __all__ = ["States", "UnreadableState", "decode_state", "encode_state"]
 # handled): an event never waits more than a slice behind a checkpoint.
 ENCODE_SLICE_S = 0.0005
 ENCODE_PAUSE_S = 0.0005
+_RELEASING: set[asyncio.Task] = set()  # the tasks freeing dropped states (held: asyncio keeps weak references)
+
+
+def _release_later(states: dict) -> None:
+    """Free ``states`` (emptied) a slice at a time from a task of the running loop; at once without one."""
+    if not states:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        states.clear()
+        return
+    task = loop.create_task(_release(states))
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
+
+
+async def _release(states: dict) -> None:
+    clock = time.perf_counter
+    while states:
+        until = clock() + ENCODE_SLICE_S
+        while states and clock() < until:
+            for _ in range(min(64, len(states))):
+                states.popitem()  # the state (and what only it holds) is freed here
+        await asyncio.sleep(ENCODE_PAUSE_S)
 
 
 def encode_state(state: SessionState, engine: Engine) -> bytes:
@@ -120,8 +147,15 @@ class States:
         self.last_seen.pop(key, None)
 
     def clear(self) -> None:
-        """Forget every state and the snapshot in flight (a rebalance or a stop: the table is the truth)."""
-        self.cache.clear()
+        """Forget every state and the snapshot in flight (a rebalance or a stop: the table is the truth).
+
+        The states are freed a slice at a time in the background (:func:`_release`), as a checkpoint
+        encodes them: freed at once, after 1,000,000 events of the failover benchmark (about 700,000
+        objects), they held the event loop for 3.6 s at a failover's revocation on the loaded 2-core
+        machine, and the survivor rejoined the group that much later.
+        """
+        dropped, self.cache = self.cache, {}
+        _release_later(dropped)
         self.last_seen.clear()
         self._unencoded.clear()  # a checkpoint encoding it stops
         self._encoded = []
