@@ -28,7 +28,7 @@
  *   of a tool result (docs/detection-rules.md §4.3 rule 8) for the usual shape: a
  *   dict whose `content` is a list of one dict block with str `text` (ASCII) and
  *   `type`, and whose `details` is a dict or absent; None for anything else, a
- *   `status` of "blocked", or a canonical text holding `needle` (bytes, or None
+ *   `status` of "blocked", `changed` false, or a canonical text holding `needle` (bytes, or None
  *   for no needle): the caller then takes its Python path (streams.detection.recording).
  *
  * event_kind(event, kinds, strings, numbers, booleans, profiles) -> str | None
@@ -454,7 +454,7 @@ static PyObject *digest_hex(PyObject *self, PyObject *const *args, Py_ssize_t na
     return out;
 }
 
-static PyObject *str_content, *str_details, *str_text, *str_status;
+static PyObject *str_content, *str_details, *str_text, *str_status, *str_changed;
 static PyObject *str_type_key; /* "type", interned (also the event's kind field) */
 
 /* A dict value by an interned str key: borrowed, NULL when absent (or on an error, then set). */
@@ -479,6 +479,7 @@ static PyObject *plain_outcome_hex(PyObject *self, PyObject *const *args, Py_ssi
     details = item(result, str_details);
     if (details != NULL && PyDict_Check(details)) {
         if (!PyDict_CheckExact(details)) Py_RETURN_NONE;
+        if (item(details, str_changed) == Py_False) Py_RETURN_NONE; /* 2026.9.6: write's unchanged rule */
         status = item(details, str_status);
         /* a "blocked" status may be the detector's own veto (no outcome), and a value of another type may
            compare in its own way: both go to the Python path */
@@ -616,7 +617,7 @@ PyMODINIT_FUNC PyInit__canonical(void) {
         return NULL;
 #ifdef LOOPWATCH_OPENSSL
     if (intern(&str_content, "content") || intern(&str_details, "details") || intern(&str_text, "text")
-        || intern(&str_status, "status"))
+        || intern(&str_status, "status") || intern(&str_changed, "changed"))
         return NULL;
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
     sha256_ctx = EVP_MD_CTX_new();

@@ -374,5 +374,5 @@ plain_outcome_hex = _plain_outcome()
 """``(result, needle) -> str | None``, or None without the accelerator: the hex digest of the plain outcome
 fingerprint ``{"details": <details or {}>, "text": <the one content block's text, trimmed>}`` of a result
 (docs/detection-rules.md §4.3 rule 8) for the usual shape (a dict with one text block of ASCII text,
-details a dict or absent, no ``"blocked"`` status); None for any other, or when the canonical text holds
+details a dict or absent, no ``"blocked"`` status, no ``changed: false``); None for any other, or when the canonical text holds
 ``needle`` (bytes; None: no needle). The caller's Python path then decides."""

@@ -147,11 +147,18 @@ def _all_findings(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+_DECIDING_FIELDS = frozenset({"policy", "shadow", "fleet", "run_ended"})  # any of them present: a finding
+
+
 def _fired(verdict: Mapping[str, Any]) -> bool:
     """Whether anything may have decided ``verdict`` (False for the usual allow: a cheap test first)."""
-    detection, guard = verdict.get("detection"), verdict.get("guard")
-    return bool((detection and detection.get("stuck")) or (guard and guard.get("abort")) or "policy" in verdict
-                or "shadow" in verdict or "fleet" in verdict or "run_ended" in verdict)
+    detection = verdict.get("detection")
+    if detection and detection.get("stuck"):
+        return True
+    guard = verdict.get("guard")
+    if guard and guard.get("abort"):
+        return True
+    return not verdict.keys().isdisjoint(_DECIDING_FIELDS)
 
 
 def decided_by(verdict: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -67,7 +67,7 @@ from .config import LoopDetectionSettings, OpenClawConfig
 from .decision import set_decided_by
 from .detectors import CRITICAL, POLL_TOOLS, Detection, detect, is_known_poll
 from .events import EventError, blocked_key, guard_key, has_session, run_identity, validate_event
-from .fingerprint import PROFILE_PLAIN, PROFILED_TOOLS, args_hash, normalize_tool_name, outcome_profile
+from .fingerprint import PROFILE_PLAIN, PROFILED_TOOLS, TOOL_NAMES, args_hash, normalize_tool_name, outcome_profile
 from .outcomes_2026_9 import KIND_VETO
 from .policies import Policies, build as build_policies
 from .post_compaction_guard import arm, guard_status
@@ -222,9 +222,16 @@ class Engine:
         guard of ``run_key`` if it exists already (else None: created here)."""
         get = event.get
         call_id = get("tool_call_id")
-        settings = self.config.for_agent(get("agent_id"), get("profile"))
+        agent, behaviour = get("agent_id"), get("profile")
+        # config.for_agent and normalize_tool_name, their caches looked up first (hot)
+        settings = self.config.settings_cache.get(agent if behaviour is None else (behaviour, agent))
+        if settings is None:
+            settings = self.config.for_agent(agent, behaviour)
         is_2026_9 = settings.is_2026_9
-        tool = normalize_tool_name(get("tool_name"), is_2026_9)
+        name = get("tool_name")
+        tool = TOOL_NAMES[is_2026_9].get(name) if type(name) is str else None
+        if tool is None:
+            tool = normalize_tool_name(name, is_2026_9)
         args = get("args", UNDEFINED)
         call_hash = digest(args, tool + ":")  # args_hash, inlined (hot); may raise RecursionError: before any change
         call_key = call_hash[:-32]  # hash_key, inlined (hot)
@@ -301,9 +308,9 @@ class Engine:
             verdict["run_aborted"] = run.aborted
             verdict["verdict"] = decision
         else:
-            record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref,
-                                 call_key=call_key, fresh=fresh)
-            verdict["verdict"] = "abort" if verdict["guard"]["abort"] else decision
+            guard = record_outcome(verdict, state, settings, run, tool, call_hash, call_id, run_id, outcome, ref,
+                                   call_key=call_key, fresh=fresh)
+            verdict["verdict"] = "abort" if guard["abort"] else decision
         if is_2026_9:
             verdict["run_terminated"] = run.terminated
         if "evidence" not in verdict:

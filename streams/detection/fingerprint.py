@@ -29,6 +29,7 @@ __all__ = [
     "strip_volatile",
     "is_number",
     "PROFILED_TOOLS",
+    "TOOL_NAMES",
 ]
 
 # JavaScript String#trim removes WhiteSpace and LineTerminator code points.
@@ -74,6 +75,9 @@ def js_lower(text: str) -> str:
 
 _TOOL_NAME_CACHE: dict[str, str] = {}
 _TOOL_NAME_CACHE_2026_9: dict[str, str] = {}
+TOOL_NAMES = (_TOOL_NAME_CACHE, _TOOL_NAME_CACHE_2026_9)
+"""What :func:`normalize_tool_name` answered, by raw name (str), under 2026.7 and 2026.9.6: a hit is its
+answer (a caller may look a name up here first; the function fills them)."""
 _TOOL_NAME_CACHE_SIZE = 4096  # distinct raw tool names remembered (per profile)
 
 

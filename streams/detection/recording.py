@@ -13,7 +13,7 @@ from .config import LoopDetectionSettings
 from .detectors import Detection
 from .events import blocked_key, has_session
 from .canonical import plain_outcome_hex as _plain_outcome_hex
-from .fingerprint import PROFILE_PLAIN, outcome_hash, unknown_tool_name
+from .fingerprint import PROFILE_PLAIN, PROFILE_WRITE, outcome_hash, unknown_tool_name
 from .outcomes_2026_9 import KIND_VETO, MARKER_NEEDLE, OUTCOME_KINDS, Outcome, outcome_2026_9
 from .post_compaction_guard import abort_evidence, guard_status, observe
 from .state import CallRecord, PendingCall, RunState, SessionState, hash_key
@@ -36,8 +36,11 @@ def dedupe(state: SessionState, raw_run: str | None, detection: Detection) -> di
 def record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopDetectionSettings,
                     run: RunState, tool: str, call_hash: str, call_id: str | None, run_id: str | None,
                     outcome: Outcome | None, ref: Any, append_call_id: str | None = None,
-                    call_key: str | None = None, fresh: bool = False) -> None:
+                    call_key: str | None = None, fresh: bool = False) -> dict[str, Any]:
     """docs/detection-rules.md §3 steps 6-7: attach or append the outcome (:func:`outcome_of`; None: none recorded), feed the guard.
+
+    Sets the verdict's ``outcome``, ``guard`` and ``run_aborted`` (and ``evidence`` of a guard abort); returns
+    the ``guard`` field.
 
     ``append_call_id`` is the call id a record appended here carries (a
     result with no pending call keeps the event's, docs/detection-rules.md §9). The history is
@@ -49,16 +52,15 @@ def record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopD
     """
     if outcome is None:
         verdict["outcome"] = dict(NOT_RECORDED)
-        verdict["guard"] = guard_status(run)
+        guard = verdict["guard"] = guard_status(run)
         verdict["run_aborted"] = run.aborted
-        return
+        return guard
     result_hash, unknown, kind, no_progress, failure_hash = outcome
     if call_key is None:
         call_key = hash_key(call_hash)
     if fresh:
-        state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref, args_key=call_key,
-                                kind=kind, no_progress=no_progress,
-                                failure_key=hash_key(failure_hash) if failure_hash is not None else None),
+        state.append(CallRecord(tool, call_hash, None, run_id, result_hash, unknown, ref, call_key, None, kind,
+                                no_progress, hash_key(failure_hash) if failure_hash is not None else None),
                      settings.history_size)
     else:
         _attach_or_append(state, settings, tool, call_hash, call_key, call_id, run_id, outcome, ref,
@@ -76,6 +78,7 @@ def record_outcome(verdict: dict[str, Any], state: SessionState, settings: LoopD
     verdict["run_aborted"] = run.aborted
     if guard["abort"]:
         verdict["evidence"] = abort_evidence(run, tool, call_hash, result_hash)
+    return guard
 
 
 def _attach_or_append(state: SessionState, settings: LoopDetectionSettings, tool: str, call_hash: str,
@@ -115,7 +118,8 @@ def outcome_of(profile: int, result: Any, error: Any, is_2026_9: bool = False) -
 
     Raises RecursionError for a result or thrown value nested too deeply to hash.
     """
-    if profile == PROFILE_PLAIN and error is None and _plain_outcome_hex is not None:
+    if (profile == PROFILE_PLAIN or profile == PROFILE_WRITE) and error is None and _plain_outcome_hex is not None:
+        # (2026.9.6's write: the plain rule unless details.changed is false, which the C call leaves to Python)
         # the usual result in one C call (None: another shape, or 2026.9.6's marker in it: the Python path)
         result_hash = _plain_outcome_hex(result, MARKER_NEEDLE if is_2026_9 else None)
         if result_hash is not None:

@@ -101,7 +101,7 @@ class CallRecord:
 
     def __init__(self, tool: str, args_hash: str | None, call_id: str | None, run_id: str | None,
                  result_hash: str | None = None, unknown_tool: str | None = None, ref: Any = None,
-                 *, args_key: str | None = None, result_key: str | None = None, kind: int = 0,
+                 args_key: str | None = None, result_key: str | None = None, kind: int = 0,
                  no_progress: bool = False, failure_key: str | None = None) -> None:
         self.tool = tool
         self.args_hash = args_hash

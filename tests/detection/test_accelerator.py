@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.detection import UNDEFINED, canonical, events, outcomes_2026_9
-from streams.detection.fingerprint import PROFILE_PLAIN, outcome_hash
+from streams.detection.fingerprint import PROFILE_PLAIN, PROFILE_WRITE, outcome_hash
 from streams.detection.canonical import _exact_text, _number
 
 pytestmark = pytest.mark.skipif(not canonical.ACCELERATED, reason="the C accelerator is not built here")
@@ -203,7 +203,7 @@ _ascii = st.text(alphabet=st.characters(max_codepoint=127), max_size=40)
 _texts = st.one_of(_ascii, _ascii, _strings, st.sampled_from(["", " x ", "\t\n\x0b\x0c\r x\r\n", "\x1c x \x1f", "\u00a0x\u3000",
                                                "\ufeff", "a\"b\\c", "x" * 40]))
 _details = st.one_of(st.none(), st.just("absent"), _scalars, st.dictionaries(
-    st.sampled_from(["status", "exitCode", "deniedReason", "a", "\ud800"]),
+    st.sampled_from(["status", "exitCode", "deniedReason", "changed", "a", "\ud800"]),
     st.one_of(_scalars, st.sampled_from(["blocked", "tool-loop", _Str("blocked")]), json_values), max_size=4))
 _blocks = st.dictionaries(st.sampled_from(["type", "text", "other"]),
                           st.one_of(_texts, st.just(_Str("x")), _scalars), max_size=3)
@@ -224,8 +224,9 @@ def test_plain_outcome_in_c_as_in_python(result, is_2026_9):
     found = canonical.plain_outcome_hex(result, needle)
     if found is None:
         return
-    if is_2026_9:
+    if is_2026_9:  # the plain rule, and write's where it is the plain one
         assert outcomes_2026_9.outcome_2026_9(PROFILE_PLAIN, result, None) == (found, None, 0, False, None)
+        assert outcomes_2026_9.outcome_2026_9(PROFILE_WRITE, result, None) == (found, None, 0, False, None)
     else:
         assert outcome_hash(PROFILE_PLAIN, result, None) == found
 
@@ -239,3 +240,6 @@ def test_plain_outcome_in_c_answers_the_usual_result():
     assert canonical.plain_outcome_hex(marked, outcomes_2026_9.MARKER_NEEDLE) is None
     vetoed = {**result, "details": {"status": "blocked", "deniedReason": "tool-loop"}}
     assert canonical.plain_outcome_hex(vetoed, None) is None
+    unchanged = {**result, "details": {"changed": False}}  # 2026.9.6's write rule: to Python
+    assert canonical.plain_outcome_hex(unchanged, None) is None
+    assert canonical.plain_outcome_hex({**result, "details": {"changed": True}}, None) is not None

@@ -44,7 +44,7 @@ class OpenClawConfig:
     """
 
     __slots__ = ("raw", "channel_send_tools", "fleet", "profile", "_agent_profiles", "_global", "_agents",
-                 "_entries", "_cache")
+                 "_entries", "settings_cache")
 
     def __init__(self, raw: Mapping[str, Any] | None = None, profile: str | None = None) -> None:
         raw = dict(raw or {})
@@ -81,7 +81,8 @@ class OpenClawConfig:
             name.strip().lower() for name in names or () if isinstance(name, str)
         )
         self.fleet: FleetSettings = fleet_settings(raw)  # options.fleet: loopwatch's, not OpenClaw's
-        self._cache: dict[str | None, LoopDetectionSettings] = {}
+        # for_agent's answers by agent id, or (profile, agent id) for an event's own profile: read-only outside
+        self.settings_cache: dict[Any, LoopDetectionSettings] = {}
 
     @property
     def smallest_warning_threshold(self) -> int:
@@ -138,7 +139,7 @@ class OpenClawConfig:
         """
         key: Any = agent_id if profile is None else (profile, agent_id)
         try:
-            return self._cache[key]
+            return self.settings_cache[key]
         except KeyError:
             pass
         is_2026_9 = self.profile_for(agent_id, profile) == OPENCLAW_2026_9_6
@@ -149,7 +150,7 @@ class OpenClawConfig:
                 block = merge_blocks(self._global, self._agent_block(agent_id))
         else:
             block = self._global if isinstance(self._global, dict) else None
-        settings = self._cache[key] = (resolve_2026_9 if is_2026_9 else resolve)(block)
+        settings = self.settings_cache[key] = (resolve_2026_9 if is_2026_9 else resolve)(block)
         return settings
 
     def _agent_block_2026_9(self, agent_id: str) -> Any:
