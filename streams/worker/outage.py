@@ -60,7 +60,15 @@ def is_broker_trouble(exc: BaseException) -> bool:
         return False
     if isinstance(exc, (asyncio.TimeoutError, KafkaTimeoutError, KafkaConnectionError, ConnectionError)):
         return True
+    if isinstance(exc, AssertionError) and str(exc) == _NO_BROKER_IN_METADATA:
+        return True
     return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
+
+
+# aiokafka's coordinator lookup (a transactional producer's start, a group join) asserts this when the
+# cluster metadata names no broker: what a broker resuming from a hang answers for a moment
+# ("No broker metadata found in MetadataResponse"). The next probe finds it whole.
+_NO_BROKER_IN_METADATA = "Did we not perform bootstrap?"
 
 
 class Outages:
