@@ -182,9 +182,9 @@ log = logging.getLogger(__name__)
 
 _TRANSACTION_POLL_S = 0.05  # how often a checkpoint waiting for its changelog batches looks at the writer's state
 _GC_PAUSE_NOTE_S = 0.5  # a full garbage collection that held the event loop this long is logged (WARNING)
-# Transactions of one checkpoint under way at once. All of a worker's partitions fall due together (their first
-# events came in one fetch), and 64 transactions at once (a few requests each, then the commit markers the
-# broker writes) held the broker's answers to the verdicts' producer back for seconds on a small machine.
+# Transactions of one checkpoint under way at once. A worker's partitions fall due together after a burst (their
+# first events came in one fetch); 64 transactions at once (a few requests each, then the commit markers the broker
+# writes) were seen holding the broker's answers to the verdicts' producer back for seconds (docs/worker.md).
 PARALLEL_TRANSACTIONS = 8
 
 
