@@ -10,6 +10,10 @@ Two modes, the same pacing and the same figures, so that they differ only in the
 * ``direct``: the same calls as ``tool_call`` events through ``LoopwatchClient.check()`` in this
   process (the floor: what an embedded Python runner pays; its CPU is the client's work).
 
+Both modes have at most :data:`RUNS` requests in flight (a fleet of 200 runs, each waiting for its
+verdict): the HTTP side's connections, the direct side's concurrent checks; a request due while
+all are busy waits, and the wait counts in its round trip.
+
 Pacing is open-loop: request ``i`` is due at ``start + i / rate`` whatever the answers do (a slow
 answer does not hold the next request back, so queueing shows in the round trips); the round trip
 is timed from when the request is due to its answer, so a generator that falls behind shows it.
@@ -245,8 +249,11 @@ async def direct_phase(bootstrap: str, events_topic: str, verdicts_topic: str, r
         for i in range(WARM_UP):
             await client.check(tool_call(i, f"w{tag}"))
 
+        in_flight = asyncio.Semaphore(RUNS)  # as many requests at once as the HTTP side has connections
+
         async def one(i: int) -> bool:
-            verdict = await client.check(events[i])
+            async with in_flight:
+                verdict = await client.check(events[i])
             return not verdict.timed_out and verdict.error is None
         return await paced(rate, duration, one)
 
