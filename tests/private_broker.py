@@ -13,6 +13,7 @@ A module shares one (``scope="module"`` fixture): a JVM start costs 5-15 s on 2 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,27 +29,51 @@ KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 SHARED_PORT = 9092
 
 
-def free_port_pair() -> int:
-    """A port ``p`` with ``p`` and ``p + 1`` both free on 127.0.0.1 (broker and controller), never 9092."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port in (SHARED_PORT - 1, SHARED_PORT) or port >= 65535:
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out to outgoing connections (Linux's ip_local_port_range)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(count: int) -> int:
+    """A port ``p`` with ``p .. p + count - 1`` free on 127.0.0.1, below the ephemeral range.
+
+    A server a test stops and starts again on the same port (a broker restart) must find it free: a port
+    the kernel chose with ``bind(0)`` is in the ephemeral range, where any outgoing connection of the
+    machine may take it meanwhile. Below that range only listeners take ports.
+    """
+    low = _ephemeral_range()[0]
+    first, last = 20_000, (low if low > 21_000 else 65_535) - count
+    for _ in range(1_000):
+        port = random.randint(first, last)
+        if SHARED_PORT - count < port <= SHARED_PORT:
             continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        if all(_bindable(port + n) for n in range(count)):
+            return port
+    raise RuntimeError(f"no {count} free consecutive ports between {first} and {last}")
+
+
+def free_port_pair() -> int:
+    """A port ``p`` with ``p`` and ``p + 1`` both free on 127.0.0.1 (broker and controller), never 9092,
+    outside the ephemeral range (a restart finds them free)."""
+    return _free_ports(2)
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (for a gateway or a fake server of a test)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free TCP port on 127.0.0.1 (for a gateway or a fake server of a test), outside the ephemeral range."""
+    return _free_ports(1)
 
 
 def running_broker(work: Path) -> Iterator["PrivateBroker"]:

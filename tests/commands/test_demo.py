@@ -18,6 +18,7 @@ import pytest
 from streams.wire.codecs import read_event_file
 from streams.detection import Engine, load_config
 from streams.offline.replay import Replayer
+from tests.private_broker import free_port as _free_port
 
 pytestmark = [pytest.mark.kafka]
 
@@ -37,10 +38,6 @@ EVENTS = ROOT / "examples" / "events.jsonl"
 CONFIG = ROOT / "examples" / "openclaw.json"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _view(record: dict) -> tuple:

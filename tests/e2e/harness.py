@@ -32,6 +32,7 @@ from streams.importers.codex_rollout import sub_agent_parent
 from streams.runners.hooks import snippets
 from streams.wire.codecs import decode_event
 from tests.e2e.fake_model import FakeModel, make_handler
+from tests.private_broker import free_port
 
 __all__ = ["REPO", "RUNNERS_DIR", "VERSIONS", "LOOPWATCH", "runner_bin", "ModelServer", "Pipeline",
            "RunnerRun", "run_claude_code", "run_codex", "root_rollout", "free_port"]
@@ -52,10 +53,6 @@ QUIET_ENV = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def runner_bin(name: str) -> Path | None:

@@ -25,6 +25,7 @@ import pytest
 from streams.detection import Engine, OpenClawConfig
 from streams.detection.run_end import run_ended_message
 from tests.worker_harness import ROOT, running_worker, worker_settings
+from tests.private_broker import free_port as _free_port
 
 pytestmark = [pytest.mark.kafka]
 
@@ -46,10 +47,6 @@ ABORT = ("CRITICAL: tool exec repeated 3 times with identical arguments and iden
          "after auto-compaction. The compaction did not break the loop. Aborting to prevent runaway resource use.")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def _healthy(url: str, gateway: asyncio.subprocess.Process, timeout: float = 30.0) -> None:

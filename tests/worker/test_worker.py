@@ -33,6 +33,7 @@ from streams.wire.keys import partition_key, record_key
 from streams.worker.states import decode_state
 from streams.worker.settings import WorkerSettings
 from tests.shared_vectors import FILES_2026_9, OWN_2026_9, shared_path, skip_without
+from tests.private_broker import free_port as _free_port
 from tests.worker_harness import (
     count_records,
     PacedProducer, WorkerProcess, checkpoint_wait_s, checkpointed, consume_all, create_topics, encode, produce, running_worker,
@@ -464,12 +465,6 @@ def _calls(run: str, start: int, count: int) -> list[dict[str, Any]]:
              "event_id": f"{run}:{i}", "ts": int(time.time() * 1000)} for i in range(start, start + count)]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.timeout(150)
