@@ -102,7 +102,8 @@ STRINGS = ["", " ", "a", "A", "/workspace/notes.md", "caf\u00e9", "\U0001f600", 
            "quote\"back\\slash", "\u2028", "\u0001", "10", "2", "b", "B", "\u00e9", "z", "\ud800", "x\udc00",
            "\U0001f600\uffff", "\x7f", "undefined", "null"]
 NUMBERS: list[Any] = [0, 1, -1, 2, 10, 1.0, 1.5, -0.0, 1e21, 1e-7, 123456789.125, 9007199254740993,
-                      9007199254740992, 2**64, -(2**53) - 3, 5e-324, 1.7976931348623157e308]
+                      9007199254740992, 2**64, -(2**53) - 3, 5e-324, 1.7976931348623157e308, 1e16, 1.5e300,
+                      2.5e-5, 1.2345678901234568e20, 0.1 + 0.2, 1 / 3, 1e-6, 123e-20, -1e21, 10**21, 10**22 + 1]
 FAILURE_OUTPUTS = ["Error at {} (pid {}) after {}", "attempt {}: connection refused {} {}", "{} FAILED {} {}",
                    "build failed in {}; retry{} ppid={}"]
 VOLATILE_PARTS = ["2026-12-03T10:00:00Z", "2026-12-03 10:00:01.123456+01:00", "2026-12-03t10:00:02", "10:00:00",
@@ -127,7 +128,8 @@ def _value(rng: random.Random, depth: int = 0) -> Any:
 
 
 def _object(rng: random.Random, depth: int = 0) -> dict[str, Any]:
-    keys = rng.sample(STRINGS + ["path", "query", "n"], rng.randrange(1, 4))
+    keys = rng.sample(STRINGS + ["path", "query", "n", "__proto__", "constructor", "toJSON", "0", "-1", "01"],
+                      rng.randrange(1, 4))
     return {key: _value(rng, depth) for key in keys}
 
 
