@@ -133,14 +133,14 @@ def _object(rng: random.Random, depth: int = 0) -> dict[str, Any]:
     return {key: _value(rng, depth) for key in keys}
 
 
-def _shuffled(rng: random.Random, value: Any) -> Any:
-    """The same JSON value with every object's keys in another order (OpenClaw hashes them sorted)."""
+def shuffled(value: Any, rng: random.Random) -> Any:
+    """The same JSON value with every object's keys re-inserted in a random order (OpenClaw hashes them sorted)."""
     if isinstance(value, dict):
         items = list(value.items())
         rng.shuffle(items)
-        return {key: _shuffled(rng, item) for key, item in items}
+        return {key: shuffled(item, rng) for key, item in items}
     if isinstance(value, list):
-        return [_shuffled(rng, item) for item in value]
+        return [shuffled(item, rng) for item in value]
     return value
 
 
@@ -262,6 +262,16 @@ def _config(rng: random.Random) -> dict[str, Any]:
     return config
 
 
+def _shape(rng: random.Random, mode: str, shapes: list[Any], serial: int, noise: float) -> Any:
+    """The call shape (tool, args, results) of the ``serial``-th call: the first one over and over ("repeat"),
+    the first two in turn ("alternate"), or any; a share ``noise`` of any shape in every mode."""
+    if mode == "random" or rng.random() < noise:
+        return rng.choice(shapes)
+    if mode == "repeat":
+        return shapes[0]
+    return shapes[serial % 2 if len(shapes) > 1 else 0]
+
+
 def generate(rng: random.Random, name: str) -> dict[str, Any]:
     """One random scenario (name, description, config, events) of the 2026.7 line."""
     config = _config(rng)
@@ -314,12 +324,7 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
             events.append(result)
             answered.append(call["tool_call_id"])
             continue
-        if mode == "random" or rng.random() < 0.08:
-            tool, args, results = rng.choice(shapes)
-        elif mode == "repeat":
-            tool, args, results = shapes[0]
-        else:
-            tool, args, results = shapes[calls % 2 if len(shapes) > 1 else 0]
+        tool, args, results = _shape(rng, mode, shapes, calls, 0.08)
         if roll < 0.25:
             # a result with no pending call: a call id never seen, or one already answered
             result = {"type": "tool_result", **base,
@@ -328,7 +333,7 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
             if rng.random() < 0.7:
                 result["tool_name"] = tool
             if rng.random() < 0.7:
-                result["args"] = _shuffled(rng, args)
+                result["args"] = shuffled(args, rng)
             _outcome(rng, result, tool, results)
             events.append(result)
             serial += 1
@@ -336,7 +341,7 @@ def generate(rng: random.Random, name: str) -> dict[str, Any]:
         serial += 1
         calls += 1
         event = {"type": "tool_call", **base, "tool_call_id": f"c{serial}", "tool_name": tool,
-                 "args": _shuffled(rng, args), "result": None, "error": None}
+                 "args": shuffled(args, rng), "result": None, "error": None}
         if rng.random() < 0.03:
             del event["args"]
         if "agents" in config and rng.random() < 0.7:
@@ -474,17 +479,12 @@ def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
         elif mode == "churn" and rng.random() > 0.05:
             tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
         else:
-            if mode == "random" or rng.random() < 0.05:
-                tool, args, results = rng.choice(shapes)
-            elif mode == "repeat":
-                tool, args, results = shapes[0]
-            else:
-                tool, args, results = shapes[serial % 2 if len(shapes) > 1 else 0]
+            tool, args, results = _shape(rng, mode, shapes, serial, 0.05)
             result, error = rng.choice(results), None
             if rng.random() < 0.1:
                 result, error = None, _error(rng)
         events.append({"type": "tool_call", "run_id": rng.choice(runs), "session_id": "s1",
-                       "tool_call_id": f"c{serial}", "tool_name": tool, "args": _shuffled(rng, args),
+                       "tool_call_id": f"c{serial}", "tool_name": tool, "args": shuffled(args, rng),
                        "result": result, "error": error})
     return {"name": name, "description": "random scenario, 2026.9.6 detectors (bench/difffuzz.py)",
             "profile": "openclaw-2026.9.6", "config": {"tools": {"loopDetection": {"enabled": True}}},
@@ -516,11 +516,28 @@ def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | Non
     return None
 
 
+def first_difference(oracle: Oracle, make: Any, seed: int, count: int) -> tuple[Mismatch, dict[str, Any]] | None:
+    """The first of ``count`` scenarios ``make(rng, name)`` generates from ``seed`` where loopwatch differs from the
+    oracle, with the scenario minimised; None when all agree. ``make`` is :func:`generate`, :func:`generate_wide`
+    or (with a ``detector_only`` oracle) :func:`generate_2026_9`."""
+    rng = random.Random(seed)
+    for number in range(count):
+        scenario = make(rng, f"fuzz-{seed}-{number}")
+        mismatch = _compare_any(scenario, oracle.expected(scenario))  # an oracle failure raises
+        if mismatch is not None:
+            return mismatch, minimise(oracle, scenario)
+    return None
+
+
+def _compare_any(scenario: dict[str, Any], expected: list[Any]) -> Mismatch | None:
+    if scenario.get("profile") == "openclaw-2026.9.6":
+        return compare_2026_9(scenario, expected)
+    return compare(scenario, expected)
+
+
 def _differs(oracle: Oracle, scenario: dict[str, Any]) -> Mismatch | None:
     try:
-        if scenario.get("profile") == "openclaw-2026.9.6":
-            return compare_2026_9(scenario, oracle.expected(scenario))
-        return compare(scenario, oracle.expected(scenario))
+        return _compare_any(scenario, oracle.expected(scenario))
     except RuntimeError:
         return None
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 from pathlib import Path
 
 import pytest
 
-from bench.difffuzz import Oracle, compare, compare_2026_9, generate, generate_2026_9, generate_wide, minimise
+from bench.difffuzz import Oracle, first_difference, generate, generate_2026_9, generate_wide
 from streams.offline.conformance import load_scenarios
 from tests.shared_vectors import OWN_2026_7, shared_path, skip_without
 
@@ -54,16 +53,16 @@ def test_the_oracle_gives_the_shared_vectors_expectations(oracle):
     assert differing == ["channel-send-tool-option"]
 
 
+def _agree(oracle: Oracle, make, seed: int, count: int) -> None:
+    found = first_difference(oracle, make, seed, count)
+    if found is not None:
+        mismatch, small = found
+        pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
+
+
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_loopwatch_gives_openclaws_verdicts_on_random_scenarios(oracle, seed):
-    rng = random.Random(seed)
-    for number in range(COUNT):
-        scenario = generate(rng, f"fuzz-{seed}-{number}")
-        mismatch = compare(scenario, oracle.expected(scenario))
-        if mismatch is not None:
-            small = minimise(oracle, scenario)
-            pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
-
+    _agree(oracle, generate, seed, COUNT)
 
 
 def test_the_own_2026_7_scenarios_expect_what_openclaws_code_does(oracle):
@@ -79,21 +78,11 @@ def test_the_own_2026_7_scenarios_expect_what_openclaws_code_does(oracle):
 
 def test_loopwatch_gives_openclaws_verdicts_past_its_bounds(oracle):
     # more than 256 warning keys, 1,024 blocked deferred calls, many runs with guards
-    rng = random.Random(7)
-    for number in range(6):
-        scenario = generate_wide(rng, f"wide-{number}")
-        mismatch = compare(scenario, oracle.expected(scenario))
-        assert mismatch is None, str(mismatch)
+    _agree(oracle, generate_wide, 7, 6)
 
 
 @pytest.mark.skipif(not OPENCLAW_9 or not (Path(OPENCLAW_9) / "dist").is_dir(),
                     reason="no OpenClaw 2026.9.x install: set LOOPWATCH_OPENCLAW_9_DIR")
 def test_the_2026_9_6_profile_detects_as_that_releases_module():
-    rng = random.Random(21)
     with Oracle(OPENCLAW_9, NODE, detector_only=True) as nine:
-        for number in range(COUNT):
-            scenario = generate_2026_9(rng, f"fuzz9-{number}")
-            mismatch = compare_2026_9(scenario, nine.expected(scenario))
-            if mismatch is not None:
-                small = minimise(nine, scenario)
-                pytest.fail(f"{mismatch}\nminimised: {json.dumps(small, ensure_ascii=False)}")
+        _agree(nine, generate_2026_9, 21, COUNT)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
-import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.difffuzz import shuffled
 from streams.detection import UNDEFINED, Engine, OpenClawConfig, SessionState, digest, stable_stringify
 from streams.detection.canonical import _exact_text, _fast_text, canonical_bytes
 from streams.detection.detectors import detect, is_known_poll
@@ -34,17 +34,6 @@ leaves = st.one_of(st.none(), st.booleans(), numbers, any_text)
 json_values = st.recursive(
     leaves, lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
     max_leaves=20)
-
-
-def shuffled(value, rng: random.Random):
-    """The same value with every object's keys re-inserted in a random order."""
-    if isinstance(value, dict):
-        items = list(value.items())
-        rng.shuffle(items)
-        return {key: shuffled(item, rng) for key, item in items}
-    if isinstance(value, list):
-        return [shuffled(item, rng) for item in value]
-    return value
 
 
 @FAST
