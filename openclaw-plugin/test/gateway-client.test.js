@@ -16,12 +16,15 @@ async function gateway(respond) {
   return server;
 }
 
+// Long enough for a loaded machine: these tests expect the answer, and a slow one only costs time here.
+const ANSWER_WAIT_MS = 15000;
+
 const EVENT = { type: "tool_call", run_id: "r1", session_id: "s1", session_key: "k1", tool_call_id: "c1", tool_name: "read", args: { path: "a" }, outcome_follows: true };
 
 test("posts the event as JSON to /v1/events with the bearer token, and reads the verdict", async () => {
   const server = await gateway(() => answer("warn", { detector: "generic_repeat", count: 10, message: "WARNING: ..." }));
   const client = new GatewayClient({ gatewayUrl: server.url, token: "t0k" });
-  const outcome = await client.send(EVENT, 2000);
+  const outcome = await client.send(EVENT, ANSWER_WAIT_MS);
   assert.deepEqual(outcome, {
     ok: true,
     answer: { decision: "warn", detector: "generic_repeat", count: 10, message: "WARNING: ...", timed_out: false, on_timeout: "allow", verdict: null },
@@ -36,7 +39,7 @@ test("posts the event as JSON to /v1/events with the bearer token, and reads the
 
 test("no Authorization header without a token", async () => {
   const server = await gateway(() => answer("allow"));
-  await new GatewayClient({ gatewayUrl: server.url, token: null }).send(EVENT, 2000);
+  await new GatewayClient({ gatewayUrl: server.url, token: null }).send(EVENT, ANSWER_WAIT_MS);
   assert.equal(server.requests[0].headers.authorization, undefined);
 });
 
@@ -48,7 +51,7 @@ for (const [status, body, pattern] of [
 ]) {
   test(`HTTP ${status} is a failure whose reason says why`, async () => {
     const server = await gateway(() => ({ status, body }));
-    const outcome = await new GatewayClient({ gatewayUrl: server.url, token: null }).send(EVENT, 2000);
+    const outcome = await new GatewayClient({ gatewayUrl: server.url, token: null }).send(EVENT, ANSWER_WAIT_MS);
     assert.equal(outcome.ok, false);
     assert.match(outcome.reason, pattern);
   });
@@ -68,7 +71,7 @@ test("a closed port is a could-not-reach failure", async () => {
   await new Promise((resolve) => probe.listen(0, "127.0.0.1", resolve));
   const { port } = probe.address();
   await new Promise((resolve) => probe.close(resolve));
-  const outcome = await new GatewayClient({ gatewayUrl: `http://127.0.0.1:${port}`, token: null }).send(EVENT, 2000);
+  const outcome = await new GatewayClient({ gatewayUrl: `http://127.0.0.1:${port}`, token: null }).send(EVENT, ANSWER_WAIT_MS);
   assert.equal(outcome.ok, false);
   assert.match(outcome.reason, /could not be reached \(fetch failed: connect ECONNREFUSED/);
 });
