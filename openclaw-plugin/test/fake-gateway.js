@@ -12,11 +12,13 @@ import http from "node:http";
 
 /**
  * @param {(request: Recorded, index: number) => Reply | Promise<Reply>} respond
- * @returns {Promise<{url: string, requests: Recorded[], close: () => Promise<void>}>}
+ * @returns {Promise<{url: string, requests: Recorded[], answered: () => number, close: () => Promise<void>}>}
+ *   (`answered`: how many answers the server has sent so far)
  */
 export async function startFakeGateway(respond) {
   /** @type {Recorded[]} */
   const requests = [];
+  let answered = 0;
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on("data", (chunk) => chunks.push(chunk));
@@ -32,6 +34,7 @@ export async function startFakeGateway(respond) {
       }
       res.writeHead(reply.status ?? 200, { "content-type": "application/json" });
       res.end(typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body ?? {}));
+      answered += 1;
     });
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
@@ -39,6 +42,7 @@ export async function startFakeGateway(respond) {
   return {
     url: `http://127.0.0.1:${address.port}`,
     requests,
+    answered: () => answered,
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve(undefined));
