@@ -57,7 +57,7 @@ def test_replay_skips_an_event_it_cannot_key(tmp_path):
 
 
 @pytest.mark.kafka
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_produce_counts_and_skips_the_undecodable_ones_and_exits_1(kafka_bootstrap, unique_topic, tmp_path):
     asyncio.run(create_topics(kafka_bootstrap, [unique_topic], 1))
     path, expected = _msgpack_file(tmp_path)
@@ -70,7 +70,7 @@ def test_produce_counts_and_skips_the_undecodable_ones_and_exits_1(kafka_bootstr
     assert sum("a map key is a map or an array" in line for line in result.stderr.splitlines()) == bad
     sent = len(expected) - bad
     assert f"produced {sent} event(s) to {unique_topic}" in result.stderr
-    records = asyncio.run(consume_all(kafka_bootstrap, unique_topic, sent, timeout=20))
+    records = asyncio.run(consume_all(kafka_bootstrap, unique_topic, sent, timeout=60))
     assert len(records) == sent and msgpack.unpackb(records[-1].value)["event_id"] == "good"
 
 

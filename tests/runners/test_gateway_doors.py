@@ -231,7 +231,7 @@ class _Slow(EngineSource):
 def test_readyz_is_200_only_while_verdicts_come_back():
     async def main():
         good, hung = EngineSource(), EngineSource(hang=True)
-        async with served(good, GatewayConfig(timeout=0.5)) as client:
+        async with served(good, GatewayConfig(timeout=15.0)) as client:  # its probe must succeed
             ready = await client.get("/readyz")
             ready_body = await ready.json()
             await client.post("/v1/events", json=call("r", 0))
@@ -467,4 +467,4 @@ def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_
             proc.kill()
             proc.wait()
     assert [(status, body["timed_out"], body["decision"]) for status, body in answers] == [(200, True, "allow")] * 10
-    assert asyncio.run(count_records(kafka_bootstrap, events, at_least=10, timeout=10)) == 10
+    assert asyncio.run(count_records(kafka_bootstrap, events, at_least=10, timeout=60)) == 10

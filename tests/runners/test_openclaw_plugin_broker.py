@@ -49,13 +49,13 @@ ABORT = ("CRITICAL: tool exec repeated 3 times with identical arguments and iden
 
 
 
-async def _healthy(url: str, gateway: asyncio.subprocess.Process, timeout: float = 30.0) -> None:
+async def _healthy(url: str, gateway: asyncio.subprocess.Process, timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         if gateway.returncode is not None:
             raise AssertionError(f"loopwatch gateway exited with {gateway.returncode}")
         try:
-            status = await asyncio.to_thread(lambda: urllib.request.urlopen(f"{url}/healthz", timeout=2).status)
+            status = await asyncio.to_thread(lambda: urllib.request.urlopen(f"{url}/healthz", timeout=15).status)
             if status == 200:
                 return
         except OSError:
@@ -66,7 +66,7 @@ async def _healthy(url: str, gateway: asyncio.subprocess.Process, timeout: float
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed (the OpenClaw plugin runs on Node)")
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_openclaw_hooks_get_allow_warn_block_and_abort_through_the_gateway(kafka_bootstrap, tmp_path):
     async def run() -> list[dict]:
         settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)

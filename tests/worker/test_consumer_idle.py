@@ -57,7 +57,7 @@ def test_fausts_fetches_wait_long_when_idle_short_from_a_rebalance_and_verdicts_
             event = {"type": "tool_call", "run_id": "r1", "session_id": "s1", "tool_call_id": "c1",
                      "tool_name": "read", "args": {"path": "a"}, "event_id": "e1"}
             await produce(kafka_bootstrap, settings.input_topics[0], [(b"r1", encode(event))])
-            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=30)
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=60)
             assert [(v["event_id"], v["verdict"]) for v in map(msgpack.unpackb, (r.value for r in verdicts))] == \
                 [("e1", "allow")]
 

@@ -99,7 +99,7 @@ def test_every_record_gets_one_verdict_or_one_dead_letter_and_the_worker_keeps_r
         topic = settings.input_topics[0]
         async with running_worker(settings) as loopwatch:
             await produce(kafka_bootstrap, topic, records)
-            deadline = asyncio.get_running_loop().time() + 90
+            deadline = asyncio.get_running_loop().time() + 150
             outputs: list[Any] = []
             while len(outputs) < RECORDS and asyncio.get_running_loop().time() < deadline:
                 verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, RECORDS, timeout=3)

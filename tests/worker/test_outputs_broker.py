@@ -44,13 +44,13 @@ def test_records_land_on_their_key_partition_in_order_across_full_batches(kafka_
 
     futures = asyncio.run(run())
     assert len(futures) > 2 * 3  # several batches per partition: full builders were sent, not dropped
-    got = asyncio.run(consume_all(kafka_bootstrap, topic, len(records), timeout=30))
+    got = asyncio.run(consume_all(kafka_bootstrap, topic, len(records), timeout=60))
     assert len(got) == len(records)
     for key in keys:
         mine = [r for r in got if r.key == key]
         assert {r.partition for r in mine} == {verdict_partition(key, 3)}
         assert [r.value for r in sorted(mine, key=lambda r: r.offset)] == [v for k, v in records if k == key]
-    [keyless] = asyncio.run(consume_all(kafka_bootstrap, dead, 1, timeout=30))
+    [keyless] = asyncio.run(consume_all(kafka_bootstrap, dead, 1, timeout=60))
     assert (keyless.key, keyless.value, keyless.partition) == (None, b"keyless", 1)
 
 
@@ -73,5 +73,5 @@ def test_a_record_larger_than_a_batch_goes_alone(kafka_bootstrap):
             await producer.stop()
 
     assert asyncio.run(run()) == 3  # [a], [b] alone, [c]
-    got = asyncio.run(consume_all(kafka_bootstrap, topic, 3, timeout=30))
+    got = asyncio.run(consume_all(kafka_bootstrap, topic, 3, timeout=60))
     assert [r.value for r in got] == values

@@ -53,7 +53,7 @@ def test_poison_records_are_dead_letters_and_the_worker_answers_after_them(kafka
             expected_letters = sum(1 for expect, _ in corpus if expect != "verdict") + 1 + 2 + 1
             expected_verdicts = sum(1 for expect, _ in corpus if expect == "verdict") + 2
             letters = await consume_all(kafka_bootstrap, settings.dead_letters_topic, expected_letters, timeout=60)
-            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, expected_verdicts, timeout=30)
+            verdicts = await consume_all(kafka_bootstrap, settings.verdicts_topic, expected_verdicts, timeout=60)
             assert loopwatch._failed is None and not loopwatch._tainted
             assert not loopwatch.app.should_stop
 

@@ -17,7 +17,7 @@ import pytest
 from streams.detection import Engine, load_config
 from streams.offline.replay import Replayer
 from streams.wire.codecs import read_event_file
-from tests.worker_harness import consume_all, encode, produce, running_worker, worker_settings
+from tests.worker_harness import consume_all, encode, produce, running_worker, whole_topic, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -46,7 +46,7 @@ def test_worker_applies_the_escalation_policy_from_its_config_file(kafka_bootstr
     assert [v["verdict"] for v in verdicts] == want
     assert verdicts[22]["policy"]["name"] == "escalation" and verdicts[22]["decision"] == "block"
     loop_events = [msgpack.unpackb(r.value) for r in
-                   asyncio.run(consume_all(kafka_bootstrap, settings.loop_events_topic, 100, timeout=10))]
+                   asyncio.run(whole_topic(kafka_bootstrap, settings.loop_events_topic, settings.partitions))]
     # the escalation ends the run at the 23rd call; every later call is refused: the run had ended
     firsts = [(e["kind"], e["action"], e["rule"], e["event_id"]) for e in loop_events
               if e["detector"] == "escalation"]

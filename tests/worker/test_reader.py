@@ -27,7 +27,7 @@ from tests.worker_harness import create_topics, topic_tag
 
 pytestmark = [pytest.mark.kafka]
 
-WAIT_S = 20.0  # longest wait for something that must happen
+WAIT_S = 60.0  # longest wait for something that must happen
 QUIET_S = 1.0  # window in which something must NOT happen (20 idle polls, 40 fetch waits)
 FETCH_OPTIONS = dict(fetch_max_wait_ms=25)  # as the worker (WorkerSettings.fetch_max_wait_ms)
 
@@ -113,7 +113,7 @@ def run(coro: Any) -> None:
 # ---------------------------------------------------------------------------------------- assign
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_assign_delivers_each_partition_from_its_offset_in_order(kafka_bootstrap: str) -> None:
     topic = new_topic("assign")
 
@@ -159,7 +159,7 @@ def test_assign_delivers_each_partition_from_its_offset_in_order(kafka_bootstrap
     run(scenario())
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_assign_replaces_the_previous_assignment(kafka_bootstrap: str) -> None:
     topic = new_topic("reassign")
 
@@ -187,7 +187,7 @@ def test_assign_replaces_the_previous_assignment(kafka_bootstrap: str) -> None:
     run(scenario())
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_a_partition_without_an_offset_is_read_from_its_beginning_even_if_it_was_read_before(
         kafka_bootstrap: str) -> None:
     # None: the group has no committed offset (the rekey topic nothing was written to, a fresh group)
@@ -217,7 +217,7 @@ def test_a_partition_without_an_offset_is_read_from_its_beginning_even_if_it_was
 # ----------------------------------------------------------------------------------------- ready
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_partition_is_delivered_only_once_ready(kafka_bootstrap: str) -> None:
     topic = new_topic("ready")
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
@@ -257,7 +257,7 @@ def test_partition_is_delivered_only_once_ready(kafka_bootstrap: str) -> None:
 # ---------------------------------------------------------------------------------------- assign again
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_assign_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch(kafka_bootstrap: str) -> None:
     """The partition is assigned again (another offset) while the handler holds a batch."""
     topic = new_topic("seek-in-handler")
@@ -291,7 +291,7 @@ def test_assign_from_the_handler_delivers_again_from_the_offset_with_a_new_epoch
     run(scenario())
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_assign_while_the_reader_waits_for_records_delivers_again(kafka_bootstrap: str) -> None:
     """assign() from another task while nothing is being handled (the reader waits in a fetch)."""
     topic = new_topic("seek-idle")
@@ -308,7 +308,7 @@ def test_assign_while_the_reader_waits_for_records_delivers_again(kafka_bootstra
                 reader.assign({(topic, 0): 2})
                 epoch = reader.epoch
                 await deliveries.until(lambda: len(deliveries.offsets(topic, 0, epoch=epoch)) >= 3,
-                                       f"round {round_}: offsets 2..4 again at epoch {epoch}", timeout=5)
+                                       f"round {round_}: offsets 2..4 again at epoch {epoch}")
                 assert deliveries.offsets(topic, 0, epoch=epoch) == [2, 3, 4]
             assert not deliveries.errors
 
@@ -318,7 +318,7 @@ def test_assign_while_the_reader_waits_for_records_delivers_again(kafka_bootstra
 # ---------------------------------------------------------------------------------------- revoke
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_revoke_and_assign_while_a_batch_is_in_hand(kafka_bootstrap: str) -> None:
     """A rebalance during a batch: revoke() then assign(); the batch in hand is stale, reading restarts."""
     topic = new_topic("revoke-busy")
@@ -362,7 +362,7 @@ def test_revoke_and_assign_while_a_batch_is_in_hand(kafka_bootstrap: str) -> Non
     run(scenario())
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_revoke_stops_delivery_until_the_next_assign(kafka_bootstrap: str) -> None:
     topic = new_topic("revoke")
 
@@ -393,7 +393,7 @@ def test_revoke_stops_delivery_until_the_next_assign(kafka_bootstrap: str) -> No
 # ----------------------------------------------------------------------------------------- error
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_handler_exception_reaches_on_error_and_delivery_stops(kafka_bootstrap: str) -> None:
     topic = new_topic("error")
 
@@ -429,7 +429,7 @@ def test_handler_exception_reaches_on_error_and_delivery_stops(kafka_bootstrap: 
 # ------------------------------------------------------------------------------------- highwater
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_highwater_is_the_end_offset_after_a_fetch(kafka_bootstrap: str) -> None:
     topic = new_topic("highwater")
 
@@ -470,7 +470,7 @@ def test_highwater_is_the_end_offset_after_a_fetch(kafka_bootstrap: str) -> None
 # ---------------------------------------------------------------------------------------- idle fetches
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_idle_partitions_are_fetched_with_a_long_wait_and_a_record_brings_the_short_one_back(
         kafka_bootstrap: str) -> None:
     """Nothing to read for IDLE_AFTER_S: the broker holds each fetch up to IDLE_FETCH_WAIT_MS (fewer requests);

@@ -32,7 +32,7 @@ _AFTER_STOP = 450  # events produced after A has stopped (only B can handle them
 def _events_applied(port: int) -> float:
     """The worker's ``loopwatch_events_total``, summed over event types (0 before its first event)."""
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15).read().decode()
     except OSError:  # the endpoint is not up yet
         return 0.0
     return sum(float(m) for m in re.findall(r"^loopwatch_events_total\{[^}]*\} (\S+)$", text, re.M))
@@ -122,7 +122,7 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
         assert not producing.ran_out, "the stream ran out before A stopped"
 
         # what is missing is asserted below
-        by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=30, partial=True)
+        by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=60, partial=True)
         applied_b = _events_applied(port_b)
     finally:
         finish.set()

@@ -17,7 +17,7 @@ from streams.runners.client import LoopwatchClient
 from streams.worker import metrics
 from streams.worker.processor import loop_events
 from tests.worker_harness import (
-    WorkerProcess, consume_all, create_topics, encode, produce, running_worker, worker_settings,
+    WorkerProcess, consume_all, create_topics, encode, produce, running_worker, whole_topic, worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka]
@@ -29,7 +29,7 @@ def _call(i: int, run: str = "run-a", tool: str = "exec", **extra: Any) -> dict[
             "event_id": f"{run}:{i}", "ts": int(time.time() * 1000), **extra}
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(240)
 def test_a_run_end_survives_a_worker_restart(kafka_bootstrap, tmp_path):
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)  # OpenClaw's defaults: the guard on
     topic = settings.input_topics[0]
@@ -42,7 +42,7 @@ def test_a_run_end_survives_a_worker_restart(kafka_bootstrap, tmp_path):
     try:
         worker.wait_ready()
         asyncio.run(produce(kafka_bootstrap, topic, [(e["run_id"].encode(), encode(e)) for e in before]))
-        first = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 4, timeout=30))
+        first = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 4, timeout=60))
         assert [msgpack.unpackb(r.value)["verdict"] for r in first] == ["allow", "allow", "allow", "abort"]
         ending = msgpack.unpackb(first[-1].value)
         worker.stop()
@@ -51,7 +51,7 @@ def test_a_run_end_survives_a_worker_restart(kafka_bootstrap, tmp_path):
         worker = WorkerProcess(settings, tmp_path / "worker.log").start()  # state from the changelog
         worker.wait_ready()
         asyncio.run(produce(kafka_bootstrap, topic, [(e["run_id"].encode(), encode(e)) for e in after]))
-        records = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 6, timeout=30))
+        records = asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 6, timeout=60))
     finally:
         worker.stop()
     later, other = (msgpack.unpackb(r.value) for r in records[4:])
@@ -77,7 +77,7 @@ def _result(i: int) -> dict[str, Any]:
             "result": {"content": [{"type": "text", "text": "same"}], "details": {}}, "error": None}
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(240)
 def test_calls_run_while_the_worker_was_down_are_recorded_as_executed_when_it_is_back(kafka_bootstrap, tmp_path):
     settings = worker_settings(kafka_bootstrap, tmp_path, partitions=2)
     topic = settings.input_topics[0]
@@ -95,10 +95,10 @@ def test_calls_run_while_the_worker_was_down_are_recorded_as_executed_when_it_is
             async with running_worker(settings, Engine(OpenClawConfig(LOOPY))):
                 live = await client.check(_check(4), timeout=30)  # answered after the backlog
                 await client.report_result(_result(4), timeout=30)
-            records = await consume_all(kafka_bootstrap, settings.verdicts_topic, 10, timeout=30)
-            events = await consume_all(kafka_bootstrap, topic, 10, timeout=30)
+            records = await consume_all(kafka_bootstrap, settings.verdicts_topic, 10, timeout=60)
+            events = await consume_all(kafka_bootstrap, topic, 10, timeout=60)
             expected = sum(len(loop_events(msgpack.unpackb(r.value))) for r in records)
-            published = await consume_all(kafka_bootstrap, settings.loop_events_topic, expected + 1, timeout=5)
+            published = await whole_topic(kafka_bootstrap, settings.loop_events_topic, settings.partitions)
         return down, records, (live, events, published)
 
     down, records, (live, events, published) = asyncio.run(run())
