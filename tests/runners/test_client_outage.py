@@ -93,7 +93,7 @@ def test_a_client_starts_answers_reconnects_and_stops_whatever_the_broker_does(b
         started = time.monotonic()
         async with client:
             # starts without waiting for Kafka (a start that waited for the broker would never end here)
-            assert time.monotonic() - started < 20.0
+            assert time.monotonic() - started < 60.0
             for _ in range(10):
                 verdict = await checks.one()
                 assert verdict.verdict == "block" and verdict.record is None and not verdict.timed_out

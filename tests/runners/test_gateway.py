@@ -168,10 +168,10 @@ def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
     async def main():
         answers = {}
         for policy in ("allow", "block"):
-            client = LoopwatchClient("127.0.0.1:9", on_timeout=policy, timeout=2.0)
+            client = LoopwatchClient("127.0.0.1:9", on_timeout=policy, timeout=20.0)
             await client.start()  # starts all the same; connects in the background
             try:
-                config = GatewayConfig(on_timeout=policy, bootstrap="127.0.0.1:9")
+                config = GatewayConfig(on_timeout=policy, bootstrap="127.0.0.1:9", timeout=20.0)
                 async with served(client, config) as http:
                     event = await (await http.post("/v1/events", json=call("down", 0))).json()
                     hook = await (await http.post("/v1/hooks/codex", json={
@@ -184,10 +184,10 @@ def test_kafka_down_gets_the_on_timeout_policy_at_once_and_healthz_503():
                 await client.stop()
         return answers
 
-    answers = asyncio.run(asyncio.wait_for(main(), 60))
+    answers = asyncio.run(asyncio.wait_for(main(), 120))
     for policy, (event, hook, health, metrics) in answers.items():
         assert event["decision"] == policy and event["timed_out"] is False and event["verdict"] is None
-        assert "not connected to Kafka at 127.0.0.1:9" in event["error"] and event["latency_ms"] < 2000  # at once, not after the 2 s timeout
+        assert "not connected to Kafka at 127.0.0.1:9" in event["error"] and event["latency_ms"] < 10_000  # at once, not after the 20 s timeout
         assert f"on_timeout='{policy}'" in event["message"]
         assert health == 503
         assert 'loopwatch_gateway_requests_total{endpoint="/v1/events",outcome="send_error"} 1.0' in metrics
