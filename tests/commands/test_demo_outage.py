@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.kafka]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_ctrl_c_stops_the_demo_while_the_broker_is_down(broker, tmp_path):  # noqa: F811
     out, err = tmp_path / "demo.out", tmp_path / "demo.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
@@ -38,7 +38,12 @@ def test_ctrl_c_stops_the_demo_while_the_broker_is_down(broker, tmp_path):  # no
         broker.stop()
         time.sleep(5)  # the demo's consumer meets the outage
         proc.send_signal(signal.SIGINT)
-        status = proc.wait(60)  # the worker gets up to 30 s to stop, the topic deletion one failed start
+        # the demo's bound: its worker gets 30 s to stop (then SIGKILL and 10 s), the topic deletion one failed
+        # start (10 s request timeout); 90 s leaves the rest to a loaded machine's scheduling
+        try:
+            status = proc.wait(90)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the demo did not stop within 90 s of Ctrl-C:\n{err.read_text()[-3000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
