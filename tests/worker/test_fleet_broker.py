@@ -98,7 +98,7 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
             await produce_positions(kafka_bootstrap, topic, scenario(t0))
             loops = await fleet_records(kafka_bootstrap, settings.fleet_events_topic, "fleet_loop", 1, 60)
             # the breaker has learnt of it once the worker's reader saw the record
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while not len(worker.fleet.breaker) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             blocked_event = failing(9, t0 + 20_000, call=0)  # another run, agent and session
@@ -163,12 +163,19 @@ def test_breaker_off_verdicts_are_the_engines_and_replay_and_report_find_the_sam
             loops = await fleet_records(kafka_bootstrap, settings.fleet_events_topic, "fleet_loop", 1, 60)
             verdicts = [decode_event(r.value) for r in
                         await consume_all(kafka_bootstrap, settings.verdicts_topic, len(events), 60)]
-            deadline = time.monotonic() + 30  # the agent may still be counting the last signal
+            deadline = time.monotonic() + 60  # the agent may still be counting the last signal
             while len(worker.fleet.windows.items()) < len(expected_windows) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             table.update(worker.fleet.windows.items())
-            await asyncio.sleep(2 * FLUSH_INTERVAL_S)  # written to the table: one record per signature
-            written = {key: msgpack.unpackb(value) for key, value in worker.fleet.table.data.items()}
+            # written to the table every FLUSH_INTERVAL_S: one record per signature, holding every window
+            deadline = time.monotonic() + 60
+            while True:
+                written = {key: msgpack.unpackb(value) for key, value in worker.fleet.table.data.items()}
+                flat = {(key.decode(), (start, end)): aggregate for key, windows in written.items()
+                        for start, end, aggregate in windows}
+                if flat == _lists(table) or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(FLUSH_INTERVAL_S / 2)
             return positions, loops, verdicts, written
 
     positions, loops, verdicts, written = asyncio.run(main())
