@@ -226,23 +226,23 @@ def test_with_stops_nothing_when_the_start_fails(kafka_sh, tmp_path):
     assert "stopping" not in result.stdout and not (tmp_path / "ran").exists()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(150)
 def test_with_during_another_calls_start_up_waits_and_leaves_the_broker_to_that_call(kafka_sh):
     port_a, cport_a = _free_ports(2)
     pidfile = kafka_sh.work / f"port-{port_a}" / "kafka.pid"
-    starting = subprocess.Popen([str(KAFKA_SH), "start"], env=kafka_sh.env(port_a, cport_a, FAKE_JAVA_DELAY="2"),
+    starting = subprocess.Popen([str(KAFKA_SH), "start"], env=kafka_sh.env(port_a, cport_a, FAKE_JAVA_DELAY="10"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         pid_a = int(pidfile.read_text())
-        assert not _open(port_a)  # still starting
+        assert not _open(port_a)  # still starting (for 10 s: the `with` below must come during the start-up)
         with_a = kafka_sh("with", port_a, cport_a, "bash", "-c", f"(exec 3<>/dev/tcp/127.0.0.1/{port_a}) && echo open")
         assert with_a.returncode == 0, with_a.stdout + with_a.stderr
         assert f"the broker this script started on 127.0.0.1:{port_a} (pid {pid_a}) is starting: waiting" in with_a.stdout
         assert with_a.stdout.rstrip().endswith("open") and "stopping" not in with_a.stdout
-        assert starting.wait(30) == 0
+        assert starting.wait(60) == 0
         assert f"ready on 127.0.0.1:{port_a}" in starting.stdout.read()
         assert _alive(pid_a) and _open(port_a)
     finally:

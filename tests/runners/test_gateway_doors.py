@@ -350,7 +350,7 @@ def _post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/events", data=body, method="POST",
                                      headers={"Content-Type": "application/json", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -458,7 +458,8 @@ def test_sigterm_answers_every_request_waiting_for_its_verdict_and_their_events_
     try:
         with ThreadPoolExecutor(10) as pool:
             waiting = [pool.submit(_post, port, json.dumps(call("drain", i)).encode(), {}) for i in range(10)]
-            time.sleep(1.5)
+            # all ten taken (their events in Kafka) before SIGTERM, however long a loaded machine takes
+            assert asyncio.run(count_records(kafka_bootstrap, events, at_least=10, timeout=60)) == 10
             proc.send_signal(signal.SIGTERM)
             answers = [future.result() for future in waiting]
         assert proc.wait(30) == 0, log.read_text()[-3000:]

@@ -278,11 +278,11 @@ def test_ctrl_c_while_the_gateway_is_slow_ends_the_hook_with_a_line_not_a_traceb
     import socket
     import subprocess
     import sys
-    import time
 
-    with socket.socket() as server:  # accepts the connection (backlog) and never answers
+    with socket.socket() as server:  # takes the request and never answers
         server.bind(("127.0.0.1", 0))
         server.listen(1)
+        server.settimeout(60)
         port = server.getsockname()[1]
         proc = subprocess.Popen(
             [sys.executable, "-c", "from streams.cli import main; main()", "hook", "codex",
@@ -291,9 +291,16 @@ def test_ctrl_c_while_the_gateway_is_slow_ends_the_hook_with_a_line_not_a_traceb
         proc.stdin.write(b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", '
                          b'"tool_input": {"command": "ls"}}')
         proc.stdin.close()
-        time.sleep(1.5)  # started, connected, waiting for the answer
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        conn, _ = server.accept()  # started and connected (however long a loaded machine takes)
+        with conn:
+            conn.settimeout(60)
+            request = b""
+            while b"PreToolUse" not in request:  # the whole request sent: waiting for the answer
+                chunk = conn.recv(65536)
+                assert chunk, request
+                request += chunk
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
         err = proc.stderr.read()
     assert proc.returncode == 130  # not 2: Codex would read 2 as "block"
     assert b"Traceback" not in err

@@ -20,7 +20,7 @@ from streams.detection.fleet import window_ranges
 from streams.offline.replay import Replayer
 from streams.wire.codecs import decode_event
 from streams.worker.fleet import FLUSH_INTERVAL_S
-from tests.worker_harness import consume_all, create_topics, encode, running_worker, worker_settings
+from tests.worker_harness import consume_all, create_topics, encode, running_worker, whole_topic, worker_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -107,7 +107,7 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
                         await consume_all(kafka_bootstrap, settings.verdicts_topic, 12, 60)]
             await asyncio.sleep(2)  # time for a second, wrong, fleet_loop record to show up
             events = [decode_event(r.value) for r in
-                      await consume_all(kafka_bootstrap, settings.fleet_events_topic, 100, 4)]  # all (a handful)
+                      await whole_topic(kafka_bootstrap, settings.fleet_events_topic, settings.partitions)]
             return loops, {v["event_id"]: v for v in verdicts}, events
 
     loops, verdicts, events = asyncio.run(main())
