@@ -8,6 +8,10 @@ import plugin from "../index.js";
 import { answer, fakeApi, startFakeGateway } from "./fake-gateway.js";
 import * as oc from "./openclaw-payloads.js";
 
+// The plugin's timeout in these tests unless one gives its own: they expect the fake's answer, and a
+// loaded machine's first request can take seconds (the default 5 s is checked with timeoutMs: 5000).
+const ANSWER_WAIT_MS = 15000;
+
 const servers = [];
 after(async () => Promise.all(servers.map((server) => server.close())));
 
@@ -21,7 +25,7 @@ const ABORT = "CRITICAL: tool read repeated 3 times with identical arguments and
 async function loaded(respond, settings = {}, runtime = undefined) {
   const server = await startFakeGateway(respond);
   servers.push(server);
-  const fake = fakeApi({ gatewayUrl: server.url, ...settings }, runtime);
+  const fake = fakeApi({ gatewayUrl: server.url, timeoutMs: ANSWER_WAIT_MS, ...settings }, runtime);
   plugin.register(fake.api);
   return {
     server,
@@ -35,7 +39,7 @@ async function loaded(respond, settings = {}, runtime = undefined) {
 }
 
 test("registers before_tool_call, after_tool_call, tool_result_persist and after_compaction with api.on", async () => {
-  const { registered } = await loaded(() => answer("allow"));
+  const { registered } = await loaded(() => answer("allow"), { timeoutMs: 5000 });
   assert.deepEqual(registered.map((entry) => [entry.name, entry.opts.priority]), [
     ["before_tool_call", 1000], ["after_tool_call", 1000], ["tool_result_persist", 1000], ["after_compaction", 1000],
   ]);
@@ -54,8 +58,8 @@ test("allow: the tool_call carries OpenClaw's ids and params, outcome_follows; t
     type: "tool_call", run_id: "run-1", session_id: "sess-1", session_key: "agent:main:main", agent_id: "main",
     runner: "openclaw", tool_call_id: "call-1", tool_name: "read", args: { path: "/workspace/notes.md" }, outcome_follows: true,
   });
-  // fail open (the default): the runner's deadline, 5 s after the hook was called
-  assert.ok(called + 5000 <= deadline && deadline <= returned + 5000, `deadline ${deadline}, called ${called}`);
+  // fail open (the default): the runner's deadline, timeoutMs after the hook was called
+  assert.ok(called + ANSWER_WAIT_MS <= deadline && deadline <= returned + ANSWER_WAIT_MS, `deadline ${deadline}, called ${called}`);
 });
 
 test("warn: the tool runs (no decision) and the warning is logged in OpenClaw's words", async () => {

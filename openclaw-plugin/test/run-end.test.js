@@ -26,7 +26,8 @@ const ENDED = "loopwatch: this run has ended (generic_repeat: terminal tool-loop
 async function loaded(respond, { settings = {}, version = "2026.9.6" } = {}) {
   const server = await startFakeGateway(respond);
   servers.push(server);
-  const fake = fakeApi({ gatewayUrl: server.url, ...settings }, version === null ? undefined : { version });
+  // 15 s unless the test gives its own: the fake's answers are expected, and a loaded machine can be slow
+  const fake = fakeApi({ gatewayUrl: server.url, timeoutMs: 15000, ...settings }, version === null ? undefined : { version });
   plugin.register(fake.api);
   return {
     server,
