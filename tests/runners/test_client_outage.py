@@ -30,6 +30,7 @@ from tests.worker_harness import WorkerProcess, whole_topic, worker_settings
 pytestmark = pytest.mark.kafka
 
 TIMEOUT_S = 1.0  # per check
+ANSWER_S = 30.0  # per check that must get the worker's verdict (a loaded machine)
 STOP_TIMEOUT_S = 3.0
 SLACK_S = 1.5  # a loaded 2-core machine
 
@@ -50,13 +51,14 @@ class _Checks:
         self.number = 0
         self.answered: list[tuple[str, Verdict, float]] = []  # (event id, verdict, seconds it took)
 
-    async def one(self) -> Verdict:
+    async def one(self, timeout: float | None = None) -> Verdict:
+        """One check, with the client's timeout (TIMEOUT_S) unless ``timeout`` is given."""
         self.number += 1
         event = {"type": "tool_call", "run_id": "run-1", "session_id": "s-1", "tool_call_id": f"c-{self.number}",
                  "tool_name": "read", "args": {"path": f"/f{self.number}"}, "result": "ok",
                  "event_id": f"e-{self.number}"}
         started = time.monotonic()
-        verdict = await self.client.check(event)
+        verdict = await self.client.check(event, timeout=timeout)
         self.answered.append((event["event_id"], verdict, time.monotonic() - started))
         return verdict
 
@@ -110,7 +112,7 @@ def test_a_client_starts_answers_reconnects_and_stops_whatever_the_broker_does(b
             await checks.until_answered(within=30)
             up_before = len(checks.answered)
             for _ in range(20):
-                assert (await checks.one()).record is not None
+                assert (await checks.one(ANSWER_S)).record is not None
 
             # 3. a broker restart mid-stream
             sent_while_up = [event_id for event_id, verdict, _ in checks.answered[up_before:]]
@@ -128,7 +130,7 @@ def test_a_client_starts_answers_reconnects_and_stops_whatever_the_broker_does(b
             await checks.until_answered(within=120)
             after_from = len(checks.answered)
             for _ in range(20):
-                assert (await checks.one()).record is not None
+                assert (await checks.one(ANSWER_S)).record is not None
             sent_while_up += [event_id for event_id, _, _ in checks.answered[after_from:]]
             counts = Counter(decode_event(value)["event_id"]
                              for value in await _whole_topic(broker.bootstrap, settings.verdicts_topic, settings.partitions))

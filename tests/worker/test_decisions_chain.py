@@ -82,7 +82,7 @@ def test_every_decision_kind_through_worker_tail_report_metrics_and_fleet_comman
     async def main_() -> None:
         await fleet_topics(kafka_bootstrap, settings)
         async with running_worker(settings, Engine(OpenClawConfig(CONFIG))) as worker:
-            await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
+            await asyncio.wait_for(worker.fleet.feed_ready.wait(), 60)
             await produce(kafka_bootstrap, topic, [(e["run_id"].encode(), encode(e)) for e in events])
             deadline = time.monotonic() + 60
             while not len(worker.fleet.breaker) and time.monotonic() < deadline:

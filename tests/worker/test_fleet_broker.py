@@ -93,7 +93,7 @@ def test_breaker_on_one_fleet_loop_then_the_next_matching_call_of_another_run_is
     async def main() -> tuple[list[dict], dict, list[dict]]:
         await fleet_topics(kafka_bootstrap, settings)
         async with running_worker(settings, Engine(OpenClawConfig(fleet_config(mode)))) as worker:
-            await asyncio.wait_for(worker.fleet.feed_ready.wait(), 30)
+            await asyncio.wait_for(worker.fleet.feed_ready.wait(), 60)
             topic = settings.input_topics[0]
             await produce_positions(kafka_bootstrap, topic, scenario(t0))
             loops = await fleet_records(kafka_bootstrap, settings.fleet_events_topic, "fleet_loop", 1, 60)

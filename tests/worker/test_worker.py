@@ -317,7 +317,7 @@ def test_implausible_ts_values_get_verdicts_and_stay_out_of_the_latency_histogra
         assert [d["reason"] for d in dead] == [
             "invalid JSON: NaN is not JSON", "invalid JSON: Infinity is not JSON", "invalid JSON: -Infinity is not JSON"]
         # each latency taken from the record's timestamp instead: seconds, not centuries
-        assert 0 <= metrics.VERDICT_LATENCY_SECONDS._sum.get() - before < 60
+        assert 0 <= metrics.VERDICT_LATENCY_SECONDS._sum.get() - before < 3600  # (a loaded machine: not minutes)
 
     asyncio.run(run())
 
