@@ -148,5 +148,9 @@ def test_a_client_starts_answers_reconnects_and_stops_whatever_the_broker_does(b
 
     try:
         asyncio.run(flow())
+    except AssertionError as exc:  # what the worker did meanwhile, to tell its fault from the client's
+        lines = [line for line in (worker.log_text() if worker.log_path.exists() else "").splitlines()
+                 if "Unable connect" not in line]
+        raise AssertionError(f"{exc}\n---- worker log, last lines ----\n" + "\n".join(lines[-80:])) from None
     finally:
         worker.kill()
