@@ -28,6 +28,7 @@ from streams.wire.keys import KEY_BY, record_key
 from streams.detection.events import EventError, validate_event
 from streams.runners.completion import EventCompleter
 from .bad_input import SkipReport
+from .interruptible import run_interruptible
 from .replay import event_records
 
 __all__ = ["produce", "publish_events", "ProduceSummary", "file_events", "FileEvents", "MAX_REQUEST_SIZE"]
@@ -342,7 +343,7 @@ def produce(bootstrap: str, topic: str, codec: str, key_by: str, rate: float | N
     from streams.wire.logs import cannot_reach
 
     try:
-        asyncio.run(publish_events(bootstrap, topic, file_events(files, on_bad, not no_validate), codec=codec,
+        run_interruptible(publish_events(bootstrap, topic, file_events(files, on_bad, not no_validate), codec=codec,
                                    key_by=key_by,
                                    rate=rate, stamp=not keep_ts, fill_ids=True, summary=summary,
                                    on_progress=on_progress, on_bad=skipped, max_request_size=max_request_size,

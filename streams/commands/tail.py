@@ -21,6 +21,7 @@ import click
 from streams.wire.brokers import bootstrap_option
 from streams.wire.codecs import DecodeError, decode_event
 from streams.wire.verdicts import PROBE_RUN, is_probe
+from .interruptible import run_interruptible
 from streams.detection.decision import findings
 
 __all__ = ["tail", "format_verdict", "format_loop_event", "format_dead_letter", "format_fleet_event", "finding_text",
@@ -321,7 +322,7 @@ def tail(stream: str, bootstrap: str, topic: str | None, from_beginning: bool, m
     from streams.wire.logs import cannot_reach
 
     try:
-        count = asyncio.run(_tail(bootstrap, topic or STREAMS[stream], stream, from_beginning, max_records,
+        count = run_interruptible(_tail(bootstrap, topic or STREAMS[stream], stream, from_beginning, max_records,
                                   idle_timeout, as_json, show_probes))
     except KeyboardInterrupt:
         return

@@ -25,7 +25,6 @@ run (producing, live verdicts, summary: ``session.py``), the shipped files and p
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 import socket
@@ -38,6 +37,7 @@ import click
 
 from streams.assets import work_dir
 from streams.wire.brokers import bootstrap_option
+from ..interruptible import run_interruptible
 from .broker import delete_topics, ensure_broker, stop_broker
 from .common import DEFAULT_CONFIG, DEFAULT_EVENTS, say
 from .session import run_session
@@ -134,8 +134,8 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
         say(f"worker ready in {time.monotonic() - t0:.1f} s (pid {worker.proc.pid}); metrics on "
              f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else
              f"worker ready in {time.monotonic() - t0:.1f} s (pid {worker.proc.pid}); metrics off")
-        status = asyncio.run(run_session(bootstrap, topics, events_path, rate or None, timeout, once, verdicts_out,
-                                      metrics_port, config_path))
+        status = run_interruptible(run_session(bootstrap, topics, events_path, rate or None, timeout, once,
+                                               verdicts_out, metrics_port, config_path))
     except KeyboardInterrupt:
         click.echo("", err=True)
         say("interrupted: stopping")
@@ -151,7 +151,7 @@ def demo(bootstrap: str, config_path: str, events_path: str, rate: float, once: 
                 say(f"the worker's log is kept: {work / 'worker.log'}")
         if not keep_topics:
             try:
-                deleted = asyncio.run(delete_topics(bootstrap, (f"{app_id}.", f"{app_id}-")))
+                deleted = run_interruptible(delete_topics(bootstrap, (f"{app_id}.", f"{app_id}-")))
                 say(f"deleted {len(deleted)} demo topic(s)")
             except Exception as exc:  # cleanup must not hide the outcome
                 say(f"could not delete the demo topics: {exc}")
