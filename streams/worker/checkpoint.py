@@ -417,6 +417,7 @@ class Checkpoints:
         self._writers.renew()
         self._drop()
         self._reader.revoke()
+        self._rejoin_if_still_assigned(partitions)
 
     def _tend_gc(self) -> None:
         """Keep the cyclic GC off the long-lived states (see ``WorkerSettings.gc_full_interval_s``).

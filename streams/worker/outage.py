@@ -87,6 +87,7 @@ class Outages:
         self._outage_since: float | None = None  # time.monotonic() of the first failure, None when all is well
         self._outage_error: BaseException | None = None
         self._outage_task: asyncio.Future | None = None
+        self._fence_rejoin: asyncio.Future | None = None  # see _rejoin_if_still_assigned
 
     def _enter_outage(self, exc: BaseException) -> None:
         """The broker did not answer: back to the last checkpoint, and ride it out (no-op if already doing so).
@@ -174,6 +175,33 @@ class Outages:
             return True
         except Exception:  # timeout, refused, ...: not yet
             return False
+
+    def _rejoin_if_still_assigned(self, partitions: set[int]) -> None:
+        """After a fence: rejoin the group if no rebalance follows within :data:`SETTLE_S` while the group
+        still assigns ``partitions`` to this worker.
+
+        A fence does not always mean another worker took the partitions over: the transaction coordinator
+        also fences a writer whose transaction outlived ``transaction.timeout.ms`` (a broker that hung past
+        it). No rebalance then comes by itself, and the dropped partitions would wait for one forever.
+        """
+        rebalances = self.app.rebalancing_count
+        self._fence_rejoin = asyncio.ensure_future(self._rejoin_after_fence(partitions, rebalances))
+
+    async def _rejoin_after_fence(self, partitions: set[int], rebalances: int) -> None:
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline:
+            if self.app.should_stop or self.app.rebalancing or self.app.rebalancing_count != rebalances:
+                return
+            await asyncio.sleep(0.2)
+        try:
+            still = sorted({tp.partition for tp in self.app.consumer.assignment()} & partitions)
+        except Exception:  # no consumer (stopping): nothing to rejoin
+            return
+        if still and not self.app.rebalancing and self.app.rebalancing_count == rebalances:
+            log.warning("loopwatch: partitions %s are still assigned to this worker %.0f s after their writers "
+                        "were fenced (a transaction the broker timed out): rejoining the group",
+                        ", ".join(map(str, still)), SETTLE_S)
+            await self._rejoin()
 
     async def _rejoin(self) -> None:
         thread = self.app.consumer._thread
