@@ -21,6 +21,12 @@ pytestmark = [pytest.mark.kafka]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it, even when the test run itself was started with SIGINT ignored
+    (a background job of a shell without job control: Python then keeps ignoring it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.timeout(240)
 def test_ctrl_c_stops_the_demo_while_the_broker_is_down(broker, tmp_path):  # noqa: F811
     out, err = tmp_path / "demo.out", tmp_path / "demo.err"
@@ -29,7 +35,7 @@ def test_ctrl_c_stops_the_demo_while_the_broker_is_down(broker, tmp_path):  # no
             [sys.executable, "-c", "from streams.cli import main; main()", "demo", "--rate", "5",
              "--bootstrap", broker.bootstrap, "--metrics-port", "0", "--timeout", "90",
              "--app-id", f"loopwatch-demo-test-{uuid.uuid4().hex[:8]}"],
-            cwd=ROOT, stdout=stdout, stderr=stderr)
+            cwd=ROOT, stdout=stdout, stderr=stderr, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while b"[   #]" not in out.read_bytes():  # the header: the worker runs and verdicts flow

@@ -287,7 +287,9 @@ def test_ctrl_c_while_the_gateway_is_slow_ends_the_hook_with_a_line_not_a_traceb
         proc = subprocess.Popen(
             [sys.executable, "-c", "from streams.cli import main; main()", "hook", "codex",
              "--url", f"http://127.0.0.1:{port}", "--timeout", "30"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # Ctrl-C as from a terminal, even if this test run was started with SIGINT ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         proc.stdin.write(b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", '
                          b'"tool_input": {"command": "ls"}}')
         proc.stdin.close()
