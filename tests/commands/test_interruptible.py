@@ -59,6 +59,16 @@ def test_ctrl_c_runs_mains_finally_and_gives_up_on_a_task_that_will_not_end():
     assert took < 30  # two bounds of 0.5 s and scheduling, where asyncio.run would wait forever
 
 
+@pytest.fixture
+def _sigint_as_from_a_terminal():
+    """SIGINT at Python's default, whatever this test run inherited (a background job may ignore it)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("_sigint_as_from_a_terminal")
 def test_sigint_while_main_waits_cancels_it_and_gives_up_on_its_cleanup_after_the_bound():
     async def main() -> None:
         asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)  # Ctrl-C
