@@ -45,7 +45,7 @@ def run_interruptible(main: Coroutine[Any, Any, T], cleanup_s: float = 10.0) -> 
         for other in rest:
             other.cancel()
         _wait(loop, rest, cleanup_s)
-        if any(not other.done() for other in rest):
+        if any(not other.done() for other in asyncio.all_tasks(loop)):  # cleanup may have started more
             loop.set_exception_handler(lambda _loop, _context: None)  # no "Task was destroyed" at exit
         else:
             _wait(loop, [loop.create_task(loop.shutdown_asyncgens())], cleanup_s)

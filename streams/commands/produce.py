@@ -243,27 +243,9 @@ async def publish_events(
         if pending:
             await asyncio.wait(list(pending))
         summary.elapsed_s = time.monotonic() - started
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        # Interrupted (Ctrl-C): records the broker has not acknowledged are given up rather than waited
-        # for; with the broker down, stop() would wait out the request timeout for each of them.
-        await _stop_within(producer, _STOP_WHEN_INTERRUPTED_S)
-        raise
-    except BaseException:
+    finally:
         await producer.stop()
-        raise
-    await producer.stop()
     return summary
-
-
-_STOP_WHEN_INTERRUPTED_S = 3.0
-
-
-async def _stop_within(producer: Any, seconds: float) -> None:
-    """Stop ``producer``, giving its unacknowledged records up after ``seconds``; never raises."""
-    try:
-        await asyncio.wait_for(producer.stop(), seconds)
-    except (asyncio.TimeoutError, Exception):
-        pass
 
 
 @click.command("produce", epilog="""\b

@@ -168,11 +168,11 @@ async def run_session(bootstrap: str, topics: dict[str, str], events_path: str, 
         while True:
             show(await consumer.getmany(timeout_ms=1000))
     finally:
-        if producing is not None and not producing.done():
-            # Ctrl-C while events are still going out: publish_events gives up what the broker has not
-            # acknowledged within a few seconds instead of waiting for a broker that may be down
-            producing.cancel()
-            await asyncio.wait([producing])
         if out is not None:
             out.close()
         await consumer.stop()
+        if producing is not None and not producing.done():
+            # Ctrl-C while events are still going out: last, as with the broker down its producer's stop
+            # may take until run_interruptible gives up on it
+            producing.cancel()
+            await asyncio.wait([producing])
