@@ -481,3 +481,17 @@ def test_agents_with_blocks_are_the_blocks_for_agent_applies():
     assert config.agents_with_blocks == ["Ops", "review"]
     assert config.for_agent("ops").warning_threshold == 5
     assert config.for_agent("nulled") == config.for_agent(None)
+
+
+def test_settings_cache_bounded_by_distinct_agent_ids():
+    """Agent ids come from events: a fleet naming every sub-agent by its thread id must not grow the cache without
+    bound, and every answer stays the overlay of its own entry."""
+    from streams.detection.config.openclaw import SETTINGS_CACHE_SIZE
+
+    config = OpenClawConfig({"tools": {"loopDetection": {"enabled": True, "historySize": 20}},
+                             "agents": {"list": [{"id": "ops", "tools": {"loopDetection": {"historySize": 7}}}]}})
+    for n in range(SETTINGS_CACHE_SIZE * 2 + 10):
+        assert config.for_agent(f"thread-{n}").history_size == 20
+        assert len(config.settings_cache) <= SETTINGS_CACHE_SIZE
+    assert config.for_agent("OPS").history_size == 7
+    assert config.for_agent("thread-1", "openclaw-2026.7").history_size == 20

@@ -13,7 +13,10 @@ from .js import js_key_order
 from .resolve import merge_blocks, merge_blocks_2026_9, normalize_agent_id, profiles_of, resolve, resolve_2026_9
 from .settings import LoopDetectionSettings
 
-__all__ = ["OpenClawConfig"]
+__all__ = ["OpenClawConfig", "SETTINGS_CACHE_SIZE"]
+
+# Resolved settings kept per agent id (and event profile); beyond it the cache starts again empty.
+SETTINGS_CACHE_SIZE = 4096
 
 def _entry_block(entry: dict | list) -> Any:
     """An ``agents.list`` entry's own ``tools.loopDetection`` block, or None (an array entry has none)."""
@@ -40,7 +43,8 @@ class OpenClawConfig:
     Arguments:
         raw: the parsed config (``{"tools": {"loopDetection": ...}, "agents":
             {"list": [...]}, "options": {...}}``); other keys are ignored.
-    Settings per agent id are computed once and cached.
+    Settings per agent id are computed once and cached, for up to
+    :data:`SETTINGS_CACHE_SIZE` ids at a time.
     """
 
     __slots__ = ("raw", "channel_send_tools", "fleet", "profile", "_agent_profiles", "_global", "_agents",
@@ -81,7 +85,8 @@ class OpenClawConfig:
             name.strip().lower() for name in names or () if isinstance(name, str)
         )
         self.fleet: FleetSettings = fleet_settings(raw)  # options.fleet: loopwatch's, not OpenClaw's
-        # for_agent's answers by agent id, or (profile, agent id) for an event's own profile: read-only outside
+        # for_agent's answers by agent id, or (profile, agent id) for an event's own profile: read-only outside.
+        # Agent ids come from events (a runner may name each sub-agent by its thread id), so it is bounded.
         self.settings_cache: dict[Any, LoopDetectionSettings] = {}
 
     @property
@@ -150,6 +155,8 @@ class OpenClawConfig:
                 block = merge_blocks(self._global, self._agent_block(agent_id))
         else:
             block = self._global if isinstance(self._global, dict) else None
+        if len(self.settings_cache) >= SETTINGS_CACHE_SIZE:
+            self.settings_cache.clear()  # rebuilt from the config at a few microseconds per agent id
         settings = self.settings_cache[key] = (resolve_2026_9 if is_2026_9 else resolve)(block)
         return settings
 
