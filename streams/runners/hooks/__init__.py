@@ -12,9 +12,25 @@ them (:mod:`streams.importers.claude_code`, :mod:`streams.importers.codex`, whos
 here), so a backtest of a recording with ``loopwatch replay --format`` predicts the live verdicts.
 """
 
-from .base import HookInputError, RunTracker, tool_outcome
+from __future__ import annotations
+
+TYPE_CHECKING = False  # type checkers take it as True; not importing typing saves the hook a few ms
+if TYPE_CHECKING:
+    from .base import HookInputError, RunTracker, tool_outcome
 
 __all__ = ["HookInputError", "RunTracker", "tool_outcome", "mapper"]
+
+# Imported on first use, not with the package: ``loopwatch hook`` (:mod:`.command`, standard library only)
+# lives in this package, and importing :mod:`.base` pulls in the importers it must start without.
+_FROM_BASE = frozenset({"HookInputError", "RunTracker", "tool_outcome"})
+
+
+def __getattr__(name: str):
+    if name in _FROM_BASE:
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def mapper(runner: str, runs: RunTracker | None = None):

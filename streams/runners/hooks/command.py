@@ -30,9 +30,12 @@ import json
 import os
 import socket
 import sys
-from typing import Any
 
 from streams.runners.token import read_token
+
+TYPE_CHECKING = False  # type checkers take it as True; the hook does not import typing (a few ms)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ask_gateway", "GatewayUnavailable", "runner_exit", "run", "fast_main", "RUNNERS", "DEFAULT_URL"]
 
@@ -71,7 +74,10 @@ def _post(url: str, path: str, body: bytes, headers: dict[str, str], timeout: fl
     target = "/" + prefix.strip("/") + path if prefix.strip("/") else path
     head = [f"POST {target} HTTP/1.1", f"Host: {hostport}", f"Content-Length: {len(body)}", "Connection: close",
             *(f"{k}: {v}" for k, v in headers.items())]
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+    host = host.strip("[]")
+    # an ASCII name as bytes: getaddrinfo encodes a str with the idna codec, whose import costs the hook ~1 ms
+    with socket.create_connection((host.encode("ascii") if host.isascii() else host, int(port)),
+                                  timeout=timeout) as sock:
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         chunks = []
         while chunk := sock.recv(65536):
