@@ -12,14 +12,17 @@ For each, on fresh topics:
 
 * throughput at saturation: N events of bench.workload's synthetic fleet are
   pre-loaded into the input topic, then the processor is started; the figure is
-  outputs / (last output - first output), i.e. start-up excluded;
+  outputs / (last output - first output), i.e. start-up excluded. It is taken
+  ``--repeat`` times per processor, in pairs, the order alternating (pass-through
+  then worker, worker then pass-through, ...), each time a fresh process on fresh
+  topics; per pair the worker/pass-through ratios, then their median;
 * round-trip latency at a fixed offered load (default 1,000 events/s for 20 s):
   a producer sends fresh events keyed by run id; a consumer takes, per output,
   arrival time - send time (same clock). p50/p99/max are printed, with the
   achieved send rate and how many outputs arrived.
 
     deploy/kafka/kafka.sh start
-    .venv/bin/python bench/pipeline.py                       # 50,000 events, 1,000/s for 20 s
+    .venv/bin/python bench/pipeline.py                       # 3 pairs of 100,000 events, then 1,000/s for 20 s
     .venv/bin/python bench/pipeline.py --events 20000 --rate 500 --duration 10 --bootstrap 127.0.0.1:9092
 
 Every topic is named ``bench.<random>...`` and deleted at the end.
@@ -60,16 +63,27 @@ DRAIN_TIMEOUT_S = 600.0  # longest wait for the last output of a phase
 
 # ----------------------------------------------------------------------------- workload
 
+GENERATED_MAX = 50_000  # events generated at most; more are copies under other run ids (generating is slow)
+
+
 def _events(count: int, seed: int, prefix: str) -> list[tuple[bytes, dict[str, Any]]]:
-    """``count`` events of the synthetic fleet as (key, event); run ids prefixed so phases do not share runs."""
-    runs = max(50, count // 24 + 1)  # ~24 events per run on average
+    """``count`` events of the synthetic fleet as (key, event); run ids prefixed so phases do not share runs.
+
+    Past :data:`GENERATED_MAX` events the fleet is repeated, each copy's runs under other run ids
+    (``<prefix><copy>.``): new runs to the worker, at a fraction of the generating time.
+    """
+    wanted = min(count, GENERATED_MAX)
+    runs = max(50, wanted // 24 + 1)  # ~24 events per run on average
     events = generate(runs=runs, seed=seed)
-    while len(events) < count:
+    while len(events) < wanted:
         runs *= 2
         events = generate(runs=runs, seed=seed)
+    events = events[:wanted]
     out = []
-    for number, event in enumerate(events[:count]):
-        event["run_id"] = f"{prefix}{event['run_id']}"
+    for number in range(count):
+        copy, event = divmod(number, wanted)[0], dict(events[number % wanted])
+        run_prefix = f"{prefix}{copy}." if copy else prefix
+        event["run_id"] = f"{run_prefix}{event['run_id']}"
         event.pop("event_id", None)
         event = {"event_id": f"{prefix}{number}", **event}  # first, like a verdict's: see _event_id
         out.append((event["run_id"].encode(), event))
@@ -119,14 +133,20 @@ class Processor:
 
     name = ""
 
-    def __init__(self, bootstrap: str, tag: str, partitions: int, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, tag: str, partitions: int, workdir: Path, round_: int = 1) -> None:
         self.bootstrap = bootstrap
         self.partitions = partitions
         self.workdir = workdir
-        self.input = f"bench.{tag}.{self.name}.in"
-        self.output = f"bench.{tag}.{self.name}.out"
+        self.tag = tag
+        self.round = round_
+        self.input = f"bench.{tag}.{self.name}{round_}.in"
+        self.output = f"bench.{tag}.{self.name}{round_}.out"
         self.proc: subprocess.Popen | None = None
-        self.log = workdir / f"{self.name}.log"
+        self.log = workdir / f"{self.name}{round_}.log"
+
+    def prefixes(self) -> tuple[str, ...]:
+        """Name prefixes of every topic this processor's run makes (deleted after it)."""
+        return (f"bench.{self.tag}.{self.name}{self.round}.",)
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
@@ -182,7 +202,7 @@ class Worker(Processor):
 
     def __init__(self, *args: Any, config: str | None = None) -> None:
         super().__init__(*args)
-        self.app_id = f"bench-{self.input.split('.')[1]}"
+        self.app_id = f"bench-{self.tag}-r{self.round}"
         self.config = config
         self.metrics_port = _free_port()
 
@@ -198,6 +218,9 @@ class Worker(Processor):
 
     def topics(self) -> list[str]:
         return [self.input, self.output, f"{self.input}.loop-events", f"{self.input}.dead-letters"]
+
+    def prefixes(self) -> tuple[str, ...]:
+        return (*super().prefixes(), f"{self.app_id}-")
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         config = self.config or str(self.workdir / "openclaw.json")
@@ -228,13 +251,14 @@ async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
     return admin
 
 
-async def _preload(bootstrap: str, topic: str, events: list[tuple[bytes, dict[str, Any]]]) -> float:
+async def _preload(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> float:
+    """Send ``(key, value)`` records to ``topic``; the seconds it took."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=512 * 1024)
     await producer.start()
     t0 = time.monotonic()
     try:
-        for key, event in events:
-            await producer.send(topic, value=msgpack.packb(event, use_bin_type=True), key=key)
+        for key, value in records:
+            await producer.send(topic, value=value, key=key)
         await producer.flush()
     finally:
         await producer.stop()
@@ -336,16 +360,18 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run_one(processor: Processor, bootstrap: str, throughput_events: list, latency_events: list,
-                  rate: float, idle_s: float = 0.0) -> dict[str, Any]:
+async def run_one(processor: Processor, bootstrap: str, throughput_records: list[tuple[str, bytes, bytes]],
+                  latency_events: list | None, rate: float, idle_s: float = 0.0) -> dict[str, Any]:
+    """One processor's run on fresh topics: the throughput phase over ``throughput_records``
+    (``(event_id, key, value)``), then, unless ``latency_events`` is None, the paced phase; its figures."""
     admin = await _admin(bootstrap)
     try:
         await admin.create_topics([NewTopic(t, processor.partitions, 1) for t in processor.topics()],
                                   timeout_ms=30_000)
     finally:
         await admin.close()
-    result: dict[str, Any] = {"name": processor.name, "partitions": processor.partitions}
-    preload_s = await _preload(bootstrap, processor.input, throughput_events)
+    result: dict[str, Any] = {"name": processor.name, "round": processor.round, "partitions": processor.partitions}
+    preload_s = await _preload(bootstrap, processor.input, [(key, value) for _, key, value in throughput_records])
     result["preload_s"] = preload_s
     collector = Collector(bootstrap, processor.output, processor)
     await collector.start()
@@ -355,7 +381,7 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         result["startup_s"] = time.monotonic() - t0
         pid = processor.proc.pid if processor.proc else None
         cpu_start = _cpu_seconds(pid)
-        ids = {event["event_id"] for _, event in throughput_events}
+        ids = {event_id for event_id, _, _ in throughput_records}
         await collector.wait_for(ids, DRAIN_TIMEOUT_S)
         cpu_drained = _cpu_seconds(pid)
         got = len(ids & collector.arrivals.keys())
@@ -363,6 +389,10 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
         result["throughput_outputs"] = got
         result["throughput_eps"] = (got - 1) / span if span > 0 else float("nan")
         result["throughput_wall_s"] = (collector.last or time.monotonic()) - t0
+        # CPU time of the processor per event (start-up excluded; includes its idle wait for the last output, a few ms)
+        result["cpu_us_per_event"] = _cpu_us_per_event(cpu_start, cpu_drained, len(throughput_records))
+        if latency_events is None:
+            return result
 
         before = processor.latency_buckets()
         cpu_paced = _cpu_seconds(pid)
@@ -377,9 +407,6 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
             result["idle_cpu_ms_per_s"] = ((_cpu_seconds(pid) or 0.0) - (cpu_idle or 0.0)) / idle_s * 1000.0
         if cpu_paced is not None and cpu_end is not None:
             result["paced_cpu_ms_per_s"] = (cpu_end - cpu_paced) / elapsed * 1000.0
-        # CPU time of the processor per event (start-up excluded; the saturation phase's figure
-        # includes its idle wait for the last output, a few ms)
-        result["cpu_us_per_event"] = _cpu_us_per_event(cpu_start, cpu_drained, len(throughput_events))
         result["cpu_us_per_event_paced"] = _cpu_us_per_event(cpu_paced, cpu_end, len(latency_events))
         if before is not None and after is not None:
             # the processor's own view: event ts -> verdict handed to its producer
@@ -397,13 +424,15 @@ async def run_one(processor: Processor, bootstrap: str, throughput_events: list,
     finally:
         await collector.stop()
         await asyncio.to_thread(processor.stop)
+        await _cleanup(bootstrap, processor.prefixes())  # a run's 300 MB of records off the broker's disk and cache
     return result
 
 
-async def _cleanup(bootstrap: str, tag: str) -> int:
+async def _cleanup(bootstrap: str, prefixes: tuple[str, ...]) -> int:
+    """Delete every topic whose name starts with one of ``prefixes``; how many."""
     admin = await _admin(bootstrap)
     try:
-        names = [t for t in await admin.list_topics() if t.startswith((f"bench.{tag}.", f"bench-{tag}-"))]
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
         if names:
             await admin.delete_topics(names, timeout_ms=30_000)
         return len(names)
@@ -411,21 +440,56 @@ async def _cleanup(bootstrap: str, tag: str) -> int:
         await admin.close()
 
 
-def _report(results: list[dict[str, Any]], events: int, rate: float, duration: float) -> None:
-    print()
-    print(f"{'':<13} {'throughput':>12} {'startup':>8}   latency at {rate:,.0f} ev/s offered for {duration:g} s")
-    print(f"{'processor':<13} {'events/s':>12} {'s':>8}   {'offered':>8} {'received':>13} {'p50 ms':>9} "
-          f"{'p99 ms':>9} {'max ms':>9}")
+def _spread(values: list[float], fmt: str, unit: str = "") -> str:
+    """``median (min-max)`` of ``values`` in ``fmt``, each followed by ``unit``; the median alone for one value."""
+    if len(values) == 1:
+        return format(values[0], fmt) + unit
+    return (f"{format(statistics.median(values), fmt)}{unit} "
+            f"({format(min(values), fmt)}{unit}-{format(max(values), fmt)}{unit})")
+
+
+def _pairs(results: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pass-through, worker) results of each round that ran both."""
+    by_round: dict[int, dict[str, dict[str, Any]]] = {}
     for r in results:
+        by_round.setdefault(r["round"], {})[r["name"]] = r
+    return [(runs["passthrough"], runs["worker"]) for _, runs in sorted(by_round.items())
+            if "passthrough" in runs and "worker" in runs]
+
+
+def _report(results: list[dict[str, Any]], events: int, rate: float, duration: float) -> dict[str, Any]:
+    """Print the figures; returns the pairs' ratios (empty without both processors)."""
+    rounds = max(r["round"] for r in results)
+    print()
+    print(f"throughput at saturation: {events:,} events pre-loaded, {rounds} run(s) per processor; CPU time per event "
+          "(start-up excluded)")
+    print(f"{'round':<6} {'processor':<12} {'events/s':>10} {'CPU µs/event':>13} {'startup s':>10} {'wall s':>7}")
+    for r in sorted(results, key=lambda r: (r["round"], r["order"])):
+        cpu = f"{r['cpu_us_per_event']:,.1f}" if r.get("cpu_us_per_event") is not None else "-"
+        print(f"{r['round']:<6} {r['name']:<12} {r['throughput_eps']:>10,.0f} {cpu:>13} {r['startup_s']:>10.1f} "
+              f"{r['throughput_wall_s']:>7.1f}")
+        if r["throughput_outputs"] != events:
+            print(f"  ! {r['name']}: only {r['throughput_outputs']} of {events} outputs in the throughput phase")
+    names = sorted({r["name"] for r in results}, reverse=True)
+    for name in names:
+        eps = [r["throughput_eps"] for r in results if r["name"] == name]
+        cpu_values = [r["cpu_us_per_event"] for r in results if r["name"] == name and r.get("cpu_us_per_event")]
+        cpu = f", CPU {_spread(cpu_values, ',.1f')} µs per event" if cpu_values else ""
+        print(f"  {name}: {_spread(eps, ',.0f')} events/s{cpu}")
+
+    print()
+    print(f"latency at {rate:,.0f} ev/s offered for {duration:g} s (round {rounds})")
+    print(f"{'processor':<13} {'offered':>8} {'received':>13} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
+    paced = [r for r in results if "p99_ms" in r]
+    for r in paced:
         received = f"{r['latency_received']}/{r['latency_sent']}"
-        print(f"{r['name']:<13} {r['throughput_eps']:>12,.0f} {r['startup_s']:>8.1f}   {r['offered']:>8,.0f} "
-              f"{received:>13} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} {r['max_ms']:>9.1f}")
+        print(f"{r['name']:<13} {r['offered']:>8,.0f} {received:>13} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} "
+              f"{r['max_ms']:>9.1f}")
         if r["offered"] > r["throughput_eps"]:
             print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
                   f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
-        if r.get("cpu_us_per_event") is not None and r.get("cpu_us_per_event_paced") is not None:
-            print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event']:,.0f} µs at saturation, "
-                  f"{r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
+        if r.get("cpu_us_per_event_paced") is not None:
+            print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
         if "paced_cpu_ms_per_s" in r:
             idle = r.get("idle_cpu_ms_per_s")
             idle_text = (f"; idle {idle:,.1f} ms per s ({idle / r['partitions']:,.2f} per partition)"
@@ -437,19 +501,29 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
             shares = ", ".join(f"{bound} {share:.1%}" for bound, share in r["inside_share"].items())
             print(f"  {r['name']}: event ts -> verdict handed to its producer (its loopwatch_verdict_latency_seconds):"
                   f" {shares}")
-        if r["throughput_outputs"] != events:
-            print(f"  ! {r['name']}: only {r['throughput_outputs']} of {events} outputs in the throughput phase")
-    by = {r["name"]: r for r in results}
+
+    pairs = _pairs(results)
+    if not pairs:
+        return {}
+    throughput = [w["throughput_eps"] / p["throughput_eps"] for p, w in pairs]
+    cpu = [w["cpu_us_per_event"] / p["cpu_us_per_event"] for p, w in pairs
+           if w.get("cpu_us_per_event") and p.get("cpu_us_per_event")]
+    print()
+    print("worker / pass-through per round: throughput " + ", ".join(f"{ratio:.2f}x" for ratio in throughput)
+          + ("; CPU per event " + ", ".join(f"{ratio:.2f}x" for ratio in cpu) if cpu else ""))
+    ratios: dict[str, Any] = {"throughput": throughput, "cpu_per_event": cpu}
+    by = {r["name"]: r for r in paced}
+    latency = ""
     if "worker" in by and "passthrough" in by:
         w, p = by["worker"], by["passthrough"]
-        print()
-        cpu = (f", CPU per event {w['cpu_us_per_event'] / p['cpu_us_per_event']:.2f}x at saturation and "
-               f"{w['cpu_us_per_event_paced'] / p['cpu_us_per_event_paced']:.2f}x paced"
-               if w.get("cpu_us_per_event") and p.get("cpu_us_per_event") and p.get("cpu_us_per_event_paced")
-               and w.get("cpu_us_per_event_paced") else "")
-        print(f"worker / pass-through: throughput {w['throughput_eps'] / p['throughput_eps']:.2f}x (target >= 0.6x), "
-              f"p50 latency {w['p50_ms'] / p['p50_ms']:.1f}x, p99 latency {w['p99_ms'] / p['p99_ms']:.1f}x "
-              f"(target <= 2x){cpu}")
+        ratios.update(p50=w["p50_ms"] / p["p50_ms"], p99=w["p99_ms"] / p["p99_ms"])
+        latency = (f", p50 latency {ratios['p50']:.1f}x, p99 latency {ratios['p99']:.1f}x (target <= 2x)")
+        if w.get("cpu_us_per_event_paced") and p.get("cpu_us_per_event_paced"):
+            latency += f", CPU per event paced {w['cpu_us_per_event_paced'] / p['cpu_us_per_event_paced']:.2f}x"
+    cpu_text = f", CPU per event at saturation {_spread(cpu, '.2f', 'x')}" if cpu else ""
+    print(f"worker / pass-through: throughput {_spread(throughput, '.2f', 'x')}, median of {len(throughput)} pair(s) "
+          f"(target >= 0.6x){cpu_text}{latency}")
+    return ratios
 
 
 def main() -> None:
@@ -458,7 +532,11 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("LOOPWATCH_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
-    parser.add_argument("--events", type=positive(int), default=50_000, help="events pre-loaded for throughput (50,000)")
+    parser.add_argument("--events", type=positive(int), default=100_000,
+                        help="events pre-loaded for each throughput run (100,000)")
+    parser.add_argument("--repeat", type=positive(int), default=3,
+                        help="throughput runs per processor, in pairs of alternating order (3); the latency phase "
+                             "follows the last")
     parser.add_argument("--rate", type=positive(float), default=1000.0, help="offered load of the latency phase, events/s")
     parser.add_argument("--duration", type=positive(float), default=20.0, help="seconds of the latency phase (20)")
     parser.add_argument("--partitions", type=positive(int), default=4, help="partitions of every topic (4, the worker's default)")
@@ -467,19 +545,22 @@ def main() -> None:
                         help="after the latency phase, measure each processor's CPU over S s without traffic (0: not)")
     parser.add_argument("--only", choices=["passthrough", "worker"], help="run one processor only")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
-    parser.add_argument("--logs", help="keep the processors' logs (passthrough.log, worker.log) in this directory")
+    parser.add_argument("--logs", help="keep the processors' logs (passthrough1.log, worker1.log, ...) in this directory")
     options = parser.parse_args()
     config(options.config)  # a bad file stops here, not in the worker after the workload is built
 
     tag = uuid.uuid4().hex[:8]
     t0 = time.monotonic()
     throughput_events = _events(options.events, seed=7, prefix="t-")
+    throughput_records = [(event["event_id"], key, msgpack.packb(event, use_bin_type=True))
+                          for key, event in throughput_events]
+    del throughput_events
     latency_events = _events(int(options.rate * options.duration), seed=11, prefix="l-")
-    sizes = [len(msgpack.packb(e, use_bin_type=True)) for _, e in throughput_events[:2000]]
-    print(f"workload: {len(throughput_events):,} events pre-loaded for throughput, {len(latency_events):,} paced at "
-          f"{options.rate:,.0f}/s for latency; mean record {statistics.mean(sizes) / 1024:.1f} KB msgpack; "
-          f"{options.partitions} partitions; broker {options.bootstrap}; topics bench.{tag}.* "
-          f"(generated in {time.monotonic() - t0:.1f} s)", flush=True)
+    sizes = [len(value) for _, _, value in throughput_records[:2000]]
+    print(f"workload: {len(throughput_records):,} events pre-loaded for throughput ({options.repeat} run(s) per "
+          f"processor), {len(latency_events):,} paced at {options.rate:,.0f}/s for latency; mean record "
+          f"{statistics.mean(sizes) / 1024:.1f} KB msgpack; {options.partitions} partitions; broker "
+          f"{options.bootstrap}; topics bench.{tag}.* (generated in {time.monotonic() - t0:.1f} s)", flush=True)
     print(f"interpreter: {interpreter()} (the processors run on it too)", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as workdir:
@@ -489,24 +570,32 @@ def main() -> None:
         kinds = [PassThrough, Worker] if options.only is None else [
             {"passthrough": PassThrough, "worker": Worker}[options.only]]
         try:
-            for kind in kinds:
-                args = (options.bootstrap, tag, options.partitions, Path(workdir))
-                processor = kind(*args, config=options.config) if kind is Worker else kind(*args)
-                print(f"{processor.name}: pre-loading, starting, draining, then {options.duration:g} s paced ...",
-                      flush=True)
-                # fresh copies: the latency phase stamps ts into the events
-                result = asyncio.run(run_one(processor, options.bootstrap, throughput_events,
-                                             [(k, dict(e)) for k, e in latency_events], options.rate,
-                                             options.idle))
-                results.append(result)
-                print(f"  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})}",
-                      flush=True)
+            for round_ in range(1, options.repeat + 1):
+                last = round_ == options.repeat
+                # alternate the order, so neither processor always runs first (the machine's speed drifts);
+                # the last round keeps pass-through then worker, as the latency phase always ran
+                order = kinds if (options.repeat - round_) % 2 == 0 else kinds[::-1]
+                for position, kind in enumerate(order):
+                    args = (options.bootstrap, tag, options.partitions, Path(workdir), round_)
+                    processor = kind(*args, config=options.config) if kind is Worker else kind(*args)
+                    phases = f", then {options.duration:g} s paced" if last else ""
+                    print(f"round {round_}, {processor.name}: pre-loading, starting, draining{phases} ...",
+                          flush=True)
+                    # fresh copies: the latency phase stamps ts into the events
+                    paced = [(k, dict(e)) for k, e in latency_events] if last else None
+                    result = asyncio.run(run_one(processor, options.bootstrap, throughput_records, paced,
+                                                 options.rate, options.idle))
+                    result["order"] = position
+                    results.append(result)
+                    print(f"  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})}",
+                          flush=True)
         finally:
-            deleted = asyncio.run(_cleanup(options.bootstrap, tag))
-            print(f"deleted {deleted} bench topic(s)", flush=True)
-    _report(results, options.events, options.rate, options.duration)
+            deleted = asyncio.run(_cleanup(options.bootstrap, (f"bench.{tag}.", f"bench-{tag}-")))
+            if deleted:
+                print(f"deleted {deleted} bench topic(s) left over", flush=True)
+    ratios = _report(results, options.events, options.rate, options.duration)
     if options.json_out:
-        Path(options.json_out).write_text(json.dumps(results, indent=2))
+        Path(options.json_out).write_text(json.dumps({"runs": results, "ratios": ratios}, indent=2))
 
 
 if __name__ == "__main__":
