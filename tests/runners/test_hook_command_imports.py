@@ -22,11 +22,17 @@ HEAVY_STDLIB = {"asyncio", "typing", "logging", "ssl", "http.client", "urllib.re
                 "uuid", "subprocess", "threading", "datetime", "argparse", "encodings.idna", "sqlite3",
                 "concurrent.futures", "inspect"}
 
-# Runs `loopwatch hook ...` as the console script does and writes the modules it imported (at exit) to argv[1].
+# Runs `loopwatch hook ...` as the console script does and writes the modules it imported to argv[1] when it
+# exits (the hook ends with os._exit, which skips atexit; other exits go through atexit).
 _PROBE = """\
-import atexit, json, sys
+import atexit, json, os, sys
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+def dump():
+    with open(out, "w") as file:
+        file.write(json.dumps(sorted(sys.modules)))
+_exit = os._exit
+os._exit = lambda status: (dump(), _exit(status))
+atexit.register(dump)
 from streams.cli import main
 main()
 """
