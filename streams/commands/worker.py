@@ -101,6 +101,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "session_timeout_s": "Consumer group session timeout, seconds.",
         "heartbeat_interval_s": "Consumer group heartbeat interval, seconds.",
         "rebalance_timeout_s": "Consumer group rebalance timeout, seconds.",
+        "transaction_timeout_s": "Longest a checkpoint's Kafka transaction may stay open, seconds.",
         "kafka_retry_backoff_ms": "Wait before a failed Kafka request is retried, ms.",
         "kafka_reconnect_backoff_max_ms": "Longest wait between reconnection attempts, ms.",
         "broker_outage_limit_s": "How long the worker rides out a broker that does not answer.",

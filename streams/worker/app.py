@@ -103,7 +103,10 @@ _GAUGE_INTERVAL_S = 1.0  # ACTIVE_KEYS and CONSUMER_LAG refresh
 _FAUST_STOP_S = 5.0
 _READY_POLL_S, _READY_NOTE_S = 0.02, 10.0  # start-up: looking whether the input is read; saying what it waits for
 _OFFSET_ATTEMPTS, _OFFSET_RETRY_S = 5, 1.0  # reading the committed offsets at an assignment
-_OFFSETS_WAIT_S = 5.0  # longest the admin client's read of them takes before Faust's consumer is asked
+# The broker's look for transactions past their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+# 10 s by default) and a margin: a transaction left open holds its offset commit pending at most the writers'
+# transaction timeout plus this long.
+_TIMED_OUT_LOOK_S = 15.0
 
 
 class _App(faust.App):
@@ -224,11 +227,13 @@ class Loopwatch(Checkpoints, Outages):
         self._backoff = Backoff(s.kafka_retry_backoff_ms, s.kafka_reconnect_backoff_max_ms)
         app.transport = Transport(app.conf.broker_consumer, app, external, self._backoff)
         self._bootstrap = bootstrap_servers(s.broker)
-        self._offsets = CommittedOffsets(self._bootstrap, s.app_id, f"{s.app_id}-offsets", self._backoff)
+        self._offsets = CommittedOffsets(self._bootstrap, s.app_id, f"{s.app_id}-offsets", self._backoff,
+                                         stable_wait_s=s.transaction_timeout_s + _TIMED_OUT_LOOK_S)
         # The changelog writers of the partitions owned (streams.worker.fencing), started at each assignment
         # before the partitions' states are recovered.
         self._writers = PartitionWriters(
-            self._bootstrap, s.app_id, self._backoff, linger_ms=s.producer_linger_ms, max_batch_size=s.producer_max_batch_size,
+            self._bootstrap, s.app_id, self._backoff, transaction_timeout_ms=round(s.transaction_timeout_s * 1000),
+            linger_ms=s.producer_linger_ms, max_batch_size=s.producer_max_batch_size,
             max_request_size=max(1_000_000, s.producer_max_batch_size + 65_536))
         changelog = self.table.changelog_topic.get_topic_name()
         self._changelog_partitions = {changelog: s.partitions}
@@ -425,18 +430,20 @@ class Loopwatch(Checkpoints, Outages):
             self._reader.revoke()
             stopping = asyncio.ensure_future(consumer.stop_fetching(mine))
             try:
-                await self._read_input_from_committed(consumer, mine)
+                await self._read_input_from_committed(mine)
             finally:
                 await stopping
 
-    async def _read_input_from_committed(self, consumer: Any, mine: list[Any]) -> None:
+    async def _read_input_from_committed(self, mine: list[Any]) -> None:
         """The reader reads ``mine`` (the input and rekey partitions assigned) from their committed offsets."""
         generation = self.app.consumer_generation_id
         if self._outage_since is not None and self._owned_generation != generation:
             return  # no fresh writers for this assignment (Kafka did not answer): the next one reads
         for attempt in range(1, _OFFSET_ATTEMPTS + 1):
             try:
-                committed = await self._committed_offsets(consumer, mine)
+                # stable (no offset commit of a transaction pending), never Faust's consumer's answer:
+                # aiokafka's consumer cannot ask for stable offsets (streams.worker.offsets)
+                committed = await self._offsets.read(mine)
                 break
             except Exception as exc:
                 if self.app.consumer_generation_id != generation:
@@ -521,15 +528,6 @@ class Loopwatch(Checkpoints, Outages):
             await self.app.crash(exc)
         else:
             self._owned_generation = generation
-
-    async def _committed_offsets(self, consumer: Any, tps: list[Any]) -> dict[Any, int | None]:
-        """``{tp: next offset to read, None: from the beginning}`` of the group; raises aiokafka's errors."""
-        try:
-            found = await asyncio.wait_for(self._offsets.read(tps), _OFFSETS_WAIT_S)
-            return found
-        except Exception as exc:  # Faust's consumer asks in its own way (and says what is wrong, if anything)
-            log.debug("loopwatch: reading the committed offsets with the admin client failed: %r", exc)
-        return await consumer.committed_offsets(tps)
 
     def _ready(self, tp: Any) -> bool:
         """Whether ``tp``'s state is recovered (its input may be applied).

@@ -270,14 +270,6 @@ class Consumer(faust_aiokafka.Consumer):
         """
         return await self._commit(offsets)
 
-    async def committed_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """``{tp: next offset to read}``: the group's committed offset, or the partition's beginning if none.
-
-        Raises aiokafka's errors (e.g. a partition not assigned any more).
-        """
-        thread = self._thread
-        return await thread.call_thread(_committed_or_beginning, thread._ensure_consumer(), list(tps))
-
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Subscribe once the broker's metadata shows every topic of ``topics`` with its partitions.
 
@@ -316,15 +308,6 @@ class Consumer(faust_aiokafka.Consumer):
             external = self.transport.external_topics
             records = {tp: batch for tp, batch in records.items() if tp.topic not in external}
         return records, active
-
-
-async def _committed_or_beginning(consumer: Any, tps: list[TP]) -> dict[TP, int]:  # runs in the consumer thread
-    committed = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
-    offsets = {tp: offset for tp, offset in zip(tps, committed) if offset is not None}
-    fresh = [tp for tp in tps if tp not in offsets]
-    if fresh:
-        offsets.update(await consumer.beginning_offsets(fresh))
-    return offsets
 
 
 async def _wait_listed(consumer: Any, topics: list[str], timeout: float) -> list[str]:  # runs in the consumer thread

@@ -33,10 +33,10 @@ __all__ = ["Fenced", "PartitionWriters", "is_fenced"]
 
 log = logging.getLogger(__name__)
 
-# How long a transaction may stay open before the coordinator aborts it (aiokafka's default is
-# 60 s). A checkpoint's transaction lasts one changelog round trip; a worker killed with one
-# open would hold back read_committed readers of its partition until this much time, were the
-# next owner's fencing not to abort it first.
+# How long a transaction may stay open before the coordinator aborts it, by default (aiokafka's own
+# is 60 s; the worker's setting transaction_timeout_s). A checkpoint's transaction lasts one
+# changelog round trip; a worker killed with one open would hold back read_committed readers of
+# its partition until this much time, were the next owner's fencing not to abort it first.
 _TRANSACTION_TIMEOUT_MS = 30_000
 
 
@@ -60,11 +60,15 @@ class PartitionWriters:
         bootstrap: broker addresses (``host:port``, comma-separated).
         app_id: the Faust app id (the consumer group; prefix of every ``transactional.id``).
         backoff: the worker's retry and reconnect backoff (:class:`streams.wire.outages.Backoff`).
+        transaction_timeout_ms: how long a transaction of a writer may stay open before the broker's transaction
+            coordinator aborts it and fences the writer (``transaction.timeout.ms``).
         producer_options: further :class:`aiokafka.AIOKafkaProducer` options (batch sizes, linger).
     """
 
-    def __init__(self, bootstrap: str, app_id: str, backoff: Backoff | None = None, **producer_options: Any) -> None:
+    def __init__(self, bootstrap: str, app_id: str, backoff: Backoff | None = None,
+                 transaction_timeout_ms: int = _TRANSACTION_TIMEOUT_MS, **producer_options: Any) -> None:
         self._bootstrap = bootstrap
+        self._transaction_timeout_ms = transaction_timeout_ms
         self._app_id = app_id
         self._backoff = backoff or Backoff()
         self._options = producer_options
@@ -113,7 +117,7 @@ class PartitionWriters:
         producer = AIOKafkaProducer(
             bootstrap_servers=self._bootstrap, client_id=f"{self._app_id}-states-{partition}",
             transactional_id=self.transactional_id(partition), enable_idempotence=True, acks="all",
-            transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS, retry_backoff_ms=self._backoff.retry_ms,
+            transaction_timeout_ms=self._transaction_timeout_ms, retry_backoff_ms=self._backoff.retry_ms,
             **self._options)
         self._backoff.apply(producer.client)
         try:

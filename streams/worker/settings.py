@@ -198,6 +198,16 @@ class WorkerSettings(BaseSettings):
                     "rebalance at most; a shorter one costs a small request per interval.",
     )
     rebalance_timeout_s: float = Field(10.0, gt=0, description="Consumer group rebalance timeout, seconds.")
+    transaction_timeout_s: float = Field(
+        30.0, ge=1,
+        description="Longest time, seconds, a checkpoint's Kafka transaction may stay open before the broker's "
+                    "transaction coordinator aborts it and fences its writer (transaction.timeout.ms; at most the "
+                    "broker's transaction.max.timeout.ms). A transaction lasts a few round trips; one outlives this "
+                    "only if the worker or the broker stalls (then the worker drops the partitions and rejoins the "
+                    "group: nothing is lost). A worker killed with a transaction open holds back read_committed "
+                    "readers of its changelog partition and the stable committed offsets until a new owner's writer "
+                    "ends it, or this long.",
+    )
 
     # ------------------------------------------------------- broker outages
     kafka_retry_backoff_ms: int = Field(
