@@ -404,15 +404,19 @@ class Checkpoints:
         self.table.store_committed(partition, batches)
 
     def _lose(self, partitions: set[int]) -> None:
-        """This worker's writers were fenced: it no longer owns its partitions (lock held).
+        """This worker's writers were fenced: it may no longer own its partitions (lock held).
 
-        It was removed from the group (paused or cut off past the session
-        timeout) and learns it only now: it forgets every in-memory state and
-        stops reading until the group assigns it partitions again.
+        Either it was removed from the group (paused or cut off past the
+        session timeout) and learns it only now, or a transaction of its
+        outlived ``transaction_timeout_s`` (the worker or the broker stalled)
+        and the transaction coordinator aborted it. It forgets every in-memory
+        state and stops reading until the group assigns it partitions again,
+        which it asks for itself in the second case
+        (:meth:`streams.worker.outage.Outages._rejoin_if_still_assigned`).
         """
-        log.warning("loopwatch: partitions %s are owned by another worker now (this one was removed from the "
-                    "group): their states here are dropped until the next assignment",
-                    ", ".join(map(str, sorted(partitions))))
+        log.warning("loopwatch: the writers of partitions %s were fenced (another worker owns them now, or a "
+                    "transaction outlived transaction_timeout_s): their states here are dropped until the next "
+                    "assignment", ", ".join(map(str, sorted(partitions))))
         metrics.FENCED.inc(len(partitions))
         self._writers.renew()
         self._drop()

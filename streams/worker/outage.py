@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 5.0  # one probe of the broker (a metadata request): a hung broker never answers
 PROBE_FIRST_S, PROBE_MAX_S = 1.0, 10.0  # the wait between probes doubles from the first to the most
 SETTLE_S = 15.0  # after the broker answers: how long the group may take to rebalance by itself
+# After a fence: how long a worker that another worker took partitions from may take to learn of that
+# rebalance (its next heartbeat, every heartbeat_interval_s) before it rejoins by itself. An early rejoin
+# costs a rebalance, never correctness: a worker fenced by a takeover was removed from the group and has
+# to rejoin anyway; one fenced by its transaction timeout owns partitions nobody reads until it does.
+FENCE_SETTLE_S = 3.0
 REJOIN_WAIT_S = 60.0  # after a rejoin: how long the assignment may take before the next probe
 
 
@@ -177,7 +182,7 @@ class Outages:
             return False
 
     def _rejoin_if_still_assigned(self, partitions: set[int]) -> None:
-        """After a fence: rejoin the group if no rebalance follows within :data:`SETTLE_S` while the group
+        """After a fence: rejoin the group if no rebalance follows within :data:`FENCE_SETTLE_S` while the group
         still assigns ``partitions`` to this worker.
 
         A fence does not always mean another worker took the partitions over: the transaction coordinator
@@ -188,7 +193,7 @@ class Outages:
         self._fence_rejoin = asyncio.ensure_future(self._rejoin_after_fence(partitions, rebalances))
 
     async def _rejoin_after_fence(self, partitions: set[int], rebalances: int) -> None:
-        deadline = time.monotonic() + SETTLE_S
+        deadline = time.monotonic() + FENCE_SETTLE_S
         while time.monotonic() < deadline:
             if self.app.should_stop or self.app.rebalancing or self.app.rebalancing_count != rebalances:
                 return
@@ -200,7 +205,7 @@ class Outages:
         if still and not self.app.rebalancing and self.app.rebalancing_count == rebalances:
             log.warning("loopwatch: partitions %s are still assigned to this worker %.0f s after their writers "
                         "were fenced (a transaction the broker timed out): rejoining the group",
-                        ", ".join(map(str, still)), SETTLE_S)
+                        ", ".join(map(str, still)), FENCE_SETTLE_S)
             await self._rejoin()
 
     async def _rejoin(self) -> None:

@@ -39,7 +39,7 @@ async def _after_fence(worker: _Worker, partitions: set[int], meanwhile=None) ->
 
 @pytest.fixture(autouse=True)
 def _short_settle(monkeypatch):
-    monkeypatch.setattr(outage, "SETTLE_S", 0.3)
+    monkeypatch.setattr(outage, "FENCE_SETTLE_S", 0.3)
 
 
 def test_still_assigned_and_no_rebalance_rejoins():

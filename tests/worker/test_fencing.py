@@ -25,7 +25,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from streams.worker.states import decode_state
-from tests.worker.test_rebalance import _events_applied, _wait_until, assert_every_verdict_once_as_offline
+from tests.worker.test_rebalance import (_events_applied, _wait_until, assert_every_verdict_once_as_offline,
+                                         end_production)
 from tests.worker.test_worker import ENABLED, _fleet_stream, _free_port, verdicts_by_source
 from tests.worker_harness import PacedProducer, WorkerProcess, checkpoint_wait_s, create_topics, worker_settings
 
@@ -113,11 +114,7 @@ def test_a_worker_paused_past_its_session_timeout_writes_no_stale_state(kafka_bo
         time.sleep(checkpoint_wait_s(shared))  # A's checkpoints write the newer states
         os.kill(worker_b.proc.pid, signal.SIGCONT)
         paused = False
-        finish.set()
-        sources = producing.join(60)
-        events = producing.sent
-        assert not producing.ran_out
-        by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=60, partial=True)
+        events, sources, by_source = end_production(producing, finish, kafka_bootstrap, shared.verdicts_topic)
         applied_b = _events_applied(port_b)
     finally:
         finish.set()

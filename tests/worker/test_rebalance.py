@@ -67,6 +67,17 @@ def assert_every_verdict_once_as_offline(events: list[dict[str, Any]], sources: 
     return got
 
 
+def end_production(producing: PacedProducer, finish: threading.Event, bootstrap: str, verdicts_topic: str) -> tuple[
+        list[dict[str, Any]], list[tuple[str, int, int]], dict[tuple[str, int, int], list[bytes]]]:
+    """Set ``finish`` (``producing`` adds its last events), wait for them, and read the verdicts published so far:
+    (events, their sources, the verdicts by source; an event without any is left out)."""
+    finish.set()
+    sources = producing.join(60)
+    assert not producing.ran_out, "the stream ran out before the scenario ended"
+    by_source = verdicts_by_source(bootstrap, verdicts_topic, sources, timeout=60, partial=True)
+    return producing.sent, sources, by_source
+
+
 def _ranges(sources: list[tuple[str, int, int]]) -> dict[int, list[int]]:
     """Offsets per partition (for failure messages)."""
     by_partition: dict[int, list[int]] = {}
@@ -116,13 +127,8 @@ def test_partitions_moving_between_two_workers_lose_nothing_and_change_nothing(k
 
         worker_a.stop()  # graceful: last checkpoint committed, leaves the group; B gets every partition
         assert worker_a.proc.returncode == 0, worker_a.log_text()[-3000:]
-        finish.set()
-        sources = producing.join(60)
-        events = producing.sent
-        assert not producing.ran_out, "the stream ran out before A stopped"
-
         # what is missing is asserted below
-        by_source = verdicts_by_source(kafka_bootstrap, shared.verdicts_topic, sources, timeout=60, partial=True)
+        events, sources, by_source = end_production(producing, finish, kafka_bootstrap, shared.verdicts_topic)
         applied_b = _events_applied(port_b)
     finally:
         finish.set()
