@@ -59,15 +59,29 @@ REJOIN_WAIT_S = 60.0  # after a rejoin: how long the assignment may take before 
 def is_broker_trouble(exc: BaseException) -> bool:
     """Whether ``exc`` says the broker did not answer (a timeout, a lost connection, a retriable Kafka error).
 
-    A fence (another worker owns the partition) is not: it is handled as a lost partition.
+    A fence (another worker owns the partition) is not: it is handled as a lost partition. A plain
+    :class:`~aiokafka.errors.KafkaError` that aiokafka raised from another error is judged by that error.
     """
-    if is_fenced(exc):
-        return False
-    if isinstance(exc, (asyncio.TimeoutError, KafkaTimeoutError, KafkaConnectionError, ConnectionError)):
-        return True
-    if isinstance(exc, AssertionError) and str(exc) == _NO_BROKER_IN_METADATA:
-        return True
-    return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
+    for _ in range(_MOST_WRAPPED):
+        if is_fenced(exc):
+            return False
+        if isinstance(exc, (asyncio.TimeoutError, KafkaTimeoutError, KafkaConnectionError, ConnectionError)):
+            return True
+        if isinstance(exc, AssertionError) and str(exc) == _NO_BROKER_IN_METADATA:
+            return True
+        if type(exc) is KafkaError and exc.__cause__ is not None:
+            exc = exc.__cause__  # aiokafka's wrapper: what it wraps says
+            continue
+        return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
+    return False
+
+
+# A transactional producer's sender wraps what it met in a plain KafkaError, twice: a coordinator
+# lookup whose connection closed (the broker going down mid-request) becomes
+# ``KafkaError(repr(KafkaConnectionError(...)))``, and the sender task that raised it fails every
+# batch it holds with ``KafkaError("Unexpected error during batch delivery")`` caused by that one. The
+# cause is the broker's trouble; the worker used to crash there (a broker restart under a checkpoint).
+_MOST_WRAPPED = 5
 
 
 # aiokafka's coordinator lookup (a transactional producer's start, a group join) asserts this when the

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import (KafkaConnectionError, KafkaTimeoutError, MessageSizeTooLargeError,
+from aiokafka.errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError, MessageSizeTooLargeError,
                              NotCoordinatorError, ProducerFenced, RequestTimedOutError)
 
 from streams.worker.outage import is_broker_trouble
@@ -31,6 +32,50 @@ def test_aiokafkas_no_broker_in_metadata_assertion_is_broker_trouble():
     assert type(exc) is AssertionError and is_broker_trouble(exc)
 
 
+def _wrapped(cause: BaseException) -> KafkaError:
+    """``cause`` wrapped as aiokafka's transactional sender wraps what it met (a plain KafkaError from it)."""
+    try:
+        try:
+            raise cause
+        except BaseException as exc:
+            raise KafkaError("Unexpected error during batch delivery") from exc
+    except KafkaError as wrapped:
+        return wrapped
+
+
+async def _transactional_sender_losing_its_coordinator() -> BaseException:
+    """What every batch of a transactional producer fails with when the connection of its transaction
+    coordinator lookup closes (the broker going down mid-request): aiokafka's own sender, in a transaction
+    with a partition to add, its lookup answered by a closed connection. A broker restart under a
+    checkpoint crashed the worker there."""
+    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9", transactional_id="lw-test-writer")
+
+    async def closed(*args: object, **kwargs: object) -> None:
+        raise KafkaConnectionError("Connection at 127.0.0.1:9 closed")
+
+    producer.client.coordinator_lookup = closed
+    transaction = producer._txn_manager
+    transaction.set_pid_and_epoch(1000, 0)  # as after InitProducerId
+    transaction.begin_transaction()
+    transaction.maybe_add_partition_to_txn(TopicPartition("lw-test", 0))  # a first record: AddPartitionsToTxn
+    sender = producer._sender
+    try:
+        await sender.start()
+        await asyncio.wait_for(asyncio.wait([sender.sender_task]), 10)
+        failed = sender.sender_task.exception()  # aiokafka fails every batch it holds with this one
+        assert transaction.wait_for_transaction_end().exception() is failed  # and the transaction's commit
+        return failed
+    finally:
+        await producer.stop()
+
+
+def test_a_transactional_senders_lost_coordinator_connection_is_broker_trouble():
+    exc = asyncio.run(_transactional_sender_losing_its_coordinator())
+    assert type(exc) is KafkaError and "Unexpected error during batch delivery" in str(exc)
+    assert isinstance(exc.__cause__.__cause__, KafkaConnectionError)  # what it wraps, wrapped once more
+    assert is_broker_trouble(exc)
+
+
 @pytest.mark.parametrize(("exc", "trouble"), [
     (KafkaConnectionError("Connection at 127.0.0.1:9092 closed"), True),
     (KafkaTimeoutError(), True),
@@ -40,6 +85,9 @@ def test_aiokafkas_no_broker_in_metadata_assertion_is_broker_trouble():
     (ProducerFenced(), False),  # another worker owns the partition: a lost partition, not an outage
     (MessageSizeTooLargeError(), False),
     (AssertionError("something else"), False),
+    (_wrapped(ProducerFenced()), False),  # a fence however wrapped
+    (_wrapped(ValueError("a bug")), False),
+    (_wrapped(KafkaConnectionError("Connection at 127.0.0.1:9092 closed")), True),
     (ValueError("a bug"), False),
 ])
 def test_what_counts_as_broker_trouble(exc, trouble):
