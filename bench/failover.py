@@ -488,7 +488,7 @@ def main() -> None:
             traffic.stop()
             for worker in workers:
                 worker.stop()
-            asyncio.run(_cleanup(args.bootstrap, tag))
+            asyncio.run(_cleanup(args.bootstrap, (f"bench.{tag}.", f"bench-{tag}-")))
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in workdir.glob("*.log"):

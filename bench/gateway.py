@@ -299,7 +299,7 @@ def main() -> None:
         for gateway in gateways.values():
             gateway.stop()
         worker.stop()
-        deleted = asyncio.run(_cleanup(options.bootstrap, tag))
+        deleted = asyncio.run(_cleanup(options.bootstrap, (f"bench.{tag}.", f"bench-{tag}-")))
         print(f"deleted {deleted} bench topic(s)", flush=True)
         shutil.rmtree(workdir, ignore_errors=True)
     _report(rounds, startup, "allow" if answered == "{}" else "answered")
