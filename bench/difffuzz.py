@@ -27,8 +27,15 @@ result without any session for a deferred call, and two deferred calls pending u
 
 ``--profile openclaw-2026.9.6`` with a 2026.9.x install compares what that release's module decides alone: tool
 calls carrying their outcomes (repeats, ping-pongs, argument churn with no-progress outcomes), detection and
-warning dedupe and result hashes, up to each scenario's first critical detection (from there 2026.9.6 records the
-veto and runs its recovery, which live in its runner, not in the module).
+warning dedupe and result hashes, up to each scenario's first critical detection. With ``--runner`` as well, the
+scenarios run through 2026.9.6's embedded-runner code itself (its agent loop with the critical-tool-loop recovery
+flag, recovery and terminal blocks and the run's end, its batch admission with the veto records, its tool wrapper
+with the outcome records and warning notes; bench/openclaw_oracle.mjs ``--runner``), and every tool call is
+compared, past each block (:func:`generate_2026_9_runner`, :data:`RUNNER_FIELDS`); ``--check FILE --runner``
+compares a file's 2026.9.6 scenarios the runner decides (:func:`runner_decides`) with what it gives. Left out of
+the runner scenarios: multi-call batches (an event is one call), calls without an id (2026.9.6's agent loop fails
+on them before the tool runs), deferred results, non-object args and results (not what a registered tool takes
+and returns), channel plugins, the guard's fields (the runner's guard wiring is not loaded).
 """
 
 from __future__ import annotations
@@ -59,11 +66,12 @@ class Oracle:
     Raises ``RuntimeError`` when node ends or the oracle reports an error for a scenario.
     """
 
-    def __init__(self, openclaw: str | Path, node: str | None = None, detector_only: bool = False) -> None:
+    def __init__(self, openclaw: str | Path, node: str | None = None, detector_only: bool = False,
+                 runner: bool = False) -> None:
         node = node or os.environ.get("LOOPWATCH_OPENCLAW_NODE") or shutil.which("node")
         if not node:
             raise RuntimeError("no node executable (set LOOPWATCH_OPENCLAW_NODE)")
-        extra = ["--detector-only"] if detector_only else []
+        extra = ["--runner"] if runner else ["--detector-only"] if detector_only else []
         self.process = subprocess.Popen([node, str(ORACLE), str(openclaw), *extra], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, encoding="utf-8")
 
@@ -433,6 +441,8 @@ def coverage(expected: list[dict[str, Any]]) -> Counter[str]:
             seen[f"{detection['detector']}/{decision}"] += 1
             if detection.get("liveness_signal"):
                 seen[f"liveness {detection['liveness_signal']}"] += 1
+        if verdict.get("tool_loop_recovery"):
+            seen[f"{verdict['tool_loop_recovery']} block"] += 1
         if (verdict.get("guard") or {}).get("abort"):
             seen["guard abort"] += 1
         if "ignored" in verdict:
@@ -516,6 +526,150 @@ def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | Non
     return None
 
 
+# Tool names the runner scenarios call: each is registered as a tool of that exact name (a call of a name no tool
+# has is answered "Tool ... not found" before any detection, spec §3.1 step 0, which an event stream never shows).
+RUNNER_TOOLS = ["read", "read", "exec", "bash", "Bash", "READ", "write", "edit", "process", "process",
+                "command_status", "message", "sessions_send", "conversations_send", "apply-patch", "apply_patch",
+                "web_fetch", "mystery_tool", "update_plan", "cron", "automations", "APPLY-PATCH"]
+
+
+def _runner_result(rng: random.Random, tool: str) -> Any:
+    """A result object a registered tool returns (``content`` a list), as :func:`_result` draws them."""
+    while True:
+        result = _result(rng, tool)
+        if isinstance(result, dict) and isinstance(result.get("content"), list):
+            return result
+
+
+def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
+    """A random scenario for the 2026.9.6 embedded runner past its first critical detection (``--runner``).
+
+    Long loops as :func:`generate_2026_9` makes them (repeats, ping-pongs, argument churn, terminal exec failures),
+    in one or two runs and the run-less session, that keep calling after their blocks: the model retries the
+    blocked call, switches args or tools, comes back; compaction retries now and then (a new attempt). Object
+    args, result objects or thrown errors, tool call ids, tool names that are registered tools."""
+    shapes = []
+    for _ in range(rng.randrange(1, 4)):
+        tool = rng.choice(RUNNER_TOOLS)
+        args = _args(rng, tool)
+        shapes.append((tool, args if isinstance(args, dict) else {"value": args},
+                       [_runner_result(rng, tool) for _ in range(rng.randrange(1, 3))]))
+    churn_tool = rng.choice(["read", "exec", "web_fetch", "process", "write", "edit"])
+    variants = [a if isinstance(a, dict) else {"value": a} for a in (_args(rng, churn_tool) for _ in range(rng.randrange(2, 4)))]
+    churn_result, churn_error = rng.choice([(None, _error(rng)), ({"content": [], "details": {"changed": False}}, None),
+                                            (_runner_result(rng, churn_tool), None)])
+    mode = rng.choice(["repeat", "alternate", "churn", "random", "exec-failure"])
+    runs = rng.sample(["r1", "r2", None, " "], rng.randrange(1, 3))
+    failure = rng.choice(FAILURE_OUTPUTS)
+    switch = rng.random() < 0.5
+    session = rng.choice([{"session_id": "s1"}] * 16 + [{"session_id": "s1", "session_key": None},
+                                                        {"session_id": "s1", "session_key": "k1"}])
+    config, agent = _runner_config(rng)
+    ids = rng.random() < 0.1  # some calls with an empty id  # after the first 25 calls the model sometimes tries something else
+    events: list[dict[str, Any]] = []
+    for serial in range(rng.randrange(20, 90)):
+        run = rng.choice(runs)
+        if rng.random() < 0.02:
+            events.append({"type": "compaction_retry", "run_id": run, "session_id": "s1"})
+        if switch and serial > 25 and rng.random() < 0.3:
+            tool, args, results = rng.choice(shapes)
+            args = {**args, "retry": rng.randrange(3)}
+            result, error = rng.choice(results), None
+        elif mode == "exec-failure" and rng.random() > 0.05:
+            output = failure.format(*(rng.choice(VOLATILE_PARTS) for _ in range(3)))
+            tool, args, error = "exec", {"command": rng.choice(["make test", "make test", "pytest -k a"])}, None
+            result = {"content": [{"type": "text", "text": output}],
+                      "details": {"status": rng.choice(["failed", "failed", "completed"]), "exitCode": rng.choice([2, 2, 0]),
+                                  "aggregated": output, "timedOut": False, "pid": rng.randrange(9999)}}
+        elif mode == "churn" and rng.random() > 0.05:
+            tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
+        else:
+            tool, args, results = _shape(rng, mode, shapes, serial, 0.05)
+            result, error = rng.choice(results), None
+            if rng.random() < 0.1:
+                result, error = None, _error(rng)
+        event = {"type": "tool_call", "run_id": run, **session, "tool_call_id": f"c{serial}", "tool_name": tool,
+                 "args": shuffled(args, rng), "result": result, "error": error}
+        if ids and rng.random() < 0.2:
+            # an empty id (a call without any id fails inside 2026.9.6's agent loop before its tool runs:
+            # "Cannot read properties of undefined (reading 'validate')", no detection, nothing recorded)
+            event["tool_call_id"] = ""
+        if agent is not None:
+            event["agent_id"] = agent
+        events.append(event)
+    return {"name": name, "description": "random scenario, 2026.9.6 embedded runner (bench/difffuzz.py)",
+            "profile": "openclaw-2026.9.6", "config": config, "events": events}
+
+
+def _runner_config(rng: random.Random) -> tuple[dict[str, Any], str | None]:
+    """A 2026.9.6 config (only ``enabled`` keys: that release refuses the others) and the agent id the calls name."""
+    roll = rng.random()
+    if roll < 0.8:
+        return {"tools": {"loopDetection": {"enabled": True}}}, None
+    if roll < 0.9:
+        return {"tools": {"loopDetection": rng.choice([{}, {"enabled": False}, {"enabled": "true"}, {"enabled": 1}])}}, None
+    agent = {"id": "ops", "tools": {"loopDetection": {"enabled": rng.choice([True, False, None])}}}
+    return ({"tools": {"loopDetection": {"enabled": rng.choice([True, False])}}, "agents": {"list": [agent]}},
+            rng.choice(["ops", " Ops ", "main"]))
+
+
+RUNNER_FIELDS = ("tool_name", "args_hash", "decision", "detection", "warning", "blocked", "block_reason", "block_text",
+                 "tool_loop_recovery", "veto_recorded", "recorded_call", "outcome", "run_terminated")
+
+
+def compare_2026_9_runner(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
+    """loopwatch's first difference from 2026.9.6's embedded runner (``--runner``): for each tool call (all of
+    them, past every block), the fields of :data:`RUNNER_FIELDS` (the outcome without the guard's fields)."""
+    from streams.detection import Engine, SessionStore
+    from streams.offline.conformance import scenario_config
+    scenario = json_loads(json.dumps(scenario))
+    store = SessionStore(Engine(scenario_config(scenario)))
+    for index, (event, want) in enumerate(zip(scenario["events"], expected)):
+        verdict = store.process(event)
+        if want is None:
+            continue
+        for field in RUNNER_FIELDS:
+            if verdict.get(field) != want.get(field):
+                return Mismatch(scenario["name"], index, field, want.get(field), verdict.get(field))
+    return None
+
+
+def runner_decides(scenario: dict[str, Any]) -> bool:
+    """Whether ``--runner`` can expect ``scenario`` (a conformance scenario of the 2026.9.6 profile): tool calls with
+    their outcome (a result object with a ``content`` list, or a thrown error), object args and a string call id, and
+    compaction retries; no deferred results, no per-event profiles, no config ``options`` (channel plugins)."""
+    if scenario.get("profile") != "openclaw-2026.9.6" or (scenario.get("config") or {}).get("options"):
+        return False
+    for event in scenario["events"]:
+        if event.get("type") == "compaction_retry" and "profile" not in event:
+            continue
+        if event.get("type") != "tool_call" or "profile" in event or event.get("outcome_follows"):
+            return False
+        result, error = event.get("result"), event.get("error")
+        if not isinstance(event.get("args"), dict) or not isinstance(event.get("tool_call_id"), str):
+            return False
+        if error is None and not (isinstance(result, dict) and isinstance(result.get("content"), list)):
+            return False
+    return True
+
+
+def runner_differences(oracle: Oracle, scenarios: Iterable[dict[str, Any]]) -> tuple[int, list[str]]:
+    """How many of ``scenarios`` ``--runner`` decides (:func:`runner_decides`), and for each of those whose file
+    expectations differ from what the runner gives, its name and first differing field."""
+    checked, differing = 0, []
+    for scenario in scenarios:
+        if not runner_decides(scenario):
+            continue
+        checked += 1
+        for index, (got, want) in enumerate(zip(oracle.expected(scenario), scenario["expected"])):
+            field = None if got is None else next((f for f in RUNNER_FIELDS if got.get(f) != want.get(f)), None)
+            if field is not None:
+                differing.append(f"{scenario['name']}: event {index}: {field}: runner {json.dumps(got.get(field))}, "
+                                 f"file {json.dumps(want.get(field))}")
+                break
+    return checked, differing
+
+
 def first_difference(oracle: Oracle, make: Any, seed: int, count: int) -> tuple[Mismatch, dict[str, Any]] | None:
     """The first of ``count`` scenarios ``make(rng, name)`` generates from ``seed`` where loopwatch differs from the
     oracle, with the scenario minimised; None when all agree. ``make`` is :func:`generate`, :func:`generate_wide`
@@ -530,6 +684,8 @@ def first_difference(oracle: Oracle, make: Any, seed: int, count: int) -> tuple[
 
 
 def _compare_any(scenario: dict[str, Any], expected: list[Any]) -> Mismatch | None:
+    if "embedded runner" in scenario.get("description", ""):
+        return compare_2026_9_runner(scenario, expected)
     if scenario.get("profile") == "openclaw-2026.9.6":
         return compare_2026_9(scenario, expected)
     return compare(scenario, expected)
@@ -601,6 +757,9 @@ def main() -> int:
     parser.add_argument("--profile", choices=["openclaw-2026.7", "openclaw-2026.9.6"], default="openclaw-2026.7",
                         help="openclaw-2026.9.6: DIR is a 2026.9.x install; only its detectors and warning dedupe "
                              "are compared, up to each scenario's first critical detection")
+    parser.add_argument("--runner", action="store_true",
+                        help="with --profile openclaw-2026.9.6: drive 2026.9.6's embedded runner (its agent loop, batch "
+                             "admission and tool wrapper) and compare every tool call, past the first block")
     parser.add_argument("--wide", type=float, default=0.01,
                         help="share of long scenarios past OpenClaw's bounds (256 warning keys, 1,024 blocked calls, "
                              "many runs; default 0.01)")
@@ -609,11 +768,18 @@ def main() -> int:
     if not options.openclaw or not (Path(options.openclaw) / "dist").is_dir():
         parser.error("--openclaw: an OpenClaw package directory with dist/ (or LOOPWATCH_OPENCLAW_DIR)")
     nine = options.profile == "openclaw-2026.9.6"
-    with Oracle(options.openclaw, options.node, detector_only=nine) as oracle:
+    if options.runner and not nine:
+        parser.error("--runner needs --profile openclaw-2026.9.6")
+    with Oracle(options.openclaw, options.node, detector_only=nine, runner=options.runner) as oracle:
         if options.expect:
             for scenario in load_scenarios(options.expect):
                 print(json.dumps({**scenario, "expected": oracle.expected(scenario)}, ensure_ascii=False))
             return 0
+        if options.check and options.runner:
+            checked, differing = runner_differences(oracle, load_scenarios(options.check))
+            print("\n".join(differing))
+            print(f"{checked - len(differing)} of {checked} scenarios the runner decides: the file = OpenClaw's runner")
+            return 1 if differing else 0
         if options.check:
             failed = 0
             scenarios = list(load_scenarios(options.check))
@@ -630,12 +796,13 @@ def main() -> int:
         events = 0
         seen: Counter[str] = Counter()
         for number in range(options.count):
-            make = generate_2026_9 if nine else generate_wide if rng.random() < options.wide else generate
+            make = (generate_2026_9_runner if options.runner else generate_2026_9 if nine
+                    else generate_wide if rng.random() < options.wide else generate)
             scenario = make(rng, f"fuzz-{options.seed}-{number}")
             events += len(scenario["events"])
             expected = oracle.expected(scenario)
             seen.update(coverage([entry for entry in expected if entry is not None]))
-            mismatch = (compare_2026_9 if nine else compare)(scenario, expected)
+            mismatch = _compare_any(scenario, expected)
             if mismatch is not None:
                 found.append((mismatch, scenario))
         print(f"{options.count} scenarios, {events} events (seed {options.seed}): {len(found)} differ")
@@ -643,7 +810,7 @@ def main() -> int:
         for mismatch, scenario in found[:options.show]:
             small = minimise(oracle, scenario)
             print(f"\n{mismatch}\nminimised ({len(small['events'])} events): {_differs(oracle, small)}")
-            print(json.dumps({k: small[k] for k in ("name", "config", "events")}, ensure_ascii=False))
+            print(json.dumps({k: small[k] for k in ("name", "config", "events")}))
     return 1 if found else 0
 
 

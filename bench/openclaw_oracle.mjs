@@ -33,9 +33,13 @@
 // first, as the spec's lookup has it (§8.1; OpenClaw itself never sees a result of a blocked call). The differential
 // check keeps its scenarios inside what this emulation decides for certain (bench/difffuzz.py).
 //
-// Only the 2026.7 line (e.g. openclaw@2026.7.35) is driven whole. For a 2026.9.x install give --detector-only:
-// tool calls that carry their outcome, detected, deduped and recorded as 2026.9's admission does, up to the first
-// critical detection (detectorOnlyRun; bench/difffuzz.py --profile openclaw-2026.9.6).
+// Without flags the 2026.7 line (e.g. openclaw@2026.7.35) is driven whole. For a 2026.9.x install give
+// --detector-only (tool calls that carry their outcome, detected, deduped and recorded as 2026.9's admission does,
+// up to the first critical detection: detectorOnlyRun; bench/difffuzz.py --profile openclaw-2026.9.6) or --runner
+// (every tool call, past the recovery and terminal blocks, through 2026.9's own agent loop: runnerRun;
+// bench/difffuzz.py --profile openclaw-2026.9.6 --runner).
+//
+//   node bench/openclaw_oracle.mjs <2026.9.x package dir> --runner  < scenarios.jsonl  > expected.jsonl
 import { readFileSync, readdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
@@ -50,7 +54,7 @@ const args = process.argv.slice(2);
 const detectorOnly = args.includes("--detector-only");
 const pkg = args.find((arg) => !arg.startsWith("--"));
 if (!pkg) {
-  console.error("usage: node bench/openclaw_oracle.mjs <openclaw package dir> [--detector-only] < scenarios.jsonl");
+  console.error("usage: node bench/openclaw_oracle.mjs <openclaw package dir> [--detector-only | --runner] < scenarios.jsonl");
   process.exit(2);
 }
 const dist = join(pkg, "dist");
@@ -393,12 +397,229 @@ function detectorOnlyRun(scenario) {
   });
 }
 
+// --runner (a 2026.9.x install): the embedded runner's tool cycle past the first critical detection, run by
+// OpenClaw's own agent loop. Each run's attempt is OpenClaw's runAgentLoop (packages/agent-core/src/agent-loop.ts:
+// the recovery flag, completeToolLoopInterventionBatch's recovery and terminal blocks, the run's termination
+// after a terminal block, the warning note) with the embedded runner's batch admission createToolLoopBatchAdmission
+// (src/agents/embedded-agent-runner/run/tool-loop-recovery.ts, taken out of its dist file by name: admitToolCallBatch,
+// veto records, commit at launch) and every tool wrapped by wrapToolWithBeforeToolCallHook (recordLoopOutcome).
+// Nothing of that is emulated here; what this file supplies is the model and the tools: the model answers each
+// turn with the scenario's next tool call of that run as a one-call assistant message (spec §3.1: the vectors'
+// one-call batches), the tool returns the event's result or throws its error. What it reads back is observed:
+// the tool result message (block text, note), the session history (veto record, committed call, outcome), the
+// admission's answer (warnings), the run's terminal assistant message. Glue, as the vectors model it (spec §3.3):
+// a run whose attempt ended in a terminal block continues its transcript (runAgentLoop again with the same
+// recovery state, as Agent.continue does) when the scenario has more calls of it; a compaction_retry starts a new
+// attempt (a new prompt: a fresh recovery state), also of a terminated run (which stays terminated: run_terminated
+// is true from a terminal block on, in that run). Per tool_call event: {tool_name, args_hash, decision, detection, warning, blocked,
+// [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call, outcome, run_terminated}; null for
+// compaction_retry events. Scenarios: tool_call events with their outcome (a result object or a thrown error),
+// tool call ids, object args, tool names that are plain identifiers.
+const TERMINATED = "OpenClaw stopped this run because tool-loop recovery encountered another critical loop. " +
+  "No blocked tool action was executed.";
+const runnerParts = args.includes("--runner") ? await loadRunner() : undefined;
+
+async function loadRunner() {
+  const { runAgentLoop } = await load("agent-core-", ["runAgentLoop"]);
+  const { wrapToolWithBeforeToolCallHook, admitToolCallBatch, clearBatchAdmittedToolCallsForRun } = await load(
+    BEFORE, ["wrapToolWithBeforeToolCallHook", "admitToolCallBatch", "clearBatchAdmittedToolCallsForRun"]);
+  const { attachInternalToolBatchLifecycle } = await load("internal-hooks-", ["attachInternalToolBatchLifecycle"]);
+  const { normalizeCodeModeExecBeforeHookParams } = await load("code-mode-control-tools-",
+    ["normalizeCodeModeExecBeforeHookParams"]);
+  const { hashToolCall } = await load("tool-loop-detection-", ["hashToolCall"]);
+  const source = functionSource("builtin-openclaw-", "createToolLoopBatchAdmission");
+  const logName = source.match(/\b(log\$?\d*)\.error\(/)?.[1] ?? "log";
+  const createToolLoopBatchAdmission = new Function("normalizeCodeModeExecBeforeHookParams", "admitToolCallBatch",
+    "attachInternalToolBatchLifecycle", "hashToolCall", logName, `${source}\nreturn createToolLoopBatchAdmission;`)(
+    normalizeCodeModeExecBeforeHookParams, admitToolCallBatch, attachInternalToolBatchLifecycle, hashToolCall,
+    { error() {}, warn() {}, info() {}, debug() {} });
+  return { runAgentLoop, wrapToolWithBeforeToolCallHook, createToolLoopBatchAdmission, clearBatchAdmittedToolCallsForRun };
+}
+
+const USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+
+function assistant(content, stopReason) {
+  const message = { role: "assistant", content, stopReason, api: "oracle", provider: "oracle", model: "oracle",
+    usage: USAGE, timestamp: Date.now() };
+  return { async *[Symbol.asyncIterator]() { yield { type: "done", reason: stopReason, message }; },
+    result: async () => message };
+}
+
+// One attempt of one run: OpenClaw's agent loop, fed one tool call per model turn by the driver.
+class Attempt {
+  constructor(scenario, ctx, recovery) {
+    this.scenario = scenario;
+    this.turn = undefined;
+    this.terminated = false;
+    this.ended = false;
+    this.results = [];
+    const tools = [...scenario.toolNames].map((name) => runnerParts.wrapToolWithBeforeToolCallHook({
+      name, label: name, description: name, parameters: { type: "object" },
+      execute: async () => {
+        const event = scenario.current;
+        if (event.error !== undefined && event.error !== null) throw thrown(event.error);
+        return JSON.parse(JSON.stringify(event.result));
+      },
+    }, ctx));
+    const admission = runnerParts.createToolLoopBatchAdmission(ctx);
+    const beforeToolBatch = admission && (async (input, signal) => {
+      const answer = await admission(input, signal);
+      scenario.admission = answer;
+      return answer;
+    });
+    const model = { id: "oracle", provider: "oracle", api: "oracle" };
+    this.idle = this.nextIdle();
+    const streamFn = () => new Promise((resolve) => {
+      this.take = resolve;
+      this.markIdle();
+    });
+    const emit = async (event) => {
+      if (event.type === "turn_end" && event.toolResults?.length) this.results.push(...event.toolResults);
+      if (event.type === "message_end" && event.message?.role === "assistant"
+        && event.message.content?.[0]?.text === TERMINATED) this.terminated = true;
+      if (event.type === "agent_end" && ctx.runId) runnerParts.clearBatchAdmittedToolCallsForRun(ctx.runId);
+    };
+    this.loop = runnerParts.runAgentLoop([{ role: "user", content: "go", timestamp: Date.now() }],
+      { systemPrompt: "", messages: [], tools }, { model, convertToLlm: (messages) => messages, beforeToolBatch,
+        toolLoopRecoveryState: recovery }, emit, undefined, streamFn)
+      .catch((error) => { this.failure = error; })
+      .finally(() => { this.ended = true; this.markIdle(); });
+  }
+
+  nextIdle() {
+    return new Promise((resolve) => { this.markIdle = resolve; });
+  }
+
+  // the tool call of `event` as the model's next turn; resolves when the loop waits for the next turn or has ended
+  async call(event) {
+    this.results = [];
+    this.idle = this.nextIdle();
+    const take = this.take;
+    this.take = undefined;
+    take(assistant([{ type: "toolCall", id: event.tool_call_id ?? undefined, name: event.tool_name,
+      arguments: event.args }],
+      "toolUse"));
+    await this.idle;
+    if (this.failure) throw this.failure;
+    return this.results;
+  }
+
+  async end() {
+    if (!this.ended && this.take) {
+      this.idle = this.nextIdle();
+      this.take(assistant([{ type: "text", text: "done" }], "stop"));
+    }
+    await this.loop;
+  }
+}
+
+function historyOf(event) {
+  const { sessionKey, sessionId } = sessionRef(event);
+  if (!sessionKey && !sessionId) return [];
+  return getDiagnosticSessionState({ sessionKey, sessionId }).toolCallHistory ?? [];
+}
+
+async function runnerRun(scenario) {
+  resetDiagnosticSessionStateForTest();
+  const config = scenario.config ?? {};
+  const state = { toolNames: new Set(scenario.events.filter((e) => e.type === "tool_call").map((e) => e.tool_name)),
+    current: undefined, admission: undefined };
+  const attempts = new Map();
+  const recoveries = new Map();
+  const terminated = new Set();
+  const expected = [];
+  try {
+    for (const event of scenario.events) {
+      const identity = guardIdentity(event);
+      if (event.type === "compaction_retry") {
+        for (const attempt of attempts.get(identity)?.values() ?? []) await attempt.end();
+        attempts.delete(identity);
+        recoveries.set(identity, { criticalToolLoopSeen: false });
+        expected.push(null);
+        continue;
+      }
+      if (event.type !== "tool_call") throw new Error(`--runner takes tool_call and compaction_retry events, not ${event.type}`);
+      const { sessionKey, sessionId } = sessionRef(event);
+      const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
+      // one attempt per hook context (run id, session, agent: a blank run id is its own run to OpenClaw's hooks),
+      // the recovery state shared by the guard identity (spec §3.3)
+      if (!attempts.has(identity)) attempts.set(identity, new Map());
+      const contextKey = JSON.stringify([event.run_id ?? null, sessionKey ?? null, sessionId ?? null, event.agent_id ?? null]);
+      let attempt = attempts.get(identity).get(contextKey);
+      if (attempt?.ended) attempt = undefined;
+      if (!attempt) {
+        if (!recoveries.has(identity)) recoveries.set(identity, { criticalToolLoopSeen: false });
+        attempt = new Attempt(state, { sessionKey, sessionId, runId: event.run_id ?? undefined,
+          agentId: event.agent_id ?? undefined, loopDetection }, recoveries.get(identity));
+        attempts.get(identity).set(contextKey, attempt);
+        await attempt.idle;
+      }
+      const toolName = normalizeToolName(event.tool_name || "tool");
+      const out = { tool_name: toolName, args_hash: argsHash(toolName, event.args), decision: "allow",
+        detection: { stuck: false }, warning: null, blocked: false };
+      // what the admission's detection sees (it detects on a copy of the history, as here)
+      if (sessionKey && loopDetection?.enabled === true) {
+        const live = getDiagnosticSessionState({ sessionKey, sessionId });
+        const loop = detectToolCallLoop({ ...live, toolCallHistory: [...live.toolCallHistory ?? []] }, toolName,
+          event.args, loopDetection, event.run_id ? { runId: event.run_id } : undefined);
+        out.detection = detectionView(loop);
+        if (loop.stuck && loop.level !== "critical") {
+          const base = loop.warningKey ?? `${loop.detector}:${toolName}`;
+          out.warning = { key: event.run_id ? `${event.run_id}:${base}` : base, bucket: Math.floor(loop.count / 10) };
+        }
+      }
+      const before = new Set(historyOf(event));
+      state.current = event;
+      state.admission = undefined;
+      const results = await attempt.call(event);
+      const callId = event.tool_call_id ?? undefined;
+      const message = results.find((result) => result.toolCallId === callId);
+      if (!message) throw new Error(`no tool result for ${event.tool_call_id}`);
+      const texts = (message.content ?? []).filter((block) => block?.type === "text").map((block) => block.text);
+      const details = message.details ?? {};
+      const added = historyOf(event).filter((record) => !before.has(record) && record.toolCallId === callId);
+      if (details.status === "blocked" && details.deniedReason === "tool-loop" && details.intervention) {
+        out.decision = "block";
+        out.blocked = true;
+        out.block_reason = details.intervention.reason;
+        out.block_text = texts.join("\n");
+        if (attempt.terminated) terminated.add(identity);
+        out.tool_loop_recovery = attempt.terminated ? "terminal" : "recovery";
+        out.veto_recorded = added.some((record) => record.outcomeKind === "tool-loop-veto");
+      }
+      if (out.warning) {
+        const warned = (state.admission?.warnings ?? []).some((entry) => entry.toolCallId === (callId ?? ""));
+        out.warning.emitted = warned;
+        const note = texts.at(-1);
+        if (warned && typeof note === "string" && note.startsWith("[System note: Tool-loop warning")) out.warning.note = note;
+        if (warned && !out.blocked) out.decision = "warn";
+      }
+      // a blocked call added its veto record; any other call its own record (committed at launch, then given its
+      // outcome; or, with detection off, appended with its outcome)
+      const record = out.blocked ? undefined : added.at(-1);
+      out.recorded_call = !out.blocked && Boolean(sessionKey) && loopDetection?.enabled === true && record !== undefined;
+      out.outcome = { recorded: Boolean(record?.resultHash || record?.outcomeKind),
+        result_hash: record?.resultHash ?? null, unknown_tool_name: record?.unknownToolName ?? null };
+      if (record?.noProgress) out.outcome.no_progress = true;
+      if (record?.outcomeKind) out.outcome.outcome_kind = record.outcomeKind;
+      if (record?.failureIdentityHash) out.outcome.failure_identity_hash = record.failureIdentityHash;
+      out.run_terminated = terminated.has(identity);
+      expected.push(out);
+    }
+  } finally {
+    for (const contexts of attempts.values()) for (const attempt of contexts.values()) await attempt.end();
+  }
+  return expected;
+}
+
 for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
   if (!line.trim()) continue;
   const scenario = JSON.parse(line);
   try {
     let expected;
-    if (detectorOnly) expected = detectorOnlyRun(scenario);
+    if (runnerParts) expected = await runnerRun(scenario);
+    else if (detectorOnly) expected = detectorOnlyRun(scenario);
     else {
       const run = new Scenario(scenario.config);
       expected = scenario.events.map((event, index) => ({ event: index, ...run.apply(event) }));

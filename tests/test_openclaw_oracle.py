@@ -3,7 +3,8 @@
 Marker ``oracle``: not run by ``make test``; ``make test-oracle`` runs it. Needs an OpenClaw 2026.7.x install
 (``LOOPWATCH_OPENCLAW_DIR``: its ``node_modules/openclaw``) and node 22+ (``LOOPWATCH_OPENCLAW_NODE``, else
 ``node`` on ``PATH``); skipped, saying why, without them. ``LOOPWATCH_OPENCLAW_9_DIR`` (an OpenClaw 2026.9.x
-install) adds the 2026.9.6 profile's detector check (tests without it skip). ``LOOPWATCH_ORACLE_COUNT`` (default 400) random
+install) adds the 2026.9.6 profile's checks, its detectors and its embedded runner past the first block (tests
+without it skip). ``LOOPWATCH_ORACLE_COUNT`` (default 400) random
 scenarios per seed.
 """
 
@@ -16,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.difffuzz import Oracle, first_difference, generate, generate_2026_9, generate_wide
+from bench.difffuzz import (Oracle, first_difference, generate, generate_2026_9, generate_2026_9_runner, generate_wide,
+                           runner_differences)
 from streams.offline.conformance import load_scenarios
-from tests.shared_vectors import OWN_2026_7, shared_path, skip_without
+from tests.shared_vectors import FILES_2026_9, OWN_2026_7, OWN_2026_9, shared_path, shared_scenarios, skip_without
 
 OPENCLAW = os.environ.get("LOOPWATCH_OPENCLAW_DIR", "")
 OPENCLAW_9 = os.environ.get("LOOPWATCH_OPENCLAW_9_DIR", "")
@@ -81,8 +83,34 @@ def test_loopwatch_gives_openclaws_verdicts_past_its_bounds(oracle):
     _agree(oracle, generate_wide, 7, 6)
 
 
-@pytest.mark.skipif(not OPENCLAW_9 or not (Path(OPENCLAW_9) / "dist").is_dir(),
-                    reason="no OpenClaw 2026.9.x install: set LOOPWATCH_OPENCLAW_9_DIR")
+NINE = pytest.mark.skipif(not OPENCLAW_9 or not (Path(OPENCLAW_9) / "dist").is_dir(),
+                          reason="no OpenClaw 2026.9.x install: set LOOPWATCH_OPENCLAW_9_DIR")
+
+
+@NINE
 def test_the_2026_9_6_profile_detects_as_that_releases_module():
     with Oracle(OPENCLAW_9, NODE, detector_only=True) as nine:
         _agree(nine, generate_2026_9, 21, COUNT)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Oracle(OPENCLAW_9, NODE, runner=True) as running:
+        yield running
+
+
+@NINE
+def test_the_runner_gives_the_2026_9_6_scenarios_expectations(runner):
+    # the runner harness's glue (one-call turns, attempts per run, continuation after a terminal block) against the
+    # scenarios produced from 2026.9.6 by other harnesses; the own file's scenarios it decides, too
+    scenarios = [s for name in FILES_2026_9 for s in shared_scenarios(name)] + list(load_scenarios(OWN_2026_9))
+    checked, differing = runner_differences(runner, scenarios)
+    assert differing == []
+    assert checked >= (150 if len(scenarios) > 100 else 5)
+
+
+@NINE
+@pytest.mark.parametrize("seed", [22, 23])
+def test_the_2026_9_6_profile_blocks_and_recovers_as_that_releases_runner(runner, seed):
+    # every tool call compared, past the recovery block, the terminal block and the calls after it
+    _agree(runner, generate_2026_9_runner, seed, COUNT)
