@@ -1,7 +1,8 @@
 """streams.worker.offsets.CommittedOffsets against the real broker: a group's committed offsets, read without
 joining the group, exactly as committed; a partition the group never committed gives None; an offset commit a
 transaction holds pending is waited for (OffsetFetch v7, require_stable), never read past; a broker that does not
-answer raises (the worker's assignment then tries again)."""
+answer raises (the worker's assignment then tries again). Without a broker: the retries, against a coordinator
+that answers what a test tells it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata
 
+from streams.worker.offset_fetch import OffsetFetchResponse_v7
 from streams.worker.offsets import CommittedOffsets, UnstableOffsets
 from tests.worker_harness import create_topics
 
-pytestmark = [pytest.mark.kafka]
 
-
+@pytest.mark.kafka
 @pytest.mark.timeout(60)
 def test_committed_offsets_are_read_as_committed_and_none_where_the_group_has_none(kafka_bootstrap):
     topic, group = f"test.lw.offsets.{uuid.uuid4().hex[:6]}", f"lw-test-offsets-{uuid.uuid4().hex[:6]}"
@@ -55,6 +56,7 @@ async def _pending_commit(bootstrap: str, group: str, tp: TopicPartition, offset
     return producer
 
 
+@pytest.mark.kafka
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("end", ["commit", "abort"])
 def test_an_offset_commit_pending_in_a_transaction_is_waited_for(kafka_bootstrap, end):
@@ -96,6 +98,7 @@ def test_an_offset_commit_pending_in_a_transaction_is_waited_for(kafka_bootstrap
     assert found == {tp: 9 if end == "commit" else 5}
 
 
+@pytest.mark.kafka
 @pytest.mark.timeout(60)
 def test_a_commit_pending_past_the_stable_wait_raises(kafka_bootstrap):
     topic, group = f"test.lw.offsets.{uuid.uuid4().hex[:6]}", f"lw-test-offsets-{uuid.uuid4().hex[:6]}"
@@ -133,3 +136,64 @@ def test_a_broker_that_does_not_answer_raises():
         return None
 
     assert asyncio.run(run()) is not None
+
+
+class _Coordinator:
+    """Answers each OffsetFetch with the next of ``answers`` (group error code, {partition: (offset, error code)})."""
+
+    def __init__(self, topic: str, answers: list[tuple[int, dict[int, tuple[int, int]]]]) -> None:
+        self.topic, self.answers, self.asked, self.found = topic, answers, 0, 0
+        self._client = self
+
+    async def find_coordinator(self, group: str) -> int:
+        self.found += 1
+        return 1
+
+    async def send(self, node: int, request) -> OffsetFetchResponse_v7:
+        assert request.prepare({9: (0, 9)}).require_stable is True
+        group_error, partitions = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        rows = [(p, offset, -1, "", error, {}) for p, (offset, error) in sorted(partitions.items())]
+        return OffsetFetchResponse_v7(0, [(self.topic, rows, {})], group_error, {})
+
+    async def close(self) -> None:
+        pass
+
+
+def _read_from(coordinator: _Coordinator, tps: list[TopicPartition], stable_wait_s: float = 5.0) -> dict:
+    offsets = CommittedOffsets("unused:1", "g", "c", stable_wait_s=stable_wait_s)
+
+    async def started() -> _Coordinator:
+        return coordinator
+
+    offsets._started = started  # type: ignore[method-assign]
+    return asyncio.run(offsets.read(tps))
+
+
+def test_unstable_partitions_are_asked_again_until_stable():
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    coordinator = _Coordinator("t", [(0, {0: (-1, 88), 1: (4, 0)}), (0, {0: (-1, 88), 1: (4, 0)}),
+                                     (0, {0: (12, 0), 1: (4, 0)})])
+    assert _read_from(coordinator, tps) == {tps[0]: 12, tps[1]: 4}
+    assert coordinator.asked == 3 and coordinator.found == 1
+
+
+def test_a_coordinator_that_moved_is_looked_up_again():
+    tps = [TopicPartition("t", 0)]
+    coordinator = _Coordinator("t", [(16, {}), (14, {}), (0, {0: (-1, 0)})])  # NOT_COORDINATOR, LOAD_IN_PROGRESS
+    assert _read_from(coordinator, tps) == {tps[0]: None}
+    assert coordinator.asked == 3 and coordinator.found == 3
+
+
+def test_other_errors_raise_at_once():
+    from aiokafka.errors import GroupAuthorizationFailedError, UnknownTopicOrPartitionError
+
+    with pytest.raises(GroupAuthorizationFailedError):
+        _read_from(_Coordinator("t", [(30, {})]), [TopicPartition("t", 0)])
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"t\[0\]"):
+        _read_from(_Coordinator("t", [(0, {0: (-1, 3)})]), [TopicPartition("t", 0)])
+
+
+def test_still_unstable_past_the_stable_wait_raises():
+    with pytest.raises(UnstableOffsets, match=r"t\[0\].*still pending after 0.2 s"):
+        _read_from(_Coordinator("t", [(0, {0: (-1, 88)})]), [TopicPartition("t", 0)], stable_wait_s=0.2)
