@@ -7,6 +7,7 @@
 * :class:`WorkerProcess` -- ``loopwatch worker`` as a subprocess (for restarts
   and kill -9), with :meth:`WorkerProcess.wait_ready` reading its log;
 * :func:`create_topics`, :func:`produce`, :func:`consume_all` -- aiokafka helpers;
+* :func:`committed_to_end` -- wait until a worker's checkpoints cover every event produced so far;
 * :class:`PacedProducer` -- events produced from a thread at a paced rate, so a
   stop, kill or rebalance lands mid-stream.
 
@@ -126,6 +127,36 @@ async def checkpointed(loopwatch: Loopwatch) -> None:
     await asyncio.sleep(checkpoint_wait_s(loopwatch.settings))
     await loopwatch._wait_checkpoint()
     assert loopwatch._failed is None and not loopwatch._tainted
+
+
+async def committed_to_end(bootstrap: str, group: str, topic: str, partitions: int, timeout: float) -> None:
+    """Wait until ``group`` (a worker's app id) has committed the end offset, as of the call, of every partition
+    of ``topic``: a checkpoint of the worker (a subprocess too) covers every record produced to it before.
+
+    Raises:
+        AssertionError: not within ``timeout`` s (the offsets still short of the ends are named).
+    """
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        await admin.start()
+        ends = await consumer.end_offsets(tps)
+        deadline = time.monotonic() + timeout
+        while True:
+            committed = await admin.list_consumer_group_offsets(group, partitions=tps)
+            short = {tp.partition: (committed[tp].offset if tp in committed else None, end)
+                     for tp, end in ends.items() if end > 0 and (tp not in committed or committed[tp].offset < end)}
+            if not short:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{group} has not committed {topic} to its end within {timeout} s: "
+                                     f"(committed, end) by partition {short}")
+            await asyncio.sleep(0.2)
+    finally:
+        await admin.close()
+        await consumer.stop()
 
 
 class WorkerProcess:

@@ -6,9 +6,10 @@ One flow, phase by phase (a broker start costs 5-15 s, so the phases share them)
 1. Kafka down at start: ``async with LoopwatchClient(...)`` does not raise (it raised KafkaConnectionError);
    each check gets the ``on_timeout`` verdict at once; aiokafka's lines are rate-limited (~65 a second before).
 2. The broker and a worker come up: the client connects by itself and answers normally.
-3. The broker stops and restarts mid-stream: checks during the gap get the policy's verdict within their
-   timeout, the client answers normally after it, and every event sent while the broker was up has exactly
-   one verdict in the verdicts topic (nothing lost, nothing doubled).
+3. The broker stops and restarts mid-stream (once the worker has checkpointed what it answered): checks during
+   the gap get the policy's verdict within their timeout, the client answers normally after it, and every
+   event sent while the broker was up has exactly one verdict in the verdicts topic (nothing lost, nothing
+   doubled).
 4. Leaving ``async with`` while the broker is down returns within ``stop_timeout`` without CancelledError
    (it hung for tens of seconds, then raised CancelledError).
 """
@@ -25,7 +26,7 @@ import pytest
 from streams.runners.client import LoopwatchClient, Verdict
 from streams.wire.codecs import decode_event
 from tests.private_broker import PrivateBroker
-from tests.worker_harness import WorkerProcess, whole_topic, worker_settings
+from tests.worker_harness import WorkerProcess, committed_to_end, whole_topic, worker_settings
 
 pytestmark = pytest.mark.kafka
 
@@ -114,8 +115,11 @@ def test_a_client_starts_answers_reconnects_and_stops_whatever_the_broker_does(b
             for _ in range(20):
                 assert (await checks.one(ANSWER_S)).record is not None
 
-            # 3. a broker restart mid-stream
+            # 3. a broker restart mid-stream, once a checkpoint covers those events: else the worker goes
+            # back to the one before and publishes their verdicts again (byte-identical, streams.worker.checkpoint)
             sent_while_up = [event_id for event_id, verdict, _ in checks.answered[up_before:]]
+            await committed_to_end(broker.bootstrap, settings.app_id, settings.input_topics[0], settings.partitions,
+                                   timeout=ANSWER_S)
             await asyncio.to_thread(broker.stop)
             gap_from = len(checks.answered)
             for _ in range(3):
