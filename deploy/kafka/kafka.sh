@@ -15,7 +15,10 @@
 # each other; only the jars ($KAFKA_WORK/libs) are shared.
 # env: KAFKA_WORK (<repo>/.work/kafka), KAFKA_PORT (9092),
 #      KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1: 9093 by default; KAFKA_PORT=9192 alone gives 9193),
-#      KAFKA_START_TIMEOUT (s, 120), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g), KAFKA_JVM_OPTS (extra),
+#      KAFKA_START_TIMEOUT (s, 300: until the broker listens; the readiness probe gets what is left, at
+#      least 60 s. A broker that starts in 5 s on an idle machine took 30-90 s at a load average of 15
+#      on 2 cores; one that fails exits, noticed at once), KAFKA_HEAP_OPTS (-Xms256m -Xmx1g),
+#      KAFKA_JVM_OPTS (extra),
 #      KAFKA_PYTHON (python with aiokafka for wait_ready.py; <repo>/.venv/bin/python),
 #      KAFKA_KEEP_DATA (1: start on the port's data of the last run, if any, instead of a fresh
 #      cluster: a broker restart with its topics and committed offsets, as in production)
@@ -26,7 +29,8 @@ WORK="${KAFKA_WORK:-$ROOT/.work/kafka}"
 PORT="${KAFKA_PORT:-9092}"
 [[ "$PORT" =~ ^[0-9]+$ ]] || { echo "kafka.sh: ERROR: KAFKA_PORT must be a port number, got '$PORT'" >&2; exit 2; }
 CPORT="${KAFKA_CONTROLLER_PORT:-$((10#$PORT + 1))}"  # next to the broker's, so brokers on other ports never clash
-TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+TIMEOUT="${KAFKA_START_TIMEOUT:-300}"
+NOTE_EVERY=30                              # s: a start-up that takes longer says so, with the machine's load
 PY="${KAFKA_PYTHON:-$ROOT/.venv/bin/python}"
 CLUSTER_ID=MkU3OEVBNTcwNTJENDM2Qk          # any valid Kafka Uuid; data is fresh every start
 LIBS="$WORK/libs"                          # shared by every port
@@ -50,6 +54,7 @@ die() { echo "kafka.sh: ERROR: $*" >&2; exit 1; }
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $(( 10#$t / 1000 )); }
 since() { local d=$(( $(now_ms) - $1 )); printf '%d.%01d' $((d / 1000)) $((d % 1000 / 100)); }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+load_note() { echo "load average $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?') on $(nproc 2>/dev/null || echo '?') CPUs"; }
 log_tail() { echo "---- last 40 lines of $LOGS/kafka.out ----" >&2; tail -n 40 "$LOGS/kafka.out" >&2 || true; }
 # runs PID TEXT: PID is alive and its command line contains TEXT.
 runs() {
@@ -106,7 +111,7 @@ start() {
     port_open "$PORT" || say "the broker this script started on 127.0.0.1:$PORT (pid $pid) is starting: waiting"
     until port_open "$PORT"; do
       kill -0 "$pid" 2>/dev/null || die "the broker starting on 127.0.0.1:$PORT (pid $pid) exited; see $LOGS/kafka.out"
-      (( $(now_ms) - t0 > TIMEOUT * 1000 )) && die "the broker on 127.0.0.1:$PORT (pid $pid) not listening within ${TIMEOUT}s"
+      (( $(now_ms) - t0 > TIMEOUT * 1000 )) && die "the broker on 127.0.0.1:$PORT (pid $pid) not listening within ${TIMEOUT}s ($(load_note))"
       sleep 0.2
     done
     say "already running on 127.0.0.1:$PORT (pid $pid)"; return 0
@@ -148,17 +153,22 @@ start() {
   nohup "${JVM[@]}" kafka.Kafka "$CONF" > "$LOGS/kafka.out" 2>&1 < /dev/null &
   pid=$!; echo "$pid" > "$PIDFILE"; STARTED=1
   # "Kafka Server started" is logged once the broker is unfenced; the listener opens only then.
+  local noted=$t0 left
   until grep -q "Kafka Server started" "$LOGS/kafka.out" 2>/dev/null && port_open "$PORT"; do
     kill -0 "$pid" 2>/dev/null || { log_tail; rm -f "$PIDFILE"; STARTED=0; die "broker exited during start-up"; }
     if (( $(now_ms) - t0 > TIMEOUT * 1000 )); then
-      log_tail; stop; die "broker not ready within ${TIMEOUT}s (KAFKA_START_TIMEOUT)"
+      log_tail; stop; die "broker not ready within ${TIMEOUT}s (KAFKA_START_TIMEOUT; $(load_note))"
+    fi
+    if (( $(now_ms) - noted >= NOTE_EVERY * 1000 )); then
+      noted=$(now_ms); say "still starting after $(since "$t0")s ($(load_note)); waiting up to ${TIMEOUT}s"
     fi
     sleep 0.2
   done
   say "broker listening after $(since "$t0")s (pid $pid)"
   if have_probe; then                      # internal topics + round trip; see wait_ready.py
-    "$PY" "$HERE/wait_ready.py" "127.0.0.1:$PORT" 60 \
-      || { log_tail; stop; die "broker up but readiness probe failed"; }
+    left=$(( TIMEOUT - ($(now_ms) - t0) / 1000 )); (( left >= 60 )) || left=60  # the rest of the start's time
+    "$PY" "$HERE/wait_ready.py" "127.0.0.1:$PORT" "$left" \
+      || { log_tail; stop; die "broker up but readiness probe failed ($(load_note))"; }
   else
     say "no python with aiokafka at $PY: skipped the readiness probe (port + log line only)"
   fi

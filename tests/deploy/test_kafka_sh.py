@@ -226,6 +226,19 @@ def test_with_stops_nothing_when_the_start_fails(kafka_sh, tmp_path):
     assert "stopping" not in result.stdout and not (tmp_path / "ran").exists()
 
 
+@pytest.mark.timeout(120)
+def test_a_start_past_its_timeout_says_the_machines_load_and_stops_the_broker(kafka_sh, tmp_path):
+    port_a, cport_a = _free_ports(2)
+    env = kafka_sh.env(port_a, cport_a, FAKE_JAVA_DELAY="120", KAFKA_START_TIMEOUT="2")
+    result = subprocess.run([str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    said = re.search(r"broker not ready within 2s \(KAFKA_START_TIMEOUT; load average ([0-9.]+) on (\d+) CPUs\)",
+                     result.stderr)
+    assert said and int(said.group(2)) == len(os.sched_getaffinity(0)), result.stderr
+    pid = int(re.search(r"stopping broker \(pid (\d+)\)", result.stdout).group(1))
+    assert _wait_gone(pid) and not (kafka_sh.work / f"port-{port_a}" / "kafka.pid").exists()
+
+
 @pytest.mark.timeout(150)
 def test_with_during_another_calls_start_up_waits_and_leaves_the_broker_to_that_call(kafka_sh):
     port_a, cport_a = _free_ports(2)
