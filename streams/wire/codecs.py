@@ -132,7 +132,8 @@ def decode_event(data: bytes) -> dict[str, Any]:
     """
     if not data:
         raise DecodeError("empty record value")
-    if _looks_like_msgpack(data[0]):
+    first = data[0]
+    if first >= 0x80 or _looks_like_msgpack(first):  # the first test alone is the usual event (a map), at no call
         value = unpack_msgpack(data)
     else:
         value = _load_json(data)

@@ -23,7 +23,7 @@ import asyncio
 from typing import Any
 
 from streams.wire.keys import verdict_partition
-from streams.wire.codecs import fits
+from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 
 __all__ = ["Outputs"]
 
@@ -78,9 +78,24 @@ class Outputs:
         self.add_to(topic, partition, key if fits(key, value) else None, value)
 
     def add_all(self, records: list[tuple[str, bytes | None, bytes, int]]) -> None:
-        """:meth:`add` each ``(topic, key, value, fallback partition)`` of ``records``, in order."""
+        """:meth:`add` each ``(topic, key, value, fallback partition)`` of ``records``, in order.
+
+        The same steps as :meth:`add` and :meth:`add_to`, with the usual record's (a key already seen, a
+        batch open with room for it) taken here without their calls: once per output record, they were a
+        tenth of the worker's own time per event.
+        """
+        builders, known_by_count, counts = self._builders, self._key_partitions, self._partitions
         add = self.add
         for topic, key, value, fallback in records:
+            if key and len(key) + len(value) <= MAX_CARRIED_BYTES:  # fits(key, value), with a key
+                known = known_by_count.get(counts[topic])
+                partition = known.get(key) if known is not None else None
+                if partition is not None:
+                    builder = builders.get((topic, partition))
+                    if builder is not None and builder.append(key=key, value=value, timestamp=None) is not None:
+                        continue
+                    self.add_to(topic, partition, key, value)
+                    continue
             add(topic, key, value, fallback)
 
     def add_to(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:

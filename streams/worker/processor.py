@@ -184,6 +184,7 @@ class Processor:
                 for record in records:
                     self._rekeyed(done, topic, partition, record, now)
                 continue
+            last_offsets_key = Source(topic, partition, 0).tp  # the same for every record of the partition
             for record in records:
                 key, raw = record.key, record.value
                 source = Source(topic, partition, record.offset)
@@ -193,7 +194,8 @@ class Processor:
                     self._dead(done, raw, key, source, "decode", str(exc), partition)
                     continue
                 if key:
-                    self._apply_record(done, key, event, source, raw, partition, record.timestamp, now)
+                    self._apply_record(done, key, event, source, raw, partition, record.timestamp, now,
+                                       last_offsets_key)
                 else:
                     self._forward(done, self.state_key(None, event), source, raw, record.timestamp)
         return done
@@ -214,11 +216,12 @@ class Processor:
         except DecodeError as exc:
             self._dead(done, raw, None, source, "decode", str(exc), partition)
             return
-        self._apply_record(done, record.key, event, source, raw, partition, timestamp_ms, now)
+        self._apply_record(done, record.key, event, source, raw, partition, timestamp_ms, now, source.tp)
 
     def _apply_record(self, done: Handled, key: bytes, event: dict[str, Any], source: Source, raw: bytes | None,
-                      partition: int, timestamp_ms: int | None, now: float) -> None:
-        """Apply one event to its key's state; queue its verdict, loop events and observation."""
+                      partition: int, timestamp_ms: int | None, now: float, tp: str) -> None:
+        """Apply one event to its key's state; queue its verdict, loop events and observation (``tp``:
+        ``source.tp``, computed once per partition of a batch)."""
         states = self.states
         states.last_seen[key] = now
         state = states.get(key)
@@ -231,7 +234,7 @@ class Processor:
                 where = Source(self.topics.changelog, partition, -1)
                 self._dead(done, exc.stored, key, where, "state", str(exc), partition)
                 state = states.fresh(key)
-        outcome = self.apply(key, event, source, state, raw)
+        outcome = self._apply(key, event, source, state, raw, tp)
         kind = outcome.kind
         if kind == APPLIED:
             done.changed[key] = partition
@@ -302,7 +305,11 @@ class Processor:
         The verdict and loop-event records are a function of (state, event,
         key, source): the same event applied to the same state gives the same bytes.
         """
-        tp = source.tp
+        return self._apply(key, event, source, state, raw, source.tp)
+
+    def _apply(self, key: bytes, event: Mapping[str, Any], source: Source, state: SessionState, raw: bytes | None,
+               tp: str) -> Outcome:
+        """:meth:`apply`, with ``tp`` = ``source.tp`` given (the batch's path computes it once per partition)."""
         offset = source.offset
         last = state.last_offsets.get(tp)
         if last is not None and offset <= last:
@@ -330,7 +337,9 @@ class Processor:
         record["source"] = source.as_dict()
         encode = self._encode
         try:
-            encoded = encode_capped(encode, key, record)
+            encoded = encode(record)
+            if len(encoded) + len(key) > MAX_CARRIED_BYTES:  # rare: cut down (encode_capped), as fits() says
+                encoded = encode_capped(encode, key, record)
         except ValueError:
             if "event_source" not in record:
                 raise
