@@ -460,6 +460,28 @@ def compare(scenario: dict[str, Any], expected: list[dict[str, Any]]) -> Mismatc
     return run_scenario({**json_loads(json.dumps(scenario)), "expected": expected})
 
 
+def _loop_call(rng: random.Random, mode: str, serial: int, shapes: list[Any], churn: tuple[str, list[Any], Any, Any],
+               failure: str, commands: list[str]) -> tuple[str, Any, Any, Any]:
+    """``(tool, args, result, error)`` of the ``serial``-th call of a 2026.9.6 loop of kind ``mode``: a terminal exec
+    failure (one of ``commands``, output ``failure`` with volatile parts), a call of the ``churn`` tool cycling
+    through its variants with one outcome ``(tool, variants, result, error)``, or a shape of :func:`_shape` (a
+    tenth of those throwing instead); 5 % noise in each."""
+    if mode == "exec-failure" and rng.random() > 0.05:
+        # a terminal exec failure whose output differs only in what 2026.9.6 masks (or not quite)
+        output = failure.format(*(rng.choice(VOLATILE_PARTS) for _ in range(3)))
+        result = {"content": [{"type": "text", "text": output}],
+                  "details": {"status": rng.choice(["failed", "failed", "completed"]), "exitCode": rng.choice([2, 2, 0]),
+                              "aggregated": output, "timedOut": False, "pid": rng.randrange(9999)}}
+        return "exec", {"command": rng.choice(commands)}, result, None
+    if mode == "churn" and rng.random() > 0.05:
+        tool, variants, result, error = churn
+        return tool, variants[serial % len(variants)], result, error
+    tool, args, results = _shape(rng, mode, shapes, serial, 0.05)
+    if rng.random() < 0.1:
+        return tool, args, None, _error(rng)
+    return tool, args, rng.choice(results), None
+
+
 def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
     """A random scenario for the 2026.9.6 profile's detectors: tool calls carrying their outcomes, detection on.
 
@@ -479,20 +501,8 @@ def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
     failure = rng.choice(FAILURE_OUTPUTS)
     events = []
     for serial in range(rng.randrange(15, 70)):
-        if mode == "exec-failure" and rng.random() > 0.05:
-            # a terminal exec failure whose output differs only in what 2026.9.6 masks (or not quite)
-            output = failure.format(*(rng.choice(VOLATILE_PARTS) for _ in range(3)))
-            tool, args, error = "exec", {"command": "make test"}, None
-            result = {"content": [{"type": "text", "text": output}],
-                      "details": {"status": rng.choice(["failed", "failed", "completed"]), "exitCode": rng.choice([2, 2, 0]),
-                                  "aggregated": output, "timedOut": False, "pid": rng.randrange(9999)}}
-        elif mode == "churn" and rng.random() > 0.05:
-            tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
-        else:
-            tool, args, results = _shape(rng, mode, shapes, serial, 0.05)
-            result, error = rng.choice(results), None
-            if rng.random() < 0.1:
-                result, error = None, _error(rng)
+        tool, args, result, error = _loop_call(rng, mode, serial, shapes, (churn_tool, variants, churn_result,
+                                                                          churn_error), failure, ["make test"])
         events.append({"type": "tool_call", "run_id": rng.choice(runs), "session_id": "s1",
                        "tool_call_id": f"c{serial}", "tool_name": tool, "args": shuffled(args, rng),
                        "result": result, "error": error})
@@ -501,18 +511,25 @@ def generate_2026_9(rng: random.Random, name: str) -> dict[str, Any]:
             "events": events}
 
 
-def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
-    """loopwatch's first difference from 2026.9.6's module (``--detector-only``): for each tool call up to the first
-    critical detection, its tool name, args hash, detection, warning (without loopwatch's note) and outcome (result
-    hash, no-progress mark, outcome kind, failure identity)."""
+def _replayed(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Iterable[tuple[int, dict[str, Any],
+                                                                                               dict[str, Any]]]:
+    """``(index, loopwatch's verdict, OpenClaw's entry)`` for each event of ``scenario`` (replayed through loopwatch's
+    engine after a round trip through JSON text, as a file gives it) whose expected entry is not None."""
     from streams.detection import Engine, SessionStore
     from streams.offline.conformance import scenario_config
     scenario = json_loads(json.dumps(scenario))
     store = SessionStore(Engine(scenario_config(scenario)))
     for index, (event, want) in enumerate(zip(scenario["events"], expected)):
         verdict = store.process(event)
-        if want is None:
-            continue
+        if want is not None:
+            yield index, verdict, want
+
+
+def compare_2026_9(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
+    """loopwatch's first difference from 2026.9.6's module (``--detector-only``): for each tool call up to the first
+    critical detection, its tool name, args hash, detection, warning (without loopwatch's note) and outcome (result
+    hash, no-progress mark, outcome kind, failure identity)."""
+    for index, verdict, want in _replayed(scenario, expected):
         warning = verdict.get("warning")
         got = {"tool_name": verdict.get("tool_name"), "args_hash": verdict.get("args_hash"),
                "detection": verdict.get("detection"),
@@ -561,33 +578,24 @@ def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
     mode = rng.choice(["repeat", "alternate", "churn", "random", "exec-failure"])
     runs = rng.sample(["r1", "r2", None, " "], rng.randrange(1, 3))
     failure = rng.choice(FAILURE_OUTPUTS)
-    switch = rng.random() < 0.5
+    switch = rng.random() < 0.5  # after the first 25 calls the model sometimes tries something else
     session = rng.choice([{"session_id": "s1"}] * 16 + [{"session_id": "s1", "session_key": None},
                                                         {"session_id": "s1", "session_key": "k1"}])
     config, agent = _runner_config(rng)
-    ids = rng.random() < 0.1  # some calls with an empty id  # after the first 25 calls the model sometimes tries something else
+    ids = rng.random() < 0.1  # some calls with an empty id
     events: list[dict[str, Any]] = []
     for serial in range(rng.randrange(20, 90)):
         run = rng.choice(runs)
         if rng.random() < 0.02:
-            events.append({"type": "compaction_retry", "run_id": run, "session_id": "s1"})
+            events.append({"type": "compaction_retry", "run_id": run, **session})
         if switch and serial > 25 and rng.random() < 0.3:
             tool, args, results = rng.choice(shapes)
             args = {**args, "retry": rng.randrange(3)}
             result, error = rng.choice(results), None
-        elif mode == "exec-failure" and rng.random() > 0.05:
-            output = failure.format(*(rng.choice(VOLATILE_PARTS) for _ in range(3)))
-            tool, args, error = "exec", {"command": rng.choice(["make test", "make test", "pytest -k a"])}, None
-            result = {"content": [{"type": "text", "text": output}],
-                      "details": {"status": rng.choice(["failed", "failed", "completed"]), "exitCode": rng.choice([2, 2, 0]),
-                                  "aggregated": output, "timedOut": False, "pid": rng.randrange(9999)}}
-        elif mode == "churn" and rng.random() > 0.05:
-            tool, args, result, error = churn_tool, variants[serial % len(variants)], churn_result, churn_error
         else:
-            tool, args, results = _shape(rng, mode, shapes, serial, 0.05)
-            result, error = rng.choice(results), None
-            if rng.random() < 0.1:
-                result, error = None, _error(rng)
+            tool, args, result, error = _loop_call(rng, mode, serial, shapes, (churn_tool, variants, churn_result,
+                                                                              churn_error), failure,
+                                                   ["make test", "make test", "pytest -k a"])
         event = {"type": "tool_call", "run_id": run, **session, "tool_call_id": f"c{serial}", "tool_name": tool,
                  "args": shuffled(args, rng), "result": result, "error": error}
         if ids and rng.random() < 0.2:
@@ -620,14 +628,7 @@ RUNNER_FIELDS = ("tool_name", "args_hash", "decision", "detection", "warning", "
 def compare_2026_9_runner(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
     """loopwatch's first difference from 2026.9.6's embedded runner (``--runner``): for each tool call (all of
     them, past every block), the fields of :data:`RUNNER_FIELDS` (the outcome without the guard's fields)."""
-    from streams.detection import Engine, SessionStore
-    from streams.offline.conformance import scenario_config
-    scenario = json_loads(json.dumps(scenario))
-    store = SessionStore(Engine(scenario_config(scenario)))
-    for index, (event, want) in enumerate(zip(scenario["events"], expected)):
-        verdict = store.process(event)
-        if want is None:
-            continue
+    for index, verdict, want in _replayed(scenario, expected):
         for field in RUNNER_FIELDS:
             if verdict.get(field) != want.get(field):
                 return Mismatch(scenario["name"], index, field, want.get(field), verdict.get(field))
