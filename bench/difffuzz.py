@@ -34,8 +34,9 @@ with the outcome records and warning notes; bench/openclaw_oracle.mjs ``--runner
 compared, past each block (:func:`generate_2026_9_runner`, :data:`RUNNER_FIELDS`); ``--check FILE --runner``
 compares a file's 2026.9.6 scenarios the runner decides (:func:`runner_decides`) with what it gives. Left out of
 the runner scenarios: multi-call batches (an event is one call), calls without an id (2026.9.6's agent loop fails
-on them before the tool runs), deferred results, non-object args and results (not what a registered tool takes
-and returns), channel plugins, the guard's fields (the runner's guard wiring is not loaded).
+on them before the tool runs), non-object args and results (not what a registered tool takes and returns), a
+deferred call's result in other session fields than its call's or after another event of its run (the run's loop
+waits for its running tool), channel plugins, the guard's fields (the runner's guard wiring is not loaded).
 """
 
 from __future__ import annotations
@@ -563,8 +564,10 @@ def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
 
     Long loops as :func:`generate_2026_9` makes them (repeats, ping-pongs, argument churn, terminal exec failures),
     in one or two runs and the run-less session, that keep calling after their blocks: the model retries the
-    blocked call, switches args or tools, comes back; compaction retries now and then (a new attempt). Object
-    args, result objects or thrown errors, tool call ids, tool names that are registered tools."""
+    blocked call, switches args or tools, comes back; compaction retries now and then (a new attempt); in some
+    scenarios most calls deferred, their tool_result following before the run's next event (other runs' events in
+    between). Object args, result objects or thrown errors, tool call ids (some empty), tool names that are
+    registered tools, a few session and ``enabled`` variants."""
     shapes = []
     for _ in range(rng.randrange(1, 4)):
         tool = rng.choice(RUNNER_TOOLS)
@@ -583,10 +586,22 @@ def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
                                                         {"session_id": "s1", "session_key": "k1"}])
     config, agent = _runner_config(rng)
     ids = rng.random() < 0.1  # some calls with an empty id
+    deferred = rng.random() < 0.4  # calls whose result follows as a tool_result (the runner waits for it)
     events: list[dict[str, Any]] = []
+    running: dict[Any, dict[str, Any]] = {}  # run -> the tool_result its running call waits for
+
+    def finish(run: Any) -> None:
+        if run in running:
+            events.append(running.pop(run))
+
     for serial in range(rng.randrange(20, 90)):
         run = rng.choice(runs)
+        for other in list(running):
+            if other == run or rng.random() < 0.3:
+                finish(other)
         if rng.random() < 0.02:
+            for other in list(running):
+                finish(other)  # not while a call of the run (or of another run of its identity) waits
             events.append({"type": "compaction_retry", "run_id": run, **session})
         if switch and serial > 25 and rng.random() < 0.3:
             tool, args, results = rng.choice(shapes)
@@ -605,6 +620,14 @@ def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
         if agent is not None:
             event["agent_id"] = agent
         events.append(event)
+        if deferred and event["tool_call_id"] and rng.random() < 0.7:
+            event["outcome_follows"] = True
+            outcome = {"result": event.pop("result"), "error": event.pop("error")}
+            event["result"] = event["error"] = None
+            running[run] = {"type": "tool_result", **{k: v for k, v in event.items() if k not in (
+                "type", "tool_name", "args", "outcome_follows", "result", "error")}, **outcome}
+    for run in list(running):
+        finish(run)
     return {"name": name, "description": "random scenario, 2026.9.6 embedded runner (bench/difffuzz.py)",
             "profile": "openclaw-2026.9.6", "config": config, "events": events}
 
@@ -623,16 +646,33 @@ def _runner_config(rng: random.Random) -> tuple[dict[str, Any], str | None]:
 
 RUNNER_FIELDS = ("tool_name", "args_hash", "decision", "detection", "warning", "blocked", "block_reason", "block_text",
                  "tool_loop_recovery", "veto_recorded", "recorded_call", "outcome", "run_terminated")
+# of a tool_result: the outcome of its deferred call, or that it was ignored (its call was blocked)
+RUNNER_RESULT_FIELDS = ("ignored", "outcome", "run_terminated")
+
+
+def _runner_fields(entry: dict[str, Any]) -> tuple[str, ...]:
+    return RUNNER_RESULT_FIELDS if entry.get("type") == "tool_result" else RUNNER_FIELDS
 
 
 def compare_2026_9_runner(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
     """loopwatch's first difference from 2026.9.6's embedded runner (``--runner``): for each tool call (all of
     them, past every block), the fields of :data:`RUNNER_FIELDS` (the outcome without the guard's fields)."""
     for index, verdict, want in _replayed(scenario, expected):
-        for field in RUNNER_FIELDS:
+        for field in _runner_fields(want):
             if verdict.get(field) != want.get(field):
                 return Mismatch(scenario["name"], index, field, want.get(field), verdict.get(field))
     return None
+
+
+def _guard_identity(event: dict[str, Any]) -> tuple[str, Any]:
+    """The run identity of spec §7 (the guard's, and 2026.9.6's recovery flag's): the run id when not blank, else
+    the session key when present, else the session id (an ``"absent"`` field counts as absent)."""
+    run = event.get("run_id")
+    if isinstance(run, str) and run.strip():
+        return "run", run
+    if event.get("session_key", "absent") not in ("absent", None):
+        return "key", event["session_key"]
+    return "sid", event.get("session_id")
 
 
 def runner_decides(scenario: dict[str, Any]) -> bool:
@@ -641,17 +681,38 @@ def runner_decides(scenario: dict[str, Any]) -> bool:
     compaction retries; no deferred results, no per-event profiles, no config ``options`` (channel plugins)."""
     if scenario.get("profile") != "openclaw-2026.9.6" or (scenario.get("config") or {}).get("options"):
         return False
+    running: dict[Any, Any] = {}  # call id -> the deferred call's context, until its tool_result
     for event in scenario["events"]:
-        if event.get("type") == "compaction_retry" and "profile" not in event:
-            continue
-        if event.get("type") != "tool_call" or "profile" in event or event.get("outcome_follows"):
+        kind = event.get("type")
+        context = tuple(event.get(key, "absent") for key in ("run_id", "session_id", "session_key", "agent_id"))
+        if "profile" in event or kind not in ("tool_call", "tool_result", "compaction_retry"):
             return False
+        if context in running.values():
+            # the run's agent loop waits for its running tool: nothing else of that run can happen meanwhile
+            if kind != "tool_result" or running.get(event.get("tool_call_id")) != context:
+                return False
+        if kind == "compaction_retry":
+            if any(_guard_identity(dict(zip(("run_id", "session_id", "session_key"), waiting))) == _guard_identity(event)
+                   for waiting in running.values()):
+                return False  # a retry while a call of that run waits for its result
+            continue
         result, error = event.get("result"), event.get("error")
+        if error is None and not (isinstance(result, dict) and isinstance(result.get("content"), list)):
+            if kind == "tool_call" and event.get("outcome_follows") is True:
+                pass
+            else:
+                return False
+        if kind == "tool_result":
+            if running.pop(event.get("tool_call_id"), context) != context:
+                return False  # a result in other session fields or of another run than its call's
+            continue
         if not isinstance(event.get("args"), dict) or not isinstance(event.get("tool_call_id"), str):
             return False
-        if error is None and not (isinstance(result, dict) and isinstance(result.get("content"), list)):
-            return False
-    return True
+        if event.get("outcome_follows") is True:
+            if not event["tool_call_id"] or event["tool_call_id"] in running:
+                return False
+            running[event["tool_call_id"]] = context
+    return not running
 
 
 def runner_differences(oracle: Oracle, scenarios: Iterable[dict[str, Any]]) -> tuple[int, list[str]]:
@@ -663,7 +724,7 @@ def runner_differences(oracle: Oracle, scenarios: Iterable[dict[str, Any]]) -> t
             continue
         checked += 1
         for index, (got, want) in enumerate(zip(oracle.expected(scenario), scenario["expected"])):
-            field = None if got is None else next((f for f in RUNNER_FIELDS if got.get(f) != want.get(f)), None)
+            field = None if got is None else next((f for f in _runner_fields(got) if got.get(f) != want.get(f)), None)
             if field is not None:
                 differing.append(f"{scenario['name']}: event {index}: {field}: runner {json.dumps(got.get(field))}, "
                                  f"file {json.dumps(want.get(field))}")

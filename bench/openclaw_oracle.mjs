@@ -411,10 +411,14 @@ function detectorOnlyRun(scenario) {
 // a run whose attempt ended in a terminal block continues its transcript (runAgentLoop again with the same
 // recovery state, as Agent.continue does) when the scenario has more calls of it; a compaction_retry starts a new
 // attempt (a new prompt: a fresh recovery state), also of a terminated run (which stays terminated: run_terminated
-// is true from a terminal block on, in that run). Per tool_call event: {tool_name, args_hash, decision, detection, warning, blocked,
-// [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call, outcome, run_terminated}; null for
-// compaction_retry events. Scenarios: tool_call events with their outcome (a result object or a thrown error),
-// tool call ids, object args, tool names that are plain identifiers.
+// is true from a terminal block on, in that run). Per tool_call event: {type, tool_name, args_hash, decision,
+// detection, warning, blocked, [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call,
+// outcome, run_terminated}; null for compaction_retry events; per tool_result event {type, ignored,
+// run_terminated} (its call was blocked: it never ran) or {type,
+// tool_name, args_hash, outcome, run_terminated} (a deferred call's tool, waiting since its tool_call, returns the
+// result or throws the error; its warning note goes to the call's entry). Scenarios (bench/difffuzz.py
+// runner_decides): tool calls with their outcome (a result object or a thrown error) or deferred (outcome_follows,
+// the tool_result before the run's next event, in the call's session fields), tool call ids, object args.
 const TERMINATED = "OpenClaw stopped this run because tool-loop recovery encountered another critical loop. " +
   "No blocked tool action was executed.";
 const runnerParts = args.includes("--runner") ? await loadRunner() : undefined;
@@ -457,7 +461,14 @@ class Attempt {
     const tools = [...scenario.toolNames].map((name) => runnerParts.wrapToolWithBeforeToolCallHook({
       name, label: name, description: name, parameters: { type: "object" },
       execute: async () => {
-        const event = scenario.current;
+        let event = scenario.current;
+        if (event.outcome_follows === true) {
+          // the tool runs until the scenario's tool_result for it: the loop waits here
+          event = await new Promise((resolve) => {
+            scenario.running.set(event.tool_call_id, { attempt: this, resolve });
+            this.markIdle();
+          });
+        }
         if (event.error !== undefined && event.error !== null) throw thrown(event.error);
         return JSON.parse(JSON.stringify(event.result));
       },
@@ -505,6 +516,16 @@ class Attempt {
     return this.results;
   }
 
+  // the result of a call whose tool is running (outcome_follows): the tool returns it, the turn ends
+  async finish(running, event) {
+    this.results = [];
+    this.idle = this.nextIdle();
+    running.resolve(event);
+    await this.idle;
+    if (this.failure) throw this.failure;
+    return this.results;
+  }
+
   async end() {
     if (!this.ended && this.take) {
       this.idle = this.nextIdle();
@@ -520,26 +541,53 @@ function historyOf(event) {
   return getDiagnosticSessionState({ sessionKey, sessionId }).toolCallHistory ?? [];
 }
 
+// The model-visible texts of a tool result message.
+function resultTexts(message) {
+  return (message?.content ?? []).filter((block) => block?.type === "text").map((block) => block.text);
+}
+
+// The outcome of the record a call left in the session history (its own record, committed at launch and then
+// given its outcome, or with detection off appended with it).
+function outcomeView(record) {
+  const view = { recorded: Boolean(record?.resultHash || record?.outcomeKind), result_hash: record?.resultHash ?? null,
+    unknown_tool_name: record?.unknownToolName ?? null };
+  if (record?.noProgress) view.no_progress = true;
+  if (record?.outcomeKind) view.outcome_kind = record.outcomeKind;
+  if (record?.failureIdentityHash) view.failure_identity_hash = record.failureIdentityHash;
+  return view;
+}
+
+const NOTE = "[System note: Tool-loop warning";
+
 async function runnerRun(scenario) {
   resetDiagnosticSessionStateForTest();
   const config = scenario.config ?? {};
   const state = { toolNames: new Set(scenario.events.filter((e) => e.type === "tool_call").map((e) => e.tool_name)),
-    current: undefined, admission: undefined };
+    current: undefined, admission: undefined, running: new Map() };
   const attempts = new Map();
   const recoveries = new Map();
   const terminated = new Set();
+  const calls = new Map(); // tool call id -> {out, event} of a deferred call, until its result
   const expected = [];
   try {
     for (const event of scenario.events) {
       const identity = guardIdentity(event);
       if (event.type === "compaction_retry") {
-        for (const attempt of attempts.get(identity)?.values() ?? []) await attempt.end();
+        const own = new Set(attempts.get(identity)?.values() ?? []);
+        if ([...state.running.values()].some((running) => own.has(running.attempt))) {
+          throw new Error("a compaction_retry while a call of that run waits for its tool_result");
+        }
+        for (const attempt of own) await attempt.end();
         attempts.delete(identity);
         recoveries.set(identity, { criticalToolLoopSeen: false });
         expected.push(null);
         continue;
       }
-      if (event.type !== "tool_call") throw new Error(`--runner takes tool_call and compaction_retry events, not ${event.type}`);
+      if (event.type === "tool_result") {
+        expected.push(await runnerResult(event, state, calls, terminated.has(identity)));
+        continue;
+      }
+      if (event.type !== "tool_call") throw new Error(`--runner takes no ${event.type} events`);
       const { sessionKey, sessionId } = sessionRef(event);
       const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
       // one attempt per hook context (run id, session, agent: a blank run id is its own run to OpenClaw's hooks),
@@ -556,8 +604,8 @@ async function runnerRun(scenario) {
         await attempt.idle;
       }
       const toolName = normalizeToolName(event.tool_name || "tool");
-      const out = { tool_name: toolName, args_hash: argsHash(toolName, event.args), decision: "allow",
-        detection: { stuck: false }, warning: null, blocked: false };
+      const out = { type: "tool_call", tool_name: toolName, args_hash: argsHash(toolName, event.args),
+        decision: "allow", detection: { stuck: false }, warning: null, blocked: false };
       // what the admission's detection sees (it detects on a copy of the history, as here)
       if (sessionKey && loopDetection?.enabled === true) {
         const live = getDiagnosticSessionState({ sessionKey, sessionId });
@@ -574,10 +622,11 @@ async function runnerRun(scenario) {
       state.admission = undefined;
       const results = await attempt.call(event);
       const callId = event.tool_call_id ?? undefined;
+      const running = state.running.has(callId);
       const message = results.find((result) => result.toolCallId === callId);
-      if (!message) throw new Error(`no tool result for ${event.tool_call_id}`);
-      const texts = (message.content ?? []).filter((block) => block?.type === "text").map((block) => block.text);
-      const details = message.details ?? {};
+      if (!message && !running) throw new Error(`no tool result for ${event.tool_call_id}`);
+      const texts = resultTexts(message);
+      const details = message?.details ?? {};
       const added = historyOf(event).filter((record) => !before.has(record) && record.toolCallId === callId);
       if (details.status === "blocked" && details.deniedReason === "tool-loop" && details.intervention) {
         out.decision = "block";
@@ -592,25 +641,50 @@ async function runnerRun(scenario) {
         const warned = (state.admission?.warnings ?? []).some((entry) => entry.toolCallId === (callId ?? ""));
         out.warning.emitted = warned;
         const note = texts.at(-1);
-        if (warned && typeof note === "string" && note.startsWith("[System note: Tool-loop warning")) out.warning.note = note;
+        if (warned && typeof note === "string" && note.startsWith(NOTE)) out.warning.note = note;
         if (warned && !out.blocked) out.decision = "warn";
       }
-      // a blocked call added its veto record; any other call its own record (committed at launch, then given its
-      // outcome; or, with detection off, appended with its outcome)
+      // a blocked call added its veto record, any other call its own record
       const record = out.blocked ? undefined : added.at(-1);
       out.recorded_call = !out.blocked && Boolean(sessionKey) && loopDetection?.enabled === true && record !== undefined;
-      out.outcome = { recorded: Boolean(record?.resultHash || record?.outcomeKind),
-        result_hash: record?.resultHash ?? null, unknown_tool_name: record?.unknownToolName ?? null };
-      if (record?.noProgress) out.outcome.no_progress = true;
-      if (record?.outcomeKind) out.outcome.outcome_kind = record.outcomeKind;
-      if (record?.failureIdentityHash) out.outcome.failure_identity_hash = record.failureIdentityHash;
+      out.outcome = running ? { deferred: true } : outcomeView(record);
       out.run_terminated = terminated.has(identity);
+      if (running) calls.set(callId, { out, event });
       expected.push(out);
     }
+    if (state.running.size) throw new Error(`calls without their tool_result: ${[...state.running.keys()]}`);
   } finally {
+    for (const running of state.running.values()) {
+      await running.attempt.finish(running, { error: "the scenario ended" }).catch(() => {});
+    }
+    state.running.clear();
     for (const contexts of attempts.values()) for (const attempt of contexts.values()) await attempt.end();
   }
   return expected;
+}
+
+// A tool_result event: the result of a deferred call whose tool is running (its tool returns it; the call's
+// warning note, if any, is on the result message and goes to the call's entry), or of a call that never ran (a
+// blocked one: OpenClaw has no result for it).
+async function runnerResult(event, state, calls, runTerminated) {
+  const callId = event.tool_call_id ?? undefined;
+  const running = state.running.get(callId);
+  if (!running) {
+    return { type: "tool_result", ignored: BLOCKED_RESULT_IGNORED, run_terminated: runTerminated };
+  }
+  state.running.delete(callId);
+  const call = calls.get(callId);
+  calls.delete(callId);
+  const before = new Set(historyOf(call.event));
+  const results = await running.attempt.finish(running, { ...call.event, result: event.result, error: event.error });
+  const message = results.find((result) => result.toolCallId === callId);
+  const note = resultTexts(message).at(-1);
+  if (call.out.warning?.emitted && typeof note === "string" && note.startsWith(NOTE)) call.out.warning.note = note;
+  // the call's record: committed at launch (then matched by this outcome), or appended with it
+  const record = historyOf(call.event).filter((entry) => entry.toolCallId === callId && (!before.has(entry)
+    || entry.resultHash || entry.outcomeKind)).at(-1);
+  return { type: "tool_result", tool_name: call.out.tool_name, args_hash: call.out.args_hash,
+    outcome: outcomeView(record), run_terminated: runTerminated };
 }
 
 for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
