@@ -80,7 +80,7 @@ from .consumer import Transport
 from .fleet import FleetView
 from streams.detection import Engine, load_config
 from streams.wire.logs import limit_kafka_client_logs
-from .outage import Outages, is_broker_trouble
+from .outage import Outages, is_broker_trouble, quiet_sender_failures
 from .offsets import CommittedOffsets
 from .outputs import Outputs
 from .reader import Batch, InputReader
@@ -162,6 +162,7 @@ class Loopwatch(Checkpoints, Outages):
             engine = Engine(load_config(s.config, strict=s.config_validate) if s.config else None)
         self.processor = Processor(engine, s.key_by, s.output_codec)
         limit_kafka_client_logs()  # a broker outage repeats the same errors many times a second
+        quiet_sender_failures()  # a writer's lost coordinator connection: an outage, not a traceback
         self.app = app = _App(
             s.app_id,
             broker=s.broker,

@@ -41,7 +41,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from . import metrics
 from .fencing import is_fenced
 
-__all__ = ["Outages", "is_broker_trouble"]
+__all__ = ["Outages", "SenderFailureLine", "is_broker_trouble", "quiet_sender_failures"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,37 @@ _MOST_WRAPPED = 5
 # cluster metadata names no broker: what a broker resuming from a hang answers for a moment
 # ("No broker metadata found in MetadataResponse"). The next probe finds it whole.
 _NO_BROKER_IN_METADATA = "Did we not perform bootstrap?"
+
+
+class SenderFailureLine(logging.Filter):
+    """aiokafka's transactional sender logs "Unexpected error in sender routine" at ERROR with a traceback before
+    it fails every batch with that error. When the error is the broker's trouble (:func:`is_broker_trouble`:
+    the connection of a coordinator lookup closed), the worker rides it out as an outage, which it says
+    itself: the record becomes one WARNING line naming the error, without the traceback of a bug. Install
+    with :func:`quiet_sender_failures`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _SENDER_FAILURE and record.exc_info and record.exc_info[1] is not None \
+                and is_broker_trouble(record.exc_info[1]):
+            cause = record.exc_info[1]
+            while cause.__cause__ is not None:  # what aiokafka wrapped
+                cause = cause.__cause__
+            record.msg = "%s: %r, the broker's trouble (ridden out as an outage)"
+            record.args = (_SENDER_FAILURE, cause)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_SENDER_FAILURE = "Unexpected error in sender routine"  # aiokafka.producer.sender (0.8 to 0.14), log.exception
+_SENDER_LOGGER = "aiokafka.producer.sender"
+
+
+def quiet_sender_failures() -> None:
+    """Install :class:`SenderFailureLine` on aiokafka's sender logger (once per process)."""
+    logger = logging.getLogger(_SENDER_LOGGER)
+    if not any(isinstance(f, SenderFailureLine) for f in logger.filters):
+        logger.addFilter(SenderFailureLine())
 
 
 class Outages:

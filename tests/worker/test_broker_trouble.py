@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -10,7 +11,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError, MessageSizeTooLargeError,
                              NotCoordinatorError, ProducerFenced, RequestTimedOutError)
 
-from streams.worker.outage import is_broker_trouble
+from streams.worker.outage import is_broker_trouble, quiet_sender_failures
 
 
 async def _coordinator_lookup_without_metadata() -> BaseException:
@@ -43,15 +44,15 @@ def _wrapped(cause: BaseException) -> KafkaError:
         return wrapped
 
 
-async def _transactional_sender_losing_its_coordinator() -> BaseException:
+async def _transactional_sender_losing_its_coordinator(lookup_error: BaseException | None = None) -> BaseException:
     """What every batch of a transactional producer fails with when the connection of its transaction
     coordinator lookup closes (the broker going down mid-request): aiokafka's own sender, in a transaction
     with a partition to add, its lookup answered by a closed connection. A broker restart under a
-    checkpoint crashed the worker there."""
+    checkpoint crashed the worker there. ``lookup_error``: what the lookup raises instead."""
     producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9", transactional_id="lw-test-writer")
 
     async def closed(*args: object, **kwargs: object) -> None:
-        raise KafkaConnectionError("Connection at 127.0.0.1:9 closed")
+        raise lookup_error or KafkaConnectionError("Connection at 127.0.0.1:9 closed")
 
     producer.client.coordinator_lookup = closed
     transaction = producer._txn_manager
@@ -74,6 +75,23 @@ def test_a_transactional_senders_lost_coordinator_connection_is_broker_trouble()
     assert type(exc) is KafkaError and "Unexpected error during batch delivery" in str(exc)
     assert isinstance(exc.__cause__.__cause__, KafkaConnectionError)  # what it wraps, wrapped once more
     assert is_broker_trouble(exc)
+
+
+@pytest.mark.parametrize(("lookup_error", "line"), [
+    (None, ("WARNING", "Unexpected error in sender routine: KafkaConnectionError('Connection at 127.0.0.1:9 "
+                       "closed'), the broker's trouble (ridden out as an outage)", False)),
+    (ValueError("a bug"), ("ERROR", "Unexpected error in sender routine", True)),  # a bug keeps its traceback
+])
+def test_the_senders_traceback_of_the_brokers_trouble_is_one_warning_line(caplog, lookup_error, line):
+    quiet_sender_failures()
+    quiet_sender_failures()  # once per process
+    caplog.set_level(logging.WARNING, logger="aiokafka")
+    asyncio.run(_transactional_sender_losing_its_coordinator(lookup_error))
+    said = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records
+            if r.name == "aiokafka.producer.sender" and r.getMessage().startswith("Unexpected error")]
+    assert said == [line]
+    assert len([f for f in logging.getLogger("aiokafka.producer.sender").filters
+                if type(f).__name__ == "SenderFailureLine"]) == 1
 
 
 @pytest.mark.parametrize(("exc", "trouble"), [
