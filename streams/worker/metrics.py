@@ -248,19 +248,23 @@ class BatchCounts:
         """
         events = self._events
         events[event_type] = events.get(event_type, 0) + 1
-        reason = None
-        if record.get("late"):
-            reason = "ran_without_verdict"
-        elif record.get("type") == "tool_call":
-            deadline = record.get("deadline")
-            if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and \
-                    self.clock() * 1000.0 > deadline:
-                reason = "past_deadline"
-        if reason is not None:
-            self._late[reason] = self._late.get(reason, 0) + 1
-        if "run_ended" in record:
-            self._run_ended += 1
-        kind = "late" if reason == "past_deadline" else record["verdict"]
+        kind = None
+        if "late" in record or "deadline" in record or "run_ended" in record:  # else the usual record: counted
+            reason = None
+            if record.get("late"):
+                reason = "ran_without_verdict"
+            elif record.get("type") == "tool_call":
+                deadline = record.get("deadline")
+                if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and \
+                        self.clock() * 1000.0 > deadline:
+                    reason = "past_deadline"
+                    kind = "late"
+            if reason is not None:
+                self._late[reason] = self._late.get(reason, 0) + 1
+            if "run_ended" in record:
+                self._run_ended += 1
+        if kind is None:
+            kind = record["verdict"]
         verdicts = self._verdicts
         verdicts[kind] = verdicts.get(kind, 0) + 1
 
