@@ -191,7 +191,8 @@ def worker(**options: Any) -> None:
     # faust scans sys.argv for its own --loop*/-L and --datadir when first imported;
     # ours (e.g. --loop-events-topic) are parsed already, so it must not see them.
     sys.argv = sys.argv[:1]
-    from streams.worker.app import create_app, partition_mismatch
+    from streams.worker.app import create_app
+    from streams.worker.producers import partition_mismatch
     from streams.detection import Engine
 
     from .config_line import announce_config

@@ -1,7 +1,7 @@
 """The group's committed input offsets, read stable, in the app's own event loop.
 
 At each assignment the worker reads the committed offset of every input
-partition it got before its reader starts (:meth:`streams.worker.app.Loopwatch._on_assigned`).
+partition it got before its reader starts (:meth:`streams.worker.assignment.Assignments._on_assigned`).
 Faust's consumer answers such a call in its own thread, one call after
 another, so it waited there behind the changelog ends that Faust's recovery
 asks for at the same moment (:meth:`streams.worker.consumer._ConsumerThread._highwaters`):

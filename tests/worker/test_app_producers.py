@@ -1,4 +1,5 @@
-"""Loopwatch._open_outputs: the worker's own producers are stopped on every failure path (no broker needed)."""
+"""Loopwatch._open_outputs (streams.worker.producers): the worker's own producers are stopped on every failure path
+(no broker needed)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_the_producer_started_is_stopped_when_the_next_step_fails(tmp_path, monk
     async def partition_counts(*args: Any, **kwargs: Any) -> Any:  # the topics' metadata cannot be read
         raise failure
 
-    monkeypatch.setattr("streams.worker.app._partition_counts", partition_counts)
+    monkeypatch.setattr("streams.worker.producers._partition_counts", partition_counts)
 
     async def declared() -> None:
         pass
@@ -58,7 +59,7 @@ def test_the_producer_started_is_stopped_when_the_next_step_fails(tmp_path, monk
 
 
 def test_every_producer_is_stopped_when_one_stop_raises():
-    from streams.worker.app import _stop
+    from streams.worker.producers import _stop
 
     class _Failing(_Producer):
         async def stop(self) -> None:

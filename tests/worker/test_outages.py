@@ -25,7 +25,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streams.wire.codecs import decode_event
-from streams.worker.app import _METADATA_MAX_AGE_MS  # the consumer's metadata refresh interval
+from streams.worker.faust_app import METADATA_MAX_AGE_MS  # the consumer's metadata refresh interval
 from tests.private_broker import broker  # noqa: F401  (the module's own broker, a fixture)
 from tests.worker_harness import WorkerProcess, encode, worker_settings
 
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.kafka
 # machine), one that missed its input partitions waited for the next metadata refresh and the
 # rebalance it starts. The bound is that refresh interval: a verdict as late as that is the bug, anything
 # sooner a loaded machine.
-FIRST_VERDICT_S = _METADATA_MAX_AGE_MS / 1000.0
+FIRST_VERDICT_S = METADATA_MAX_AGE_MS / 1000.0
 SHUTDOWN_S = 10.0  # WorkerSettings.shutdown_timeout_s, the documented bound
 SLACK_S = 5.0  # a loaded 2-core machine: signal delivery, interpreter exit
 
