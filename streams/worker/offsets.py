@@ -112,8 +112,10 @@ class CommittedOffsets:
             else:
                 self.unstable_reads += 1
             if time.monotonic() + wait > deadline:
-                raise UnstableOffsets(f"the offset commits of {', '.join(unstable) or 'the group'} of group "
-                                      f"{self._group} still pending after {self._stable_wait_s:g} s")
+                raise UnstableOffsets(
+                    f"the offset commits of {', '.join(unstable)} of group {self._group} still pending after "
+                    f"{self._stable_wait_s:g} s" if unstable else
+                    f"the coordinator of group {self._group} still moving after {self._stable_wait_s:g} s")
             log.debug("loopwatch: committed offsets of %s not stable yet, reading again in %.2f s",
                       ", ".join(unstable) or "the group (coordinator moved)", wait)
             await asyncio.sleep(wait)
