@@ -30,13 +30,14 @@ calls carrying their outcomes (repeats, ping-pongs, argument churn with no-progr
 warning dedupe and result hashes, up to each scenario's first critical detection. With ``--runner`` as well, the
 scenarios run through 2026.9.6's embedded-runner code itself (its agent loop with the critical-tool-loop recovery
 flag, recovery and terminal blocks and the run's end, its batch admission with the veto records, its tool wrapper
-with the outcome records and warning notes; bench/openclaw_oracle.mjs ``--runner``), and every tool call is
+with the outcome records and warning notes, its post-compaction guard fed by the wrapper's outcome observations;
+bench/openclaw_oracle.mjs ``--runner``), and every tool call is
 compared, past each block (:func:`generate_2026_9_runner`, :data:`RUNNER_FIELDS`); ``--check FILE --runner``
 compares a file's 2026.9.6 scenarios the runner decides (:func:`runner_decides`) with what it gives. Left out of
 the runner scenarios: multi-call batches (an event is one call), calls without an id (2026.9.6's agent loop fails
 on them before the tool runs), non-object args and results (not what a registered tool takes and returns), a
 deferred call's result in other session fields than its call's or after another event of its run (the run's loop
-waits for its running tool), channel plugins, the guard's fields (the runner's guard wiring is not loaded).
+waits for its running tool), channel plugins.
 """
 
 from __future__ import annotations
@@ -645,18 +646,21 @@ def _runner_config(rng: random.Random) -> tuple[dict[str, Any], str | None]:
 
 
 RUNNER_FIELDS = ("tool_name", "args_hash", "decision", "detection", "warning", "blocked", "block_reason", "block_text",
-                 "tool_loop_recovery", "veto_recorded", "recorded_call", "outcome", "run_terminated")
+                 "tool_loop_recovery", "veto_recorded", "recorded_call", "outcome", "guard", "run_aborted",
+                 "run_terminated")
 # of a tool_result: the outcome of its deferred call, or that it was ignored (its call was blocked)
-RUNNER_RESULT_FIELDS = ("ignored", "outcome", "run_terminated")
+RUNNER_RESULT_FIELDS = ("ignored", "outcome", "guard", "run_aborted", "run_terminated")
 
 
 def _runner_fields(entry: dict[str, Any]) -> tuple[str, ...]:
-    return RUNNER_RESULT_FIELDS if entry.get("type") == "tool_result" else RUNNER_FIELDS
+    kind = entry.get("type")
+    return RUNNER_RESULT_FIELDS if kind == "tool_result" else ("guard",) if kind == "compaction_retry" else RUNNER_FIELDS
 
 
 def compare_2026_9_runner(scenario: dict[str, Any], expected: list[dict[str, Any] | None]) -> Mismatch | None:
     """loopwatch's first difference from 2026.9.6's embedded runner (``--runner``): for each tool call (all of
-    them, past every block), the fields of :data:`RUNNER_FIELDS` (the outcome without the guard's fields)."""
+    them, past every block), the fields of :data:`RUNNER_FIELDS`; of each tool_result, those of
+    :data:`RUNNER_RESULT_FIELDS`; of each compaction_retry, its guard."""
     for index, verdict, want in _replayed(scenario, expected):
         for field in _runner_fields(want):
             if verdict.get(field) != want.get(field):

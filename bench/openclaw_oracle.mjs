@@ -192,6 +192,45 @@ function detectionView(loop) {
   return view;
 }
 
+// The guard's observation of a recorded outcome (spec §7), as the event's `guard` field reports it: `armed` and
+// `observed` say the guard was armed when it observed (spec §9/10); an abort marks the run aborted.
+function observeGuard(guardEntry, observation) {
+  const before = guardEntry.guard.snapshot();
+  const verdict = guardEntry.guard.observe(observation);
+  const observed = guardEntry.enabled && before.armed;
+  const guard = { enabled: guardEntry.enabled, armed: observed, observed, remaining: verdict.remainingAttempts,
+    abort: verdict.shouldAbort };
+  if (verdict.shouldAbort) {
+    Object.assign(guard, { detector: verdict.detector, count: verdict.count, tool_name: verdict.toolName,
+      message: verdict.message });
+    guardEntry.aborted = true;
+  }
+  return guard;
+}
+
+// One guard per run identity (spec §7), created with the config of the event that starts it (2026.7 takes the
+// postCompactionGuard block and {enabled}; 2026.9 {enabled} alone, its window fixed).
+function guardEntryFor(guards, identity, loopDetection) {
+  let entry = guards.get(identity);
+  if (!entry) {
+    const enabled = loopDetection?.enabled !== false;
+    const guard = runnerParts ? createPostCompactionLoopGuard({ enabled })
+      : createPostCompactionLoopGuard(loopDetection?.postCompactionGuard, { enabled });
+    entry = { guard, enabled, aborted: false };
+    guards.set(identity, entry);
+  }
+  return entry;
+}
+
+// A compaction_retry: the run's guard arms (spec §7).
+function compactionRetryView(entry) {
+  entry.guard.armPostCompaction();
+  const snap = entry.guard.snapshot();
+  return { type: "compaction_retry", guard: {
+    enabled: entry.enabled, window_size: snap.remainingAttempts,
+    armed: entry.enabled && snap.armed, remaining: entry.enabled ? snap.remainingAttempts : 0 } };
+}
+
 class Scenario {
   constructor(config) {
     this.config = config ?? {};
@@ -206,14 +245,7 @@ class Scenario {
   }
 
   guard(identity, loopDetection) {
-    let entry = this.guards.get(identity);
-    if (!entry) {
-      const enabled = loopDetection?.enabled !== false;
-      entry = { guard: createPostCompactionLoopGuard(loopDetection?.postCompactionGuard, { enabled }), enabled,
-        aborted: false };
-      this.guards.set(identity, entry);
-    }
-    return entry;
+    return guardEntryFor(this.guards, identity, loopDetection);
   }
 
   static guardView(entry) {
@@ -236,17 +268,8 @@ class Scenario {
     view.recorded = true;
     view.result_hash = record.resultHash;
     view.unknown_tool_name = record.unknownToolName ?? null;
-    const before = guardEntry.guard.snapshot();
-    const verdict = guardEntry.guard.observe({ toolName: record.toolName, argsHash: record.argsHash,
+    guard = observeGuard(guardEntry, { toolName: record.toolName, argsHash: record.argsHash,
       resultHash: record.resultHash });
-    const observed = guardEntry.enabled && before.armed;
-    guard = { enabled: guardEntry.enabled, armed: observed, observed, remaining: verdict.remainingAttempts,
-      abort: verdict.shouldAbort };
-    if (verdict.shouldAbort) {
-      Object.assign(guard, { detector: verdict.detector, count: verdict.count, tool_name: verdict.toolName,
-        message: verdict.message });
-      guardEntry.aborted = true;
-    }
     return { view, guard };
   }
 
@@ -336,12 +359,7 @@ class Scenario {
   }
 
   compactionRetry(event) {
-    const entry = this.guard(guardIdentity(event), this.loopConfig(event.agent_id));
-    entry.guard.armPostCompaction();
-    const snap = entry.guard.snapshot();
-    return { type: "compaction_retry", guard: {
-      enabled: entry.enabled, window_size: snap.remainingAttempts,
-      armed: entry.enabled && snap.armed, remaining: entry.enabled ? snap.remainingAttempts : 0 } };
+    return compactionRetryView(this.guard(guardIdentity(event), this.loopConfig(event.agent_id)));
   }
 
   apply(event) {
@@ -402,8 +420,9 @@ function detectorOnlyRun(scenario) {
 // the recovery flag, completeToolLoopInterventionBatch's recovery and terminal blocks, the run's termination
 // after a terminal block, the warning note) with the embedded runner's batch admission createToolLoopBatchAdmission
 // (src/agents/embedded-agent-runner/run/tool-loop-recovery.ts, taken out of its dist file by name: admitToolCallBatch,
-// veto records, commit at launch) and every tool wrapped by wrapToolWithBeforeToolCallHook (recordLoopOutcome).
-// Nothing of that is emulated here; what this file supplies is the model and the tools: the model answers each
+// veto records, commit at launch) and every tool wrapped by wrapToolWithBeforeToolCallHook (recordLoopOutcome,
+// whose onToolOutcome feeds the run's post-compaction guard, as the embedded runner wires it; the guard is taken
+// out of its dist file as for 2026.7). Nothing of that is emulated here; what this file supplies is the model and the tools: the model answers each
 // turn with the scenario's next tool call of that run as a one-call assistant message (spec §3.1: the vectors'
 // one-call batches), the tool returns the event's result or throws its error. What it reads back is observed:
 // the tool result message (block text, note), the session history (veto record, committed call, outcome), the
@@ -411,11 +430,12 @@ function detectorOnlyRun(scenario) {
 // a run whose attempt ended in a terminal block continues its transcript (runAgentLoop again with the same
 // recovery state, as Agent.continue does) when the scenario has more calls of it; a compaction_retry starts a new
 // attempt (a new prompt: a fresh recovery state), also of a terminated run (which stays terminated: run_terminated
-// is true from a terminal block on, in that run). Per tool_call event: {type, tool_name, args_hash, decision,
-// detection, warning, blocked, [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call,
-// outcome, run_terminated}; null for compaction_retry events; per tool_result event {type, ignored,
-// run_terminated} (its call was blocked: it never ran) or {type,
-// tool_name, args_hash, outcome, run_terminated} (a deferred call's tool, waiting since its tool_call, returns the
+// is true from a terminal block on, in that run; a guard's abort, which ends the run in OpenClaw, likewise
+// leaves run_aborted true). Per tool_call event: {type, tool_name, args_hash, decision, detection, warning,
+// blocked, [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call, outcome, guard,
+// run_aborted, run_terminated}; per compaction_retry event {type, guard}; per tool_result event {type, ignored,
+// run_aborted, run_terminated} (its call was blocked: it never ran) or {type,
+// tool_name, args_hash, outcome, guard, run_aborted, run_terminated} (a deferred call's tool, waiting since its tool_call, returns the
 // result or throws the error; its warning note goes to the call's entry). Scenarios (bench/difffuzz.py
 // runner_decides): tool calls with their outcome (a result object or a thrown error) or deferred (outcome_follows,
 // the tool_result before the run's next event, in the call's session fields), tool call ids, object args.
@@ -566,12 +586,16 @@ async function runnerRun(scenario) {
     current: undefined, admission: undefined, running: new Map() };
   const attempts = new Map();
   const recoveries = new Map();
+  const guards = new Map();
   const terminated = new Set();
   const calls = new Map(); // tool call id -> {out, event} of a deferred call, until its result
   const expected = [];
   try {
     for (const event of scenario.events) {
       const identity = guardIdentity(event);
+      const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
+      // the embedded runner's guard (one per run, spec §7) observes what recordLoopOutcome hands its onToolOutcome
+      const guardEntry = guardEntryFor(guards, identity, loopDetection);
       if (event.type === "compaction_retry") {
         const own = new Set(attempts.get(identity)?.values() ?? []);
         if ([...state.running.values()].some((running) => own.has(running.attempt))) {
@@ -580,16 +604,15 @@ async function runnerRun(scenario) {
         for (const attempt of own) await attempt.end();
         attempts.delete(identity);
         recoveries.set(identity, { criticalToolLoopSeen: false });
-        expected.push(null);
+        expected.push(compactionRetryView(guardEntry));
         continue;
       }
       if (event.type === "tool_result") {
-        expected.push(await runnerResult(event, state, calls, terminated.has(identity)));
+        expected.push(await runnerResult(event, state, calls, terminated.has(identity), guardEntry));
         continue;
       }
       if (event.type !== "tool_call") throw new Error(`--runner takes no ${event.type} events`);
       const { sessionKey, sessionId } = sessionRef(event);
-      const loopDetection = resolveToolLoopDetectionConfig({ cfg: config, agentId: event.agent_id ?? undefined });
       // one attempt per hook context (run id, session, agent: a blank run id is its own run to OpenClaw's hooks),
       // the recovery state shared by the guard identity (spec §3.3)
       if (!attempts.has(identity)) attempts.set(identity, new Map());
@@ -599,7 +622,9 @@ async function runnerRun(scenario) {
       if (!attempt) {
         if (!recoveries.has(identity)) recoveries.set(identity, { criticalToolLoopSeen: false });
         attempt = new Attempt(state, { sessionKey, sessionId, runId: event.run_id ?? undefined,
-          agentId: event.agent_id ?? undefined, loopDetection }, recoveries.get(identity));
+          agentId: event.agent_id ?? undefined, loopDetection, onToolOutcome: (observation) => {
+            if (!observation.presentationOnly) state.guarded = observeGuard(guardEntry, observation);
+          } }, recoveries.get(identity));
         attempts.get(identity).set(contextKey, attempt);
         await attempt.idle;
       }
@@ -620,6 +645,7 @@ async function runnerRun(scenario) {
       const before = new Set(historyOf(event));
       state.current = event;
       state.admission = undefined;
+      state.guarded = undefined;
       const results = await attempt.call(event);
       const callId = event.tool_call_id ?? undefined;
       const running = state.running.has(callId);
@@ -648,6 +674,8 @@ async function runnerRun(scenario) {
       const record = out.blocked ? undefined : added.at(-1);
       out.recorded_call = !out.blocked && Boolean(sessionKey) && loopDetection?.enabled === true && record !== undefined;
       out.outcome = running ? { deferred: true } : outcomeView(record);
+      out.guard = state.guarded ?? Scenario.guardView(guardEntry);
+      out.run_aborted = guardEntry.aborted;
       out.run_terminated = terminated.has(identity);
       if (running) calls.set(callId, { out, event });
       expected.push(out);
@@ -666,16 +694,18 @@ async function runnerRun(scenario) {
 // A tool_result event: the result of a deferred call whose tool is running (its tool returns it; the call's
 // warning note, if any, is on the result message and goes to the call's entry), or of a call that never ran (a
 // blocked one: OpenClaw has no result for it).
-async function runnerResult(event, state, calls, runTerminated) {
+async function runnerResult(event, state, calls, runTerminated, guardEntry) {
   const callId = event.tool_call_id ?? undefined;
   const running = state.running.get(callId);
   if (!running) {
-    return { type: "tool_result", ignored: BLOCKED_RESULT_IGNORED, run_terminated: runTerminated };
+    return { type: "tool_result", ignored: BLOCKED_RESULT_IGNORED, run_aborted: guardEntry.aborted,
+      run_terminated: runTerminated };
   }
   state.running.delete(callId);
   const call = calls.get(callId);
   calls.delete(callId);
   const before = new Set(historyOf(call.event));
+  state.guarded = undefined;
   const results = await running.attempt.finish(running, { ...call.event, result: event.result, error: event.error });
   const message = results.find((result) => result.toolCallId === callId);
   const note = resultTexts(message).at(-1);
@@ -684,7 +714,8 @@ async function runnerResult(event, state, calls, runTerminated) {
   const record = historyOf(call.event).filter((entry) => entry.toolCallId === callId && (!before.has(entry)
     || entry.resultHash || entry.outcomeKind)).at(-1);
   return { type: "tool_result", tool_name: call.out.tool_name, args_hash: call.out.args_hash,
-    outcome: outcomeView(record), run_terminated: runTerminated };
+    outcome: outcomeView(record), guard: state.guarded ?? Scenario.guardView(guardEntry),
+    run_aborted: guardEntry.aborted, run_terminated: runTerminated };
 }
 
 for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
