@@ -13,92 +13,49 @@ How verdicts are read
 Only the verdicts-topic partitions the client's record keys hash to, from their end, without a
 consumer group (:mod:`streams.runners.verdict_reader`).
 
-Record keys
------------
-Each event is published with the record key ``record_key(event, key_by)``
-(:mod:`streams.wire.keys`; ``loopwatch produce`` keys it the same): with
-``key_by="run"`` (the default) its run id, else its session key, else its
-session id; with ``key_by="session"`` its session key, else its session id. The worker uses the record key **as it is** as the
-key of the detection state (its own ``--key-by`` only derives a key for
-records that arrive without one), so the client's ``key_by`` decides whether
-loop detection sees a run or a whole session: ``"session"`` gives OpenClaw's
-session-level behaviour (history cap and warning dedupe shared by the
-session's runs). Every producer of one session's events should use the same
-``key_by``. The verdict comes back with the same key.
-
-What is added to events
------------------------
-On an event that lacks them, the ``session_key`` last sent for its ``session_id`` and, on a
-``tool_result``, the call's ``tool_name`` and ``args`` (:mod:`streams.runners.completion`); no field
-the event has is changed.
-
-Validation
+Events out
 ----------
-Events are checked before anything is sent, with the engine's own schema
-check (:func:`streams.detection.events.validate_event`, the rules by which
-the worker dead-letters an event): an invalid event raises
-:class:`~streams.detection.EventError` (a ``ValueError``) naming the field,
-instead of being dead-lettered while the caller waits out its timeout.
-An event the chosen codec cannot carry (for msgpack an integer beyond 64
-bits or a lone surrogate, for JSON bytes) is sent in the other, which the
-worker reads too (:func:`streams.wire.codecs.record_encoder`, as ``loopwatch
-produce`` does); one neither can encode raises ``ValueError`` naming the event.
+Each event is checked with the worker's own schema check before anything is sent (an invalid one raises
+``ValueError`` naming the field), completed (``session_key``; a result's ``tool_name`` and ``args``;
+``event_id``, ``ts``) and keyed by ``key_by`` (``"run"``: per-run detection; ``"session"``: OpenClaw's
+session-level behaviour; use one ``key_by`` for all events of a session): :mod:`streams.runners.outgoing`.
 
-Timeouts and send failures: fail-open or fail-closed
-----------------------------------------------------
-A verdict that does not arrive within the timeout (worker down, lagging, or
-broker unreachable) yields a :class:`Verdict` with ``timed_out=True`` and a
-verdict chosen by ``on_timeout``. An event that cannot be published at all
-(Kafka refuses it: larger than the producer's ``max_request_size`` or the
-topic's ``max.message.bytes``, not authorised, ...) yields the same verdict at
-once, with ``timed_out=False`` and ``error`` saying why (also logged as a
-warning). Either way ``record`` is None and :attr:`Verdict.message` says what
-happened and which way the client failed:
+When no verdict comes: fail-open or fail-closed
+-----------------------------------------------
+A verdict that does not arrive within the timeout (worker down, lagging, or broker unreachable), or an
+event Kafka refuses (too large, not authorised, ...; also logged as a warning), yields a :class:`Verdict`
+chosen by ``on_timeout``: ``allow`` (fail-open, the default) or ``block`` (fail-closed; ``abort`` for a
+result or a compaction retry), ``record`` None, ``timed_out`` or ``error`` saying which, and
+:attr:`Verdict.message` saying what happened: the table is in :mod:`streams.runners.verdict`. Fail-open
+keeps agents working when loopwatch is unavailable (a loop may then go undetected); fail-closed stops
+them instead. A verdict that arrives after its timeout is dropped. Large events: an event over the
+producer's ``max_request_size`` (1 MiB; ``producer_options``) or the topic's ``max.message.bytes``
+gets that verdict at once, ``error`` saying which limit (:mod:`streams.runners.verdict_wait`).
 
-=====================================  ==========================  ==========================
-event type                             ``on_timeout="allow"``       ``on_timeout="block"``
-                                       (fail-open, the default)     (fail-closed)
-=====================================  ==========================  ==========================
-``tool_call``                          ``allow``                   ``block``
-``tool_result``, ``compaction_retry``  ``allow``                   ``abort``
-=====================================  ==========================  ==========================
-
-Kafka unreachable: the client starts all the same and connects in the background
-(:mod:`streams.runners.connection`); until then every event gets the ``on_timeout`` verdict at
-once, with ``error`` saying so. An outage after that is met by the timeout, and the client
-reconnects by itself. :meth:`LoopwatchClient.stop` returns within ``stop_timeout`` (5 s) in any
-broker state. aiokafka's repeated warnings are rate-limited (:mod:`streams.wire.logs`).
-
-Nothing taken is dropped: every event :meth:`LoopwatchClient.publish` takes stays in a bounded
-outbox (:mod:`streams.runners.outbox`; ``outbox_events``, ``outbox_bytes``) until Kafka
-acknowledges it, through an outage of any length, and reaches Kafka in order once the broker is
-back, whatever verdict its caller got meanwhile. A full outbox refuses the event
-(:class:`OutboxFullError` from ``publish``; :meth:`~LoopwatchClient.check` and
-:meth:`~LoopwatchClient.report_result` give the ``on_timeout`` verdict with ``error`` saying so).
-
-Fail-open keeps agents working when loopwatch is unavailable (a loop may then
-go undetected); fail-closed stops them instead. A verdict that arrives after
-its timeout is dropped.
-
-Fail-open, and what loopwatch learns of it
-------------------------------------------
 Every ``tool_call`` of a fail-open client carries ``deadline``, and the ``tool_result`` of a call it
 let run without a verdict is sent with ``ran_without_verdict: true`` and not waited for: its
 :class:`Verdict` (``allow``, ``waited`` False) comes at once (:mod:`streams.runners.late`).
 
-Large events: the producer refuses a record over ``max_request_size``
-(1 MiB by default; ``producer_options={"max_request_size": n}`` raises it),
-and the broker one over the topic's ``max.message.bytes`` (by default the
-broker's ``message.max.bytes``, 1048588 bytes). The worker needs an outcome
-in full (``result``/``error``: it hashes them as OpenClaw does), so a runner
-whose tool results can exceed that either raises both limits or accepts the
-fail-open/fail-closed verdict for those events.
+Kafka unreachable, and nothing taken dropped
+--------------------------------------------
+The client starts all the same and connects in the background (:mod:`streams.runners.connection`);
+until then every event gets the ``on_timeout`` verdict at once, with ``error`` saying so. An outage
+after that is met by the timeout, and the client reconnects by itself. :meth:`LoopwatchClient.stop`
+returns within ``stop_timeout`` (5 s) in any broker state. aiokafka's repeated warnings are
+rate-limited (:mod:`streams.wire.logs`).
 
-Size: one class, the runner's whole API, of which about half the lines are its reference
-docstrings (arguments, verdicts, errors raised); the parts with a job of their own are apart:
-the connection (:mod:`.connection`), the outbox (:mod:`.outbox`), what is added to events
-(:mod:`.completion`), fail-open bookkeeping (:mod:`.late`), the verdict reader
-(:mod:`.verdict_reader`) and the verdict (:mod:`.verdict`).
+Every event :meth:`LoopwatchClient.publish` takes stays in a bounded outbox
+(:mod:`streams.runners.outbox`; ``outbox_events``, ``outbox_bytes``) until Kafka acknowledges it,
+through an outage of any length, and reaches Kafka in order once the broker is back, whatever
+verdict its caller got meanwhile. A full outbox refuses the event (:class:`OutboxFullError` from
+``publish``; :meth:`~LoopwatchClient.check` and :meth:`~LoopwatchClient.report_result` give the
+``on_timeout`` verdict with ``error`` saying so).
+
+Size: one class, the runner's whole API, of which nearly half the lines are its reference docstrings
+(arguments, verdicts, errors raised); the parts with a job of their own are apart: the connection
+(:mod:`.connection`), the outbox (:mod:`.outbox`), an event made ready to send (:mod:`.outgoing`, with
+what is added to it, :mod:`.completion`), waiting for a verdict (:mod:`.verdict_wait`), fail-open
+bookkeeping (:mod:`.late`), the verdict reader (:mod:`.verdict_reader`) and the verdict (:mod:`.verdict`).
 """
 
 from __future__ import annotations
@@ -106,23 +63,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any, Callable, Literal, Mapping
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaError
 
 from streams.wire.brokers import bootstrap_servers
-from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder, record_size, too_large_reason
-from streams.detection.events import EventError, validate_event
-from streams.wire.keys import KEY_BY, record_key
+from streams.wire.codecs import MAX_REQUEST_SIZE, record_encoder
+from streams.wire.keys import KEY_BY
+from streams.wire.logs import limit_kafka_client_logs
+
 from .completion import EventCompleter
+from .connection import Connection, TopicNotFoundError
 from .late import LateCalls
 from .outbox import DEFAULT_OUTBOX_BYTES, DEFAULT_OUTBOX_EVENTS, Outbox, OutboxFullError
+from .outgoing import encode_event, event_type, prepare
 from .verdict import TIMEOUT_VERDICTS, Verdict
-from .connection import Connection, TopicNotFoundError
 from .verdict_reader import FETCH_WAIT_MS, VerdictReader
-from streams.wire.logs import limit_kafka_client_logs
+from .verdict_wait import acked_within, resolved, send_error, verdict_future
+
 
 __all__ = [
     "LoopwatchClient",
@@ -153,11 +112,11 @@ class LoopwatchClient:
         verdicts_topic: the worker's verdicts topic.
         on_timeout: ``"allow"`` (fail-open, default) or ``"block"``
             (fail-closed): the verdict given when none arrives in time or the
-            event cannot be published (see the module docstring for the
-            per-event-type table).
+            event cannot be published (the per-event-type table is in
+            :mod:`streams.runners.verdict`).
         codec: ``"msgpack"`` (default) or ``"json"``, the event record encoding;
             an event the codec cannot carry goes in the other, as ``loopwatch
-            produce`` sends it (see the module docstring).
+            produce`` sends it (:mod:`streams.runners.outgoing`).
         timeout: default seconds to wait for a verdict (send included).
         key_by: the record key of each event: ``"run"`` (default: run id, else
             session key, else session id) or ``"session"`` (session key, else
@@ -353,8 +312,8 @@ class LoopwatchClient:
                 no ``session_id``), or it cannot be encoded.
             ClientClosedError: the client is not started, or was stopped meanwhile.
         """
-        if _event_type(tool_call_event) != "tool_call":
-            raise ValueError(f"check() takes a tool_call event, got type {_event_type(tool_call_event)!r}")
+        if event_type(tool_call_event) != "tool_call":
+            raise ValueError(f"check() takes a tool_call event, got type {event_type(tool_call_event)!r}")
         return await self._answer(tool_call_event, "tool_call", timeout)
 
     async def report_result(self, event: Mapping[str, Any], timeout: float | None = None) -> Verdict:
@@ -382,10 +341,10 @@ class LoopwatchClient:
         Raises:
             ValueError, ClientClosedError: as :meth:`check`.
         """
-        if _event_type(event) not in ("tool_result", "compaction_retry"):
+        if event_type(event) not in ("tool_result", "compaction_retry"):
             raise ValueError(f"report_result() takes a tool_result or compaction_retry event, "
-                             f"got type {_event_type(event)!r}")
-        return await self._answer(event, _event_type(event), timeout)
+                             f"got type {event_type(event)!r}")
+        return await self._answer(event, event_type(event), timeout)
 
     async def _answer(self, event: Mapping[str, Any], kind: str, timeout: float | None) -> Verdict:
         """The verdict of ``event``; a full outbox gives the ``on_timeout`` verdict with the reason."""
@@ -429,22 +388,8 @@ class LoopwatchClient:
         """
         if not self._started:
             raise ClientClosedError("loopwatch client is not started (use `async with` or await start())")
-        try:
-            kind = validate_event(event)
-        except EventError as exc:
-            raise EventError(f"invalid event (the worker would dead-letter it): {exc}") from None
-        # After validation: what it adds comes from events that passed it too.
-        event = self._completer.complete(event)
-        # A valid event has a session id or key (a non-empty string): there is always a key.
-        key = record_key(event, self.key_by)
-        assert key is not None
-        event = dict(event)
-        event_id = event.get("event_id")
-        if not isinstance(event_id, str) or not event_id:
-            event_id = event["event_id"] = uuid.uuid4().hex
-        now_ms = self._clock() * 1000
-        if "ts" not in event:
-            event["ts"] = int(now_ms)
+        kind, key, event, now_ms = prepare(event, self._completer, self.key_by, self._clock)
+        event_id = event["event_id"]
         wait = self.timeout if timeout is None else timeout
         if not wait > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {wait!r}")
@@ -454,10 +399,7 @@ class LoopwatchClient:
             event["deadline"] = int(now_ms + wait * 1000)
         if kind == "tool_result":
             self._late_calls.mark_result(key, event)
-        try:
-            value = self._encode(event)
-        except ValueError as exc:
-            raise ValueError(f"{_event_name(event, kind, key)}: {exc}") from None
+        value = encode_event(self._encode, event, kind, key)
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         taken = self._outbox.put(key, value)  # OutboxFullError: not taken
@@ -482,27 +424,28 @@ class LoopwatchClient:
                 except asyncio.TimeoutError:
                     pass  # still in the outbox: sent once Kafka answers
             # not connected: no second wait; the outbox keeps it in order with the events that follow
-            return _resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
-                                           time.monotonic() - started, None, waited=False))
+            return resolved(loop, Verdict(event_id, TIMEOUT_VERDICTS["allow"][kind], None, False,
+                                          time.monotonic() - started, None, waited=False))
 
         if not self._connection.ready:  # nothing to wait for: the answer is the policy's, now
             pending.pop(event_id, None)
-            return _resolved(loop, fallback(timed_out=False, error=(
+            return resolved(loop, fallback(timed_out=False, error=(
                 f"not connected to Kafka at {self.bootstrap} ({self._connection.unreachable}); reconnecting; "
                 f"the event is kept and sent once connected ({len(self._outbox):,} waiting)")))
 
         try:
-            await _acked_within(loop, taken.acked, started + wait)
+            await acked_within(loop, taken.acked, started + wait)
         except TimeoutError:  # still in the outbox: Kafka gets it when it answers again
             pending.pop(event_id, None)
-            return _resolved(loop, fallback(timed_out=True))
+            return resolved(loop, fallback(timed_out=True))
         except KafkaError as exc:
             pending.pop(event_id, None)
-            failed = fallback(timed_out=False, error=self._send_error(exc, key, value))
+            failed = fallback(timed_out=False, error=send_error(
+                exc, key, value, self._producer_options.get("max_request_size", MAX_REQUEST_SIZE)))
             log.warning("loopwatch client: %s event %s of %r not sent: %s; verdict %s (on_timeout=%r)",
                         kind, event_id, key.decode("utf-8", "replace"), failed.error, failed.verdict,
                         self.on_timeout)
-            return _resolved(loop, failed)
+            return resolved(loop, failed)
         except BaseException:
             pending.pop(event_id, None)
             raise
@@ -510,80 +453,4 @@ class LoopwatchClient:
             pending.pop(event_id, None)
             raise ClientClosedError("loopwatch client stopped while the event was sent")
 
-        # The verdict's future: resolved by the record's arrival or by one timer; no task per event.
-        answer: asyncio.Future = loop.create_future()
-
-        def settle(done: asyncio.Future) -> None:  # the record came, the client stopped, or the caller gave up
-            timer.cancel()
-            pending.pop(event_id, None)
-            if done is answer or answer.done():
-                return
-            if done.cancelled():
-                answer.set_result(fallback(timed_out=True))
-            elif done.exception() is not None:  # ClientClosedError
-                answer.set_exception(done.exception())
-            else:
-                record = done.result()
-                answer.set_result(Verdict(event_id, str(record.get("verdict")), record, False,
-                                          time.monotonic() - started))
-
-        timer = loop.call_at(loop.time() + max(0.0, wait - (time.monotonic() - started)), arrived.cancel)
-        arrived.add_done_callback(settle)
-        answer.add_done_callback(settle)
-        return answer
-
-    # -------------------------------------------------------------- internals
-
-    def _send_error(self, exc: KafkaError, key: bytes, value: bytes) -> str:
-        """What :attr:`Verdict.error` says for an event the producer or the broker refused."""
-        if not isinstance(exc, MessageSizeTooLargeError):
-            return f"{type(exc).__name__}: {exc}"
-        size = record_size(key, value)
-        limit = self._producer_options.get("max_request_size", MAX_REQUEST_SIZE)
-        if size > limit:
-            return too_large_reason(size, limit, "producer_options={'max_request_size': ...}")
-        return too_large_reason(size)
-
-
-def _event_type(event: Any) -> Any:
-    """The ``type`` of an event mapping; None for anything else (validated later)."""
-    return event.get("type") if isinstance(event, Mapping) else None
-
-
-def _event_name(event: Mapping[str, Any], kind: str, key: bytes) -> str:
-    """How an error names an event, e.g. ``tool_call event 'e1' (key 'r1', tool_call_id 'c1')``."""
-    call_id = event.get("tool_call_id")
-    text = key.decode("utf-8", "surrogatepass")  # the key record_key encoded
-    ids = f"key {text!r}" + (f", tool_call_id {call_id!r}" if isinstance(call_id, str) else "")
-    return f"{kind} event {event['event_id']!r} ({ids})"
-
-
-async def _acked_within(loop: asyncio.AbstractEventLoop, acked: asyncio.Future, deadline: float) -> None:
-    """Wait for ``acked`` (the outbox entry's, which must outlive this wait: it is never cancelled here) until
-    ``deadline`` (``time.monotonic()``); its error is raised, ``TimeoutError`` when the deadline passes first.
-
-    What ``asyncio.timeout`` around ``asyncio.shield`` does, with one future and one timer instead of a
-    shield's outer future and a timeout context's task cancellation: this is on every event's path."""
-    if not acked.done():
-        woken: asyncio.Future = loop.create_future()
-
-        def wake(_: Any = None) -> None:
-            if not woken.done():
-                woken.set_result(None)
-
-        acked.add_done_callback(wake)
-        timer = loop.call_later(max(0.0, deadline - time.monotonic()), wake)
-        try:
-            await woken
-        finally:
-            timer.cancel()
-            acked.remove_done_callback(wake)
-        if not acked.done():
-            raise TimeoutError
-    acked.result()
-
-
-def _resolved(loop: asyncio.AbstractEventLoop, verdict: Verdict) -> "asyncio.Future[Verdict]":
-    future: asyncio.Future = loop.create_future()
-    future.set_result(verdict)
-    return future
+        return verdict_future(loop, arrived, pending, event_id, wait, started, fallback)

@@ -3,6 +3,28 @@
 The worker's verdict record, or the stand-in the client makes when none came in time (the
 ``on_timeout`` choice, :data:`TIMEOUT_VERDICTS`). Where the worker publishes it is
 :func:`streams.wire.keys.verdict_partition`.
+
+When no verdict comes: fail-open or fail-closed
+-----------------------------------------------
+A verdict that does not arrive within the timeout (worker down, lagging, or
+broker unreachable) yields a :class:`Verdict` with ``timed_out=True`` and a
+verdict chosen by ``on_timeout``. An event that cannot be published at all
+(Kafka refuses it: larger than the producer's ``max_request_size`` or the
+topic's ``max.message.bytes``, not authorised, ...; or Kafka is unreachable, or the
+client's outbox is full) yields the same verdict at once, with ``timed_out=False`` and
+``error`` saying why. Either way ``record`` is None and :attr:`Verdict.message` says what
+happened and which way the client failed:
+
+=====================================  ==========================  ==========================
+event type                             ``on_timeout="allow"``       ``on_timeout="block"``
+                                       (fail-open, the default)     (fail-closed)
+=====================================  ==========================  ==========================
+``tool_call``                          ``allow``                   ``block``
+``tool_result``, ``compaction_retry``  ``allow``                   ``abort``
+=====================================  ==========================  ==========================
+
+A ``tool_result`` sent with ``ran_without_verdict: true`` (its call ran without a verdict,
+:mod:`streams.runners.late`) is not waited for: ``allow``, ``waited`` False, at once.
 """
 
 from __future__ import annotations
