@@ -48,7 +48,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.wire.outages import Backoff, stop_consumer
-from .reader import IDLE_AFTER_S, _PacedFetcher
+from .fetch_pacing import IDLE_AFTER_S, PacedFetcher, pace
 
 __all__ = ["Consumer", "Transport", "STABLE_WAIT_S", "SUBSCRIBE_WAIT_S", "last_committed", "stable_ends"]
 
@@ -75,7 +75,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     reads ``read_committed``, and changelog ends are at their last committed record.
 
     Its fetches are held :data:`_CHANGELOG_FETCH_WAIT_MS` while records come, while Faust recovers tables and
-    from a rebalance's start, else (after :data:`~streams.worker.reader.IDLE_AFTER_S`)
+    from a rebalance's start, else (after :data:`~streams.worker.fetch_pacing.IDLE_AFTER_S`)
     :data:`CHANGELOG_IDLE_FETCH_WAIT_MS`, paced as the input reader's are. The verdict path does not use this
     consumer (:mod:`streams.worker.reader`)."""
 
@@ -85,9 +85,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def on_start(self) -> None:
         await super().on_start()
-        fetcher = self._ensure_consumer()._fetcher  # aiokafka internals: built by start()
-        fetcher.__class__ = _PacedFetcher
-        fetcher.busy_wait_ms = _CHANGELOG_FETCH_WAIT_MS
+        pace(self._ensure_consumer()._fetcher, _CHANGELOG_FETCH_WAIT_MS)  # aiokafka internals: built by start()
         self._busy_since = time.monotonic()
 
     def _busy(self) -> None:
@@ -110,7 +108,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         records = await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
         if records or getattr(self.app, "in_recovery", False) or getattr(self.app, "rebalancing", False):
             self._busy_since = time.monotonic()
-        elif time.monotonic() - self._busy_since >= IDLE_AFTER_S and isinstance(consumer._fetcher, _PacedFetcher):
+        elif time.monotonic() - self._busy_since >= IDLE_AFTER_S and isinstance(consumer._fetcher, PacedFetcher):
             consumer._fetcher._fetch_max_wait_ms = CHANGELOG_IDLE_FETCH_WAIT_MS
         return records
 

@@ -18,10 +18,10 @@ older :attr:`InputReader.epoch` and must be refused by the handler.
 
 Idle partitions cost a fetch request each ``fetch_max_wait_ms`` (25 ms), and
 a fetch request costs CPU per partition it names: with nothing to read for
-:data:`IDLE_AFTER_S`, the broker is asked to hold each fetch up to
+:data:`~streams.worker.fetch_pacing.IDLE_AFTER_S`, the broker is asked to hold each fetch up to
 :data:`IDLE_FETCH_WAIT_MS` instead (a record arriving on any partition still
 ends it at once). The first response that brings records sets the wait back
-before the next request is built (:class:`_PacedFetcher`), so a partition
+before the next request is built (:mod:`streams.worker.fetch_pacing`), so a partition
 left out of a request because its records were being handled never waits
 behind an idle-length fetch; a partition just resumed (after a rebalance) may
 wait up to :data:`IDLE_FETCH_WAIT_MS` for its first fetch.
@@ -37,9 +37,10 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.consumer.fetcher import Fetcher
 
 from streams.wire.outages import Backoff, stop_consumer
+
+from .fetch_pacing import IDLE_AFTER_S, pace
 
 __all__ = ["Batch", "BatchHandler", "InputReader"]
 
@@ -49,22 +50,7 @@ Batch = Sequence[tuple[TopicPartition, Sequence[Any]]]  # (partition, aiokafka C
 BatchHandler = Callable[[Batch, int], Awaitable[None]]  # (batch, epoch it was fetched in)
 
 _IDLE_S = 0.05  # nothing assigned or ready: look again after this long
-IDLE_AFTER_S = 1.0  # no record for this long: fetches are held up to IDLE_FETCH_WAIT_MS
-IDLE_FETCH_WAIT_MS = 250
-
-
-class _PacedFetcher(Fetcher):
-    """aiokafka's fetcher, back to the busy fetch wait as soon as a response brings records (before its
-    routine builds the next request). Relies on aiokafka internals: ``_proc_fetch_request`` returns whether
-    records were added, and each request is built with ``_fetch_max_wait_ms``."""
-
-    busy_wait_ms = 25
-
-    async def _proc_fetch_request(self, assignment: Any, node_id: Any, request: Any) -> bool:
-        got = await super()._proc_fetch_request(assignment, node_id, request)
-        if got:
-            self._fetch_max_wait_ms = self.busy_wait_ms
-        return got
+IDLE_FETCH_WAIT_MS = 250  # the fetch wait after IDLE_AFTER_S (streams.worker.fetch_pacing) with no record
 
 
 class InputReader:
@@ -119,8 +105,7 @@ class InputReader:
             self._backoff.apply(consumer._client)
             await consumer.start()
             fetcher = consumer._fetcher  # aiokafka internals: built by start(), its routine already running
-            fetcher.__class__ = _PacedFetcher
-            fetcher.busy_wait_ms = fetcher._fetch_max_wait_ms
+            pace(fetcher, fetcher._fetch_max_wait_ms)
             self._consumer = consumer
             self._task = asyncio.ensure_future(self._run())
 

@@ -10,7 +10,7 @@ import msgpack
 import pytest
 
 from streams.worker.consumer import _CHANGELOG_FETCH_WAIT_MS, CHANGELOG_IDLE_FETCH_WAIT_MS
-from streams.worker.reader import IDLE_AFTER_S
+from streams.worker.fetch_pacing import IDLE_AFTER_S
 from tests.worker.test_open_transaction import _rejoin
 from tests.worker_harness import consume_all, encode, produce, running_worker, worker_settings
 

@@ -476,7 +476,8 @@ def test_idle_partitions_are_fetched_with_a_long_wait_and_a_record_brings_the_sh
     """Nothing to read for IDLE_AFTER_S: the broker holds each fetch up to IDLE_FETCH_WAIT_MS (fewer requests);
     the response bringing a record sets 25 ms back before the next request, and the record is handed over at
     once (a fetch held long ends when a record arrives)."""
-    from streams.worker.reader import IDLE_AFTER_S, IDLE_FETCH_WAIT_MS
+    from streams.worker.fetch_pacing import IDLE_AFTER_S
+    from streams.worker.reader import IDLE_FETCH_WAIT_MS
 
     topic = new_topic("idle")
 
