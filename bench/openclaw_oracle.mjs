@@ -698,8 +698,9 @@ async function runnerResult(event, state, calls, runTerminated, guardEntry) {
   const callId = event.tool_call_id ?? undefined;
   const running = state.running.get(callId);
   if (!running) {
-    return { type: "tool_result", ignored: BLOCKED_RESULT_IGNORED, run_aborted: guardEntry.aborted,
-      run_terminated: runTerminated };
+    const toolName = normalizeToolName(event.tool_name || "tool"); // the result's own fields, as for 2026.7
+    return { type: "tool_result", tool_name: toolName, args_hash: argsHash(toolName, event.args),
+      ignored: BLOCKED_RESULT_IGNORED, run_aborted: guardEntry.aborted, run_terminated: runTerminated };
   }
   state.running.delete(callId);
   const call = calls.get(callId);
@@ -723,7 +724,7 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
   const scenario = JSON.parse(line);
   try {
     let expected;
-    if (runnerParts) expected = await runnerRun(scenario);
+    if (runnerParts) expected = (await runnerRun(scenario)).map((entry, index) => ({ event: index, ...entry }));
     else if (detectorOnly) expected = detectorOnlyRun(scenario);
     else {
       const run = new Scenario(scenario.config);
