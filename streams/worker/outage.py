@@ -101,8 +101,8 @@ class SenderFailureLine(logging.Filter):
         if record.msg == _SENDER_FAILURE and record.exc_info and record.exc_info[1] is not None \
                 and is_broker_trouble(record.exc_info[1]):
             cause = record.exc_info[1]
-            while cause.__cause__ is not None:  # what aiokafka wrapped
-                cause = cause.__cause__
+            for _ in range(_MOST_WRAPPED):  # what aiokafka wrapped
+                cause = cause.__cause__ or cause
             record.msg = "%s: %r, the broker's trouble (ridden out as an outage)"
             record.args = (_SENDER_FAILURE, cause)
             record.levelno, record.levelname = logging.WARNING, "WARNING"
