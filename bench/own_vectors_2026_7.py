@@ -470,21 +470,25 @@ def main() -> int:
     options = parser.parse_args()
     if not options.openclaw:
         parser.error("--openclaw: an OpenClaw 2026.7.x package directory (or LOOPWATCH_OPENCLAW_DIR)")
-    lines, differing = [], 0
     with Oracle(options.openclaw, options.node) as oracle:
-        for scenario in scenarios():
-            if FROM_OPENCLAW in scenario["description"]:
-                scenario["expected"] = oracle.expected(scenario)
-            else:
-                scenario["expected"] = _loopwatch_expected(scenario)
-            mismatch: Mismatch | None = run_scenario(scenario)
-            if mismatch is not None:
-                differing += 1
-                print(f"loopwatch differs: {mismatch}", file=sys.stderr)
-            lines.append(json.dumps(scenario))  # ASCII: U+0085 and U+2028 would split lines for some readers
-    options.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{len(lines)} scenarios, {sum(len(json.loads(x)['events']) for x in lines)} events -> {options.out}; "
-          f"loopwatch differs on {differing}")
+        return write_expected(scenarios(), lambda scenario: oracle.expected(scenario)
+                              if FROM_OPENCLAW in scenario["description"] else _loopwatch_expected(scenario), options.out)
+
+
+def write_expected(made: list[dict[str, Any]], expect: Any, out: Path, kept: list[str] | None = None) -> int:
+    """Writes ``kept`` (scenario lines as they are) and the scenarios ``made``, each with ``expected`` =
+    ``expect(scenario)``, to ``out``; says on stderr where loopwatch differs. Exit status 1 when it does."""
+    lines, differing = list(kept or []), 0
+    for scenario in made:
+        scenario["expected"] = expect(scenario)
+        mismatch: Mismatch | None = run_scenario(scenario)
+        if mismatch is not None:
+            differing += 1
+            print(f"loopwatch differs: {mismatch}", file=sys.stderr)
+        lines.append(json.dumps(scenario))  # ASCII: U+0085 and U+2028 would split lines for some readers
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{len(lines)} scenarios ({len(made)} written here), {sum(len(json.loads(x)['events']) for x in lines)} "
+          f"events -> {out}; loopwatch differs on {differing}")
     return 1 if differing else 0
 
 

@@ -422,7 +422,7 @@ def test_replay_profile_option_and_conformance_files_of_both_profiles(tmp_path):
     assert "profile openclaw-2026.9.6 (thresholds fixed by that release; only enabled is read)" in new.stderr
     own = Path(__file__).resolve().parents[1] / "fixtures" / "vectors-2026.9-own.jsonl"
     both = runner.invoke(loopwatch, ["conformance", str(VECTORS), str(own)])
-    assert both.exit_code == 0 and both.stdout.splitlines()[-1] == "100 passed, 0 failed"
+    assert both.exit_code == 0 and both.stdout.splitlines()[-1] == "111 passed, 0 failed"
 
 
 def test_replay_help_says_why_it_keys_by_session_and_the_worker_by_run():
