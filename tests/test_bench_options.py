@@ -74,3 +74,14 @@ def test_fleet_import_bench_imports_every_file_it_writes(tmp_path):
     assert [line.split(":")[1].strip() for line in summary[1:]] == ["claude-code", "codex", "events", "openclaw",
                                                                     "swe-agent"]
     assert "codex: 4 file(s)" in summary[2] and "openclaw: 4 file(s)" in summary[4]  # rollouts + exec, + SQLite
+
+
+def test_worker_path_bench_takes_every_event_through_the_workers_path():
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "worker_path.py"), "--runs", "12", "--passes", "1",
+                             "--fetch", "7", "--checkpoint-events", "20"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    events = int(result.stdout.split("workload: ", 1)[1].split(" events", 1)[0].replace(",", ""))
+    assert events > 100
+    records = result.stdout.split("records of a pass: ", 1)[1].splitlines()[0]
+    assert f"verdicts {events:,}" in records.split(", ")  # one verdict per event, none lost in the batches
+    assert "worker path with the fleet view: CPU µs per event per pass " in result.stdout
