@@ -640,6 +640,40 @@ def generate_2026_9_runner(rng: random.Random, name: str) -> dict[str, Any]:
             "profile": "openclaw-2026.9.6", "config": config, "events": events}
 
 
+def generate_2026_9_runner_wide(rng: random.Random, name: str) -> dict[str, Any]:
+    """A long 2026.9.6 runner scenario past the 256 warning keys of one session (§6): a run's argument-churn key
+    is set, 255 other runs each warn once, the first run's key is set again (bucket 2) before a 257th key comes
+    in, then an early run and the first one warn again (emitted only if their key was dropped). Blocks and
+    vetoes along the way when the random counts reach them."""
+    events: list[dict[str, Any]] = []
+    tool = rng.choice(["read", "exec", "web_fetch"])
+    error = rng.choice(["ENOENT", "HTTP 503", "boom"])
+
+    def call(run: str, args: dict[str, Any], failed: bool = False) -> None:
+        events.append({"type": "tool_call", "run_id": run, "session_id": "s1", "tool_call_id": f"w{len(events)}",
+                       "tool_name": tool, "args": args, "error": error if failed else None,
+                       "result": None if failed else {"content": [{"type": "text", "text": "same"}], "details": {}}})
+
+    def churn(run: str, count: int) -> None:
+        for serial in range(count):
+            call(run, {"path": f"/v{serial % 3}"}, failed=True)
+
+    def repeat(run: str) -> None:
+        for _ in range(rng.choice([10, 11, 11, 12])):
+            call(run, {"path": "/same"})
+
+    churn("r0", rng.randrange(11, 14))
+    for run in range(1, rng.choice([255, 256])):
+        repeat(f"r{run}")
+    churn("r0", rng.randrange(19, 24))
+    repeat("r-new")
+    repeat(f"r{rng.randrange(1, 4)}")
+    churn("r0", rng.randrange(11, 14))
+    return {"name": name, "description": "past the warning keys' bound, 2026.9.6 embedded runner (bench/difffuzz.py)",
+            "profile": "openclaw-2026.9.6", "config": {"tools": {"loopDetection": {"enabled": True}}},
+            "events": events}
+
+
 def _runner_config(rng: random.Random) -> tuple[dict[str, Any], str | None]:
     """A 2026.9.6 config (only ``enabled`` keys: that release refuses the others) and the agent id the calls name."""
     roll = rng.random()
@@ -843,8 +877,9 @@ def main() -> int:
         events = 0
         seen: Counter[str] = Counter()
         for number in range(options.count):
-            make = (generate_2026_9_runner if options.runner else generate_2026_9 if nine
-                    else generate_wide if rng.random() < options.wide else generate)
+            wide = rng.random() < options.wide
+            make = ((generate_2026_9_runner_wide if wide else generate_2026_9_runner) if options.runner
+                    else generate_2026_9 if nine else generate_wide if wide else generate)
             scenario = make(rng, f"fuzz-{options.seed}-{number}")
             events += len(scenario["events"])
             expected = oracle.expected(scenario)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.difffuzz import (Oracle, first_difference, generate, generate_2026_9, generate_2026_9_runner, generate_wide,
-                           runner_differences)
+from bench.difffuzz import (Oracle, first_difference, generate, generate_2026_9, generate_2026_9_runner,
+                           generate_2026_9_runner_wide, generate_wide, runner_differences)
 from streams.offline.conformance import load_scenarios
 from tests.shared_vectors import FILES_2026_9, OWN_2026_7, OWN_2026_9, shared_path, shared_scenarios, skip_without
 
@@ -114,3 +114,9 @@ def test_the_runner_gives_the_2026_9_6_scenarios_expectations(runner):
 def test_the_2026_9_6_profile_blocks_and_recovers_as_that_releases_runner(runner, seed):
     # every tool call compared, past the recovery block, the terminal block and the calls after it
     _agree(runner, generate_2026_9_runner, seed, COUNT)
+
+
+@NINE
+def test_the_2026_9_6_runner_past_its_bounds(runner):
+    # more than 256 warning keys in one session: which key is dropped when one is set again
+    _agree(runner, generate_2026_9_runner_wide, 8, 3)
