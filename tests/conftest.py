@@ -6,10 +6,11 @@ would let CI go green without ever talking to Kafka.
 """
 
 import asyncio
+import logging
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -112,3 +113,30 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test (or earlier run against a long-lived broker) uses."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", request.node.name)[:180]  # Kafka: [A-Za-z0-9._-], <=249
     return f"test.{name}.{topic_tag()}"
+
+
+@pytest.fixture
+def logs_of(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[str, int], None]]:
+    """``logs_of(name, level)``: caplog gets what logger ``name`` says at ``level`` and above, whatever an
+    earlier test did to logging. A worker started in this process configures logging with Faust's dictConfig,
+    which disables the loggers existing then, and a logger that does not propagate never reaches caplog's
+    root handler: until the test ends the logger is enabled, caplog's handler is on it, and it does not
+    propagate (each record reaches caplog once)."""
+    undo: list[Callable[[], None]] = []
+
+    def capture(name: str, level: int = logging.WARNING) -> None:
+        logger = logging.getLogger(name)
+        disabled, former, propagate = logger.disabled, logger.level, logger.propagate
+        logger.disabled, logger.propagate = False, False
+        logger.setLevel(level)
+        logger.addHandler(caplog.handler)
+        caplog.handler.setLevel(level)
+
+        def restore() -> None:
+            logger.removeHandler(caplog.handler)
+            logger.disabled, logger.level, logger.propagate = disabled, former, propagate
+        undo.append(restore)
+
+    yield capture
+    for restore in reversed(undo):
+        restore()

@@ -82,13 +82,14 @@ def test_a_transactional_senders_lost_coordinator_connection_is_broker_trouble()
                        "closed'), the broker's trouble (ridden out as an outage)", False)),
     (ValueError("a bug"), ("ERROR", "Unexpected error in sender routine", True)),  # a bug keeps its traceback
 ])
-def test_the_senders_traceback_of_the_brokers_trouble_is_one_warning_line(caplog, monkeypatch, lookup_error, line):
+def test_the_senders_traceback_of_the_brokers_trouble_is_one_warning_line(caplog, logs_of, monkeypatch, lookup_error,
+                                                                         line):
     sender_log = logging.getLogger("aiokafka.producer.sender")
     # without the rate limit a worker or client of an earlier test installed (it would hold the line back)
     monkeypatch.setattr(sender_log, "filters", [f for f in sender_log.filters if type(f).__name__ == "SenderFailureLine"])
     quiet_sender_failures()
     quiet_sender_failures()  # once per process
-    caplog.set_level(logging.WARNING, logger="aiokafka")
+    logs_of("aiokafka.producer.sender", logging.WARNING)
     asyncio.run(_transactional_sender_losing_its_coordinator(lookup_error))
     said = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records
             if r.name == "aiokafka.producer.sender" and r.getMessage().startswith("Unexpected error")]

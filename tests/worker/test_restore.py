@@ -97,7 +97,7 @@ def test_a_bulk_read_applies_the_committed_records_in_order_and_keeps_the_offset
     assert offset == seen[-1][0] and offset > 6  # past the markers and the aborted records, which are never applied
 
 
-def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafka_bootstrap, caplog):
+def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafka_bootstrap, caplog, logs_of):
     async def run() -> tuple:
         tp = await _changelog(kafka_bootstrap)
         store = _store()
@@ -112,17 +112,8 @@ def test_a_bulk_read_that_cannot_finish_leaves_the_store_to_fausts_recovery(kafk
             await nothing.close()
         return tp, unreachable, no_time, dict(store.data), store.persisted_offset(TP(tp.topic, 0))
 
-    # caplog's handler on the logger itself, enabled: a worker started earlier in the session configures
-    # logging (Faust's dictConfig disables the loggers that exist then, and "streams" may not propagate)
-    restore_log = logging.getLogger("streams.worker.restore")
-    disabled, restore_log.disabled = restore_log.disabled, False
-    restore_log.addHandler(caplog.handler)
-    try:
-        with caplog.at_level(logging.WARNING, logger="streams.worker.restore"):
-            tp, unreachable, no_time, held, offset = asyncio.run(run())
-    finally:
-        restore_log.removeHandler(caplog.handler)
-        restore_log.disabled = disabled
+    logs_of("streams.worker.restore", logging.WARNING)
+    tp, unreachable, no_time, held, offset = asyncio.run(run())
     assert unreachable.records == no_time.records == {tp: 0} and held == {} and offset is None
     assert unreachable.caught_up == no_time.caught_up == set()  # served only once Faust's recovery has read it
     messages = [record.getMessage() for record in caplog.records]
