@@ -419,26 +419,28 @@ function detectorOnlyRun(scenario) {
 // OpenClaw's own agent loop. Each run's attempt is OpenClaw's runAgentLoop (packages/agent-core/src/agent-loop.ts:
 // the recovery flag, completeToolLoopInterventionBatch's recovery and terminal blocks, the run's termination
 // after a terminal block, the warning note) with the embedded runner's batch admission createToolLoopBatchAdmission
-// (src/agents/embedded-agent-runner/run/tool-loop-recovery.ts, taken out of its dist file by name: admitToolCallBatch,
-// veto records, commit at launch) and every tool wrapped by wrapToolWithBeforeToolCallHook (recordLoopOutcome,
-// whose onToolOutcome feeds the run's post-compaction guard, as the embedded runner wires it; the guard is taken
-// out of its dist file as for 2026.7). Nothing of that is emulated here; what this file supplies is the model and the tools: the model answers each
-// turn with the scenario's next tool call of that run as a one-call assistant message (spec §3.1: the vectors'
-// one-call batches), the tool returns the event's result or throws its error. What it reads back is observed:
-// the tool result message (block text, note), the session history (veto record, committed call, outcome), the
-// admission's answer (warnings), the run's terminal assistant message. Glue, as the vectors model it (spec §3.3):
-// a run whose attempt ended in a terminal block continues its transcript (runAgentLoop again with the same
-// recovery state, as Agent.continue does) when the scenario has more calls of it; a compaction_retry starts a new
-// attempt (a new prompt: a fresh recovery state), also of a terminated run (which stays terminated: run_terminated
-// is true from a terminal block on, in that run; a guard's abort, which ends the run in OpenClaw, likewise
-// leaves run_aborted true). Per tool_call event: {type, tool_name, args_hash, decision, detection, warning,
-// blocked, [block_reason, block_text, tool_loop_recovery, veto_recorded], recorded_call, outcome, guard,
-// run_aborted, run_terminated}; per compaction_retry event {type, guard}; per tool_result event {type, ignored,
-// run_aborted, run_terminated} (its call was blocked: it never ran) or {type,
-// tool_name, args_hash, outcome, guard, run_aborted, run_terminated} (a deferred call's tool, waiting since its tool_call, returns the
-// result or throws the error; its warning note goes to the call's entry). Scenarios (bench/difffuzz.py
-// runner_decides): tool calls with their outcome (a result object or a thrown error) or deferred (outcome_follows,
-// the tool_result before the run's next event, in the call's session fields), tool call ids, object args.
+// (src/agents/embedded-agent-runner/run/tool-loop-recovery.ts, taken out of its dist file by name:
+// admitToolCallBatch, veto records, commit at launch) and every tool wrapped by wrapToolWithBeforeToolCallHook
+// (recordLoopOutcome, whose onToolOutcome feeds the run's post-compaction guard, as the embedded runner wires it;
+// the guard is taken out of its dist file as for 2026.7). Nothing of that is emulated here. What this file
+// supplies is the model and the tools: the model answers each turn with the scenario's next tool call of that run
+// as a one-call assistant message (spec §3.1: the vectors' one-call batches), the tool returns the event's result
+// or throws its error. What it reads back is observed: the tool result message (block text, note), the session
+// history (veto record, committed call, outcome), the admission's answer (warnings), the run's terminal assistant
+// message, the guard's verdicts. Glue, as the vectors model it (spec §3.3): a run whose attempt ended in a
+// terminal block continues its transcript (runAgentLoop again with the same recovery state, as Agent.continue
+// does) when the scenario has more calls of it; a compaction_retry starts a new attempt (a new prompt: a fresh
+// recovery state), also of a terminated run (which stays terminated: run_terminated is true from a terminal block
+// on, in that run; a guard's abort, which ends the run in OpenClaw, likewise leaves run_aborted true).
+// Per tool_call event: {event, type, tool_name, args_hash, decision, detection, warning, blocked, [block_reason,
+// block_text, tool_loop_recovery, veto_recorded], recorded_call, outcome, guard, run_aborted, run_terminated};
+// per compaction_retry event {event, type, guard}; per tool_result event {event, type, tool_name, args_hash,
+// ignored, run_aborted, run_terminated} (its call was blocked: it never ran) or {event, type, tool_name,
+// args_hash, outcome, guard, run_aborted, run_terminated} (a deferred call's tool, waiting since its tool_call,
+// returns the result or throws the error; its warning note goes to the call's entry). Scenarios
+// (bench/difffuzz.py runner_decides): tool calls with their outcome (a result object or a thrown error) or
+// deferred (outcome_follows, the tool_result before the run's next event, in the call's session fields), tool
+// call ids, object args.
 const TERMINATED = "OpenClaw stopped this run because tool-loop recovery encountered another critical loop. " +
   "No blocked tool action was executed.";
 const runnerParts = args.includes("--runner") ? await loadRunner() : undefined;
@@ -457,7 +459,8 @@ async function loadRunner() {
     "attachInternalToolBatchLifecycle", "hashToolCall", logName, `${source}\nreturn createToolLoopBatchAdmission;`)(
     normalizeCodeModeExecBeforeHookParams, admitToolCallBatch, attachInternalToolBatchLifecycle, hashToolCall,
     { error() {}, warn() {}, info() {}, debug() {} });
-  return { runAgentLoop, wrapToolWithBeforeToolCallHook, createToolLoopBatchAdmission, clearBatchAdmittedToolCallsForRun };
+  return { runAgentLoop, wrapToolWithBeforeToolCallHook, createToolLoopBatchAdmission,
+    clearBatchAdmittedToolCallsForRun };
 }
 
 const USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
@@ -616,7 +619,8 @@ async function runnerRun(scenario) {
       // one attempt per hook context (run id, session, agent: a blank run id is its own run to OpenClaw's hooks),
       // the recovery state shared by the guard identity (spec §3.3)
       if (!attempts.has(identity)) attempts.set(identity, new Map());
-      const contextKey = JSON.stringify([event.run_id ?? null, sessionKey ?? null, sessionId ?? null, event.agent_id ?? null]);
+      const contextKey = JSON.stringify([event.run_id ?? null, sessionKey ?? null, sessionId ?? null,
+        event.agent_id ?? null]);
       let attempt = attempts.get(identity).get(contextKey);
       if (attempt?.ended) attempt = undefined;
       if (!attempt) {
@@ -672,7 +676,8 @@ async function runnerRun(scenario) {
       }
       // a blocked call added its veto record, any other call its own record
       const record = out.blocked ? undefined : added.at(-1);
-      out.recorded_call = !out.blocked && Boolean(sessionKey) && loopDetection?.enabled === true && record !== undefined;
+      out.recorded_call = !out.blocked && Boolean(sessionKey) && loopDetection?.enabled === true
+        && record !== undefined;
       out.outcome = running ? { deferred: true } : outcomeView(record);
       out.guard = state.guarded ?? Scenario.guardView(guardEntry);
       out.run_aborted = guardEntry.aborted;

@@ -209,8 +209,10 @@ def test_own_2026_9_vectors_through_kafka(kafka_bootstrap, tmp_path):
     notes, vetoes in the changelog state, a mixed fleet (per agent and per event). The file's hand-written
     scenarios (those expected by OpenClaw's embedded runner, bench/own_vectors_2026_9.py, run offline)."""
     own = tmp_path / "own.jsonl"
-    own.write_text("".join(line + "\n" for line in OWN_2026_9.read_text(encoding="utf-8").split("\n")
-                           if line.strip() and "embedded runner" not in json.loads(line)["description"]), encoding="utf-8")
+    lines = OWN_2026_9.read_text(encoding="utf-8").split("\n")
+    own.write_text("".join(line + "\n" for line in lines
+                           if line.strip() and "embedded runner" not in json.loads(line)["description"]),
+                   encoding="utf-8")
     expected: dict[str, bool] = {}
     result = asyncio.run(_run_vectors(kafka_bootstrap, tmp_path, "session", (own,), expected))
     assert len(result) == 8
