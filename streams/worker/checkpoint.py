@@ -172,7 +172,7 @@ from streams.wire.codecs import MAX_CARRIED_BYTES, fits
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from .fencing import Fenced, is_fenced
+from .fencing import Fenced, is_fenced, transaction_state
 from .outage import is_broker_trouble
 from .outputs import Outputs
 
@@ -389,7 +389,7 @@ class Checkpoints:
         ``ProducerFenced``) if another worker has started a writer for the
         partition since: nothing of the transaction is then visible.
         """
-        writer = self._writers.get(partition)
+        writer = self._writers.get(partition)  # Fenced if none, or if its last transaction did not end
         try:
             await writer.begin_transaction()
             batches = await self.table.write(Outputs(writer, self._changelog_partitions), partition, records)
@@ -398,8 +398,13 @@ class Checkpoints:
                 await writer.send_offsets_to_transaction(offsets, self.app.conf.id)
             await writer.commit_transaction()
         except BaseException as exc:
-            if _fenced_writer(writer):
-                raise Fenced(f"changelog partition {partition}: another worker owns it now") from exc
+            if transaction_state(writer) != "READY":
+                # its transaction did not end (fenced, cancelled, failed): a checkpoint started before the
+                # partition is handled as lost (_lose_later waits for the lock) must not begin another on it
+                self._writers.retire(partition, writer)
+            if _fenced_writer(writer) or _state_refused(exc):
+                raise Fenced(f"changelog partition {partition}: another worker owns it now, or its writer's "
+                             f"transaction state is broken ({transaction_state(writer)})") from exc
             raise
         self.table.store_committed(partition, batches)
 
@@ -535,6 +540,11 @@ def _fenced_writer(writer: Any) -> bool:
     if manager.is_fatal_error() and waiter.done() and not waiter.cancelled():
         return is_fenced(waiter.exception())
     return False
+
+
+def _state_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is aiokafka's transaction state machine refusing a step (it asserts)."""
+    return isinstance(exc, AssertionError) and str(exc).startswith("Invalid state transition")
 
 
 def _see_failure(future: asyncio.Future) -> None:

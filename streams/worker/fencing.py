@@ -29,7 +29,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 
 from streams.wire.outages import Backoff, stop_producer
 
-__all__ = ["Fenced", "PartitionWriters", "is_fenced"]
+__all__ = ["Fenced", "PartitionWriters", "is_fenced", "transaction_state"]
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +73,41 @@ class PartitionWriters:
         self._backoff = backoff or Backoff()
         self._options = producer_options
         self._writers: dict[int, AIOKafkaProducer] = {}
+        self._retired: list[AIOKafkaProducer] = []  # writers given up since the last assignment, stopped at the next
         self._generation = -2  # the group generation of the last assignment
 
     def transactional_id(self, partition: int) -> str:
         return f"{self._app_id}-states-{partition}"
 
     def get(self, partition: int) -> AIOKafkaProducer:
-        """The writer of ``partition``. Raises :class:`Fenced` if this worker holds none (does not own it)."""
+        """The writer of ``partition``, ready to begin a transaction.
+
+        Raises :class:`Fenced` if this worker holds none (does not own it), or if the writer's last
+        transaction did not end (committed or aborted): a checkpoint fenced or cancelled half-way leaves
+        it ``IN_TRANSACTION``, and a sender that failed leaves it ``FATAL_ERROR``; aiokafka refuses to
+        begin another transaction on it (an ``AssertionError``). Such a writer is retired
+        (:meth:`retire`) and the partition handled as fenced: a new writer, started at the next
+        assignment, ends the open transaction (``InitProducerId``). A new writer is never started here:
+        this worker may have lost the partition without knowing, and would fence its new owner.
+        """
         writer = self._writers.get(partition)
         if writer is None:
             raise Fenced(f"no changelog writer for partition {partition}: not owned by this worker")
+        state = transaction_state(writer)
+        if state != "READY":
+            self.retire(partition, writer)
+            raise Fenced(f"changelog partition {partition}: its writer's last transaction did not end "
+                         f"(state {state}); given up until the next assignment")
         return writer
+
+    def retire(self, partition: int, writer: AIOKafkaProducer) -> None:
+        """Give up ``writer`` as the writer of ``partition`` if it is that (and every other writer at the next
+        assignment, :meth:`renew`): its transaction state is unfit for another transaction. It is stopped
+        at the next assignment or :meth:`close`."""
+        if self._writers.get(partition) is writer:
+            del self._writers[partition]
+            self._retired.append(writer)
+        self.renew()
 
     def __contains__(self, partition: int) -> bool:
         return partition in self._writers
@@ -103,7 +127,9 @@ class PartitionWriters:
         kept = wanted if generation == self._generation + 1 else set()
         self._generation = generation
         old, self._writers = self._writers, {p: w for p, w in self._writers.items() if p in kept}
-        await asyncio.gather(*(_stop(writer) for p, writer in old.items() if p not in self._writers))
+        retired, self._retired = self._retired, []
+        await asyncio.gather(*(_stop(writer) for p, writer in old.items() if p not in self._writers),
+                             *(_stop(writer) for writer in retired))
         started = await asyncio.gather(*(self._start(p) for p in sorted(wanted - self._writers.keys())),
                                        return_exceptions=True)
         errors = [result for result in started if isinstance(result, BaseException)]
@@ -135,7 +161,16 @@ class PartitionWriters:
         """Close every writer (a stop), waiting at most ``timeout`` s (the broker may be down)."""
         self._generation = -2
         old, self._writers = self._writers, {}
-        await asyncio.gather(*(stop_producer(writer, timeout) for writer in old.values()), return_exceptions=True)
+        retired, self._retired = self._retired, []
+        await asyncio.gather(*(stop_producer(writer, timeout) for writer in [*old.values(), *retired]),
+                             return_exceptions=True)
+
+
+def transaction_state(writer: AIOKafkaProducer) -> str:
+    """The name of ``writer``'s transaction state (aiokafka's ``TransactionState``: ``READY`` between
+    transactions, ``IN_TRANSACTION``, ``COMMITTING_TRANSACTION``, ``ABORTING_TRANSACTION``,
+    ``ABORTABLE_ERROR``, ``FATAL_ERROR``, ``UNINITIALIZED``)."""
+    return writer._txn_manager.state.name  # aiokafka internals: the transaction state machine
 
 
 async def _stop(producer: AIOKafkaProducer) -> None:

@@ -7,12 +7,16 @@ from typing import Any
 
 import pytest
 
+from aiokafka.producer.transaction_manager import TransactionManager
+
 from streams.worker.fencing import Fenced, PartitionWriters, is_fenced
 
 
 class _Writer:
     def __init__(self, partition: int) -> None:
         self.partition, self.stopped = partition, False
+        self._txn_manager = TransactionManager(f"lw-unit-states-{partition}", 1000)
+        self._txn_manager.set_pid_and_epoch(1, 0)  # started: READY between transactions
 
     async def stop(self) -> None:
         self.stopped = True
