@@ -21,6 +21,7 @@ from aiokafka.producer.transaction_manager import TransactionManager
 
 from streams.worker.checkpoint import Checkpoints
 from streams.worker.fencing import Fenced, PartitionWriters
+from tests.worker.test_checkpoint_transactions import _States
 
 
 class _Writer:
@@ -64,14 +65,6 @@ class _Table:
         pass
 
 
-class _States:
-    def snapshot(self, changed: dict) -> None:
-        pass
-
-    async def encode_snapshot(self) -> list:
-        return []
-
-
 class _Worker(Checkpoints):
     def __init__(self, writers: PartitionWriters) -> None:
         self._init_checkpoints()
@@ -87,11 +80,8 @@ class _Worker(Checkpoints):
         self._outage_since = None
 
 
-def _handled(*partitions: int) -> dict:
-    return {TopicPartition("events", p): 10 for p in partitions}
-
-
-def test_a_checkpoint_before_the_fence_is_handled_does_not_begin_on_the_fenced_writer(monkeypatch) -> None:
+def _writers(monkeypatch: Any) -> tuple[PartitionWriters, list[_Writer]]:
+    """Writers whose start makes a :class:`_Writer` (no broker); the list holds every one started, in order."""
     writers, started = PartitionWriters("127.0.0.1:1", "lw-unit"), []
 
     async def start(partition: int) -> tuple[int, Any]:
@@ -99,6 +89,15 @@ def test_a_checkpoint_before_the_fence_is_handled_does_not_begin_on_the_fenced_w
         return partition, started[-1]
 
     monkeypatch.setattr(writers, "_start", start)
+    return writers, started
+
+
+def _handled(*partitions: int) -> dict:
+    return {TopicPartition("events", p): 10 for p in partitions}
+
+
+def test_a_checkpoint_before_the_fence_is_handled_does_not_begin_on_the_fenced_writer(monkeypatch) -> None:
+    writers, started = _writers(monkeypatch)
     worker = _Worker(writers)
 
     async def scenario() -> tuple[set[int], set[int], set[int]]:
@@ -125,12 +124,7 @@ def test_a_checkpoint_before_the_fence_is_handled_does_not_begin_on_the_fenced_w
 
 
 def test_a_writer_whose_transaction_did_not_end_is_given_up_not_reused(monkeypatch) -> None:
-    writers = PartitionWriters("127.0.0.1:1", "lw-unit")
-
-    async def start(partition: int) -> tuple[int, Any]:
-        return partition, _Writer(partition)
-
-    monkeypatch.setattr(writers, "_start", start)
+    writers, _ = _writers(monkeypatch)
 
     async def scenario() -> None:
         await writers.own([0, 1, 2], generation=7)

@@ -3,34 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
-from aiokafka.producer.transaction_manager import TransactionManager
-
-from streams.worker.fencing import Fenced, PartitionWriters, is_fenced
-
-
-class _Writer:
-    def __init__(self, partition: int) -> None:
-        self.partition, self.stopped = partition, False
-        self._txn_manager = TransactionManager(f"lw-unit-states-{partition}", 1000)
-        self._txn_manager.set_pid_and_epoch(1, 0)  # started: READY between transactions
-
-    async def stop(self) -> None:
-        self.stopped = True
-
-
-def _writers(monkeypatch: pytest.MonkeyPatch) -> tuple[PartitionWriters, list[_Writer]]:
-    writers, started = PartitionWriters("127.0.0.1:1", "lw-unit"), []
-
-    async def start(partition: int) -> tuple[int, Any]:
-        started.append(_Writer(partition))
-        return partition, started[-1]
-
-    monkeypatch.setattr(writers, "_start", start)
-    return writers, started
+from streams.worker.fencing import Fenced, is_fenced
+from tests.worker.test_checkpoint_fenced_writer import _writers
 
 
 def test_a_partition_kept_from_the_generation_before_keeps_its_writer(monkeypatch):
