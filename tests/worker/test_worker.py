@@ -446,8 +446,9 @@ def test_an_input_topic_with_another_partition_count_stops_the_worker_before_any
         assert worker.proc.wait(60) != 0
     finally:
         worker.stop()
+    said = worker.log_text()
     assert (f"input topic partitions must equal --partitions (2, the state table's): {topic} has 3. To fix: run the "
-            "worker with --partitions 3, or create the input topic with 2 partitions") in worker.log_text()
+            "worker with --partitions 3, or create the input topic with 2 partitions") in said, said  # whole log
     assert asyncio.run(consume_all(kafka_bootstrap, settings.verdicts_topic, 1, timeout=3)) == []
     if not faust:
         assert asyncio.run(_existing(kafka_bootstrap, f"{settings.app_id}-")) == []  # no changelog, no rekey topic
