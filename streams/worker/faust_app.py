@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import faust
+from faust.app.base import BootStrategy
 
 from .settings import WorkerSettings
 
@@ -21,6 +22,15 @@ __all__ = ["METADATA_MAX_AGE_MS", "RAW", "WorkerApp", "new_faust_app"]
 METADATA_MAX_AGE_MS = 5_000  # the consumer's metadata refresh interval
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}  # topic options
+
+
+class NoWebServer(BootStrategy):
+    """Faust's start-up without its web server, whatever ``web_enabled`` says by then: Faust's ``worker``
+    command sets it from its ``--with-web`` option, on by default, over the app's ``web_enabled=False``.
+    ``faust -A streams.app worker`` then bound 0.0.0.0:6066, and a second such worker on the host
+    failed to start ("address already in use") before it said anything of its own."""
+
+    enable_web = False
 
 
 class WorkerApp(faust.App):
@@ -36,6 +46,7 @@ class WorkerApp(faust.App):
     for it, so that it means an event sent now gets its verdict.
     """
 
+    BootStrategy = NoWebServer
     before_stop: Any = None
     input_ready: Any = None
     on_stopping: Any = None  # called as the stop begins
