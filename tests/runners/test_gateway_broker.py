@@ -161,7 +161,10 @@ def test_no_worker_means_the_on_timeout_policy_in_every_answer(kafka_bootstrap):
     answers = asyncio.run(main())
     for policy, (event, hook, health) in answers.items():
         assert event["decision"] == policy and event["timed_out"] is True and event["on_timeout"] == policy
-        assert event["verdict"] is None and "no verdict within 0.5 s" in event["message"]
+        # the wait it made: the timeout, or a little more when the timer fires late on a loaded machine
+        waited_s = event["latency_ms"] / 1000
+        assert event["verdict"] is None and waited_s >= 0.5
+        assert f"no verdict within {round(waited_s, 1):g} s" in event["message"]
         assert health["status"] == "ok" and health["on_timeout"] == policy
     assert answers["allow"][1] == {"systemMessage": answers["allow"][0]["message"]}  # shown to the user; the call runs
     assert answers["block"][1]["hookSpecificOutput"]["permissionDecision"] == "deny"
