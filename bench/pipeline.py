@@ -345,6 +345,22 @@ def _cpu_seconds(pid: int | None) -> float | None:
         return None
 
 
+async def _settled(pid: int | None, idle_share: float = 0.05, window_s: float = 0.5, limit_s: float = 30.0) -> float:
+    """Wait until process ``pid`` uses under ``idle_share`` of a core over ``window_s`` (at most ``limit_s``);
+    return the seconds waited. After the throughput phase the worker still writes the checkpoint of every state
+    that phase changed, work the pass-through does not have: the paced phase measures steady state, not that."""
+    waited = 0.0
+    before = _cpu_seconds(pid)
+    while before is not None and waited < limit_s:
+        await asyncio.sleep(window_s)
+        waited += window_s
+        after = _cpu_seconds(pid)
+        if after is None or after - before < idle_share * window_s:
+            break
+        before = after
+    return waited
+
+
 def _cpu_us_per_event(before: float | None, after: float | None, events: int) -> float | None:
     return None if before is None or after is None or not events else (after - before) / events * 1e6
 
@@ -394,6 +410,7 @@ async def run_one(processor: Processor, bootstrap: str, throughput_records: list
         if latency_events is None:
             return result
 
+        result["settle_s"] = await _settled(pid)
         before = processor.latency_buckets()
         cpu_paced = _cpu_seconds(pid)
         sent, elapsed = await _paced(bootstrap, processor.input, latency_events, rate)
@@ -488,6 +505,9 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
         if r["offered"] > r["throughput_eps"]:
             print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
                   f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
+        if r.get("settle_s"):
+            print(f"  {r['name']}: busy {r['settle_s']:.1f} s after the throughput phase (its checkpoint); the paced "
+                  "phase began once it was idle")
         if r.get("cpu_us_per_event_paced") is not None:
             print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
         if "paced_cpu_ms_per_s" in r:
