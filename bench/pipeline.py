@@ -505,9 +505,9 @@ def _report(results: list[dict[str, Any]], events: int, rate: float, duration: f
         if r["offered"] > r["throughput_eps"]:
             print(f"  ! {r['name']}: offered {r['offered']:,.0f}/s is above its saturation throughput "
                   f"{r['throughput_eps']:,.0f}/s: its latency is queueing over the phase (try a lower --rate)")
-        if r.get("settle_s"):
-            print(f"  {r['name']}: busy {r['settle_s']:.1f} s after the throughput phase (its checkpoint); the paced "
-                  "phase began once it was idle")
+        if r.get("settle_s", 0) > 0.5:  # one window: idle at the first look
+            print(f"  {r['name']}: busy {r['settle_s']:.1f} s after the throughput phase; the paced phase began once "
+                  "it was idle")
         if r.get("cpu_us_per_event_paced") is not None:
             print(f"  {r['name']}: CPU time per event {r['cpu_us_per_event_paced']:,.0f} µs at {rate:,.0f} ev/s")
         if "paced_cpu_ms_per_s" in r:
