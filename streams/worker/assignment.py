@@ -62,8 +62,10 @@ class Assignments:
             try:
                 fenced = await self._final_checkpoint()
                 if fenced:
-                    log.warning("loopwatch: partitions %s had moved to another worker already (this one was "
-                                "removed from the group): their last states here were not written",
+                    log.warning("loopwatch: partitions %s were fenced (another worker took them over, or the "
+                                "transaction coordinator aborted a transaction that outlived transaction_timeout_s): "
+                                "their last states here were not written; their next owner re-applies from the "
+                                "last checkpoint",
                                 ", ".join(map(str, sorted(fenced))))
                     metrics.FENCED.inc(len(fenced))
                     self._writers.renew()
